@@ -1,12 +1,25 @@
 //! The shipped induction model (`firmware-example/model/induction-2l`): the loss TransformerLens computes
 //! for it on a fixed batch (recorded by `tests/fixtures/gen_tl.py`), and its accuracy on the repeated
-//! part, both through `microlens convert` and the core forward pass.
+//! part, both through `microlens convert` and the core forward pass; the circuits that make it an
+//! induction model.
 
 use std::path::PathBuf;
 
+use microlens::analysis::{Head, HeadPattern};
+use microlens::Model;
+use microlens_host::analysis::{
+    ablation_table, all_composition_scores, composition_baseline, full_ov_copying_score,
+    head_scores, repeated_random_tokens, CircuitWeights, CompositionMode,
+};
 use microlens_host::convert::{convert, ConvertOptions};
-use microlens_host::run::{log_softmax, run_blob};
+use microlens_host::run::{log_softmax, run_blob, run_model};
+use microlens_host::train::data::InductionData;
+use microlens_host::train::eval::best_copier;
+use microlens_host::train::trainer::rng;
 use serde::Deserialize;
+
+/// Seed of held-out sequences: neither the training data (seed 0) nor the training run's evaluation set.
+const HELD_OUT_SEED: u64 = 4242;
 
 #[derive(Deserialize)]
 struct Shipped {
@@ -37,10 +50,7 @@ fn loss_equals_transformerlens_and_accuracy_is_high() {
             loss -= log_softmax(logits)[next] as f64;
             n += 1;
             if p >= from {
-                let argmax = (0..logits.len())
-                    .max_by(|&a, &b| logits[a].total_cmp(&logits[b]))
-                    .unwrap();
-                correct += (argmax == next) as usize;
+                correct += (argmax(logits) == next) as usize;
                 predictable += 1;
             }
         }
@@ -57,4 +67,99 @@ fn loss_equals_transformerlens_and_accuracy_is_high() {
         fx.loss
     );
     assert!(accuracy >= 0.95, "accuracy {accuracy}");
+}
+
+/// The shipped model on held-out sequences of the training distribution (random prefix, random segment
+/// repeated, so the offset varies) through the core forward: accuracy on the repeated part.
+#[test]
+fn accuracy_at_varying_offsets_through_the_core_forward() {
+    let (blob, _) = shipped();
+    let model = Model::from_bytes(&blob).unwrap();
+    let cfg = model.config();
+    let data = InductionData::new(cfg.n_ctx, cfg.d_vocab).unwrap();
+    let seqs = data.sample_many(&mut rng(HELD_OUT_SEED, 0), 256);
+    let (mut correct, mut predictable) = (0usize, 0usize);
+    for s in &seqs {
+        let out = run_model(&model, &s.tokens).unwrap();
+        for i in (0..s.tokens.len()).filter(|&i| s.is_predictable(i)) {
+            correct += usize::from(argmax(&out.logits[i]) == s.tokens[i + 1] as usize);
+            predictable += 1;
+        }
+    }
+    let accuracy = correct as f64 / predictable as f64;
+    let (distance, copier) = best_copier(&seqs, cfg.n_ctx / 2);
+    println!("accuracy on the repeated part {accuracy:.4}; best fixed-distance copier ({distance}) {copier:.4}");
+    assert!(accuracy >= 0.95, "accuracy {accuracy}");
+    assert!(
+        copier < 0.2,
+        "the data must defeat a fixed-distance copier ({copier})"
+    );
+}
+
+/// The README's evidence, from the analyses `microlens circuits` prints: a layer-0 previous-token head, a
+/// layer-1 induction head that K-composes with it (well above its Q/V composition and the random
+/// baseline) and copies (full OV circuit eigenvalues positive), and the ablation table.
+#[test]
+fn circuits_show_a_previous_token_head_and_an_induction_head() {
+    let (blob, _) = shipped();
+    let model = Model::from_bytes(&blob).unwrap();
+    let cfg = *model.config();
+    let seqs = repeated_random_tokens(cfg.d_vocab, 32, 16, 0);
+    let scores = head_scores(&model, &seqs).unwrap();
+    let best = |layer: usize, f: &dyn Fn(Head) -> f64| {
+        (0..cfg.n_heads)
+            .map(|h| Head::new(layer, h))
+            .max_by(|&a, &b| f(a).total_cmp(&f(b)))
+            .unwrap()
+    };
+    let prev = best(0, &|h| scores.get(HeadPattern::PreviousToken, h));
+    let ind = best(1, &|h| scores.induction_repeated[h.index(cfg.n_heads)]);
+    let prev_score = scores.get(HeadPattern::PreviousToken, prev);
+    let ind_score = scores.induction_repeated[ind.index(cfg.n_heads)];
+    let ind_mul = scores.get(HeadPattern::Induction, ind);
+    println!("previous-token head {prev} {prev_score:.3}; induction head {ind} {ind_score:.3} (TL mul {ind_mul:.3})");
+    assert!(prev_score >= 0.6, "previous-token score {prev_score}");
+    assert!(
+        ind_score >= 0.7,
+        "induction score on the repeated half {ind_score}"
+    );
+    // TransformerLens's "mul" counts the first half too, where no head can score: at most about 1/2 here.
+    assert!(
+        (0.35..=0.5).contains(&ind_mul),
+        "TL induction score {ind_mul}"
+    );
+    // No layer-0 head can be an induction head (it has no previous-token information to key on).
+    for h in 0..cfg.n_heads {
+        let s = scores.induction_repeated[Head::new(0, h).index(cfg.n_heads)];
+        assert!(s < 0.1, "layer-0 head {h} induction score {s}");
+    }
+
+    let w = CircuitWeights::from_model(&model).unwrap();
+    let [q, k, v] = CompositionMode::ALL.map(|m| all_composition_scores(&w, m).get(prev, ind));
+    let base = composition_baseline(cfg.d_model, cfg.d_head, 200, 0);
+    println!(
+        "composition {prev} -> {ind}: Q {q:.3} K {k:.3} V {v:.3}; baseline {:.3} ± {:.3}",
+        base.mean, base.std
+    );
+    assert!(
+        k > base.mean + 5.0 * base.std,
+        "K-composition {k} vs baseline {base:?}"
+    );
+    assert!(k > 3.0 * q.max(v), "K {k} vs Q {q}, V {v}");
+
+    let copying = full_ov_copying_score(&w.w_e, w.head(ind), &w.w_u);
+    println!("full OV copying score of {ind}: {copying:.3}");
+    assert!(copying > 0.9, "copying score {copying}");
+
+    let table = ablation_table(&model, &seqs, 32).unwrap();
+    let [direct, layer0, full] = [table.by_layers[0], table.by_layers[1], table.by_layers[2]];
+    println!("ablation: direct {direct:.3}, with layer 0 {layer0:.3}, full {full:.3}");
+    assert!(direct > 3.5 && layer0 > 3.5, "{table:?}");
+    assert!(full < 0.5, "{table:?}");
+}
+
+fn argmax(logits: &[f32]) -> usize {
+    (0..logits.len())
+        .max_by(|&a, &b| logits[a].total_cmp(&logits[b]))
+        .unwrap()
 }

@@ -127,8 +127,8 @@ fn pattern_recorder_and_detectors_match_the_recorded_rows() {
     // Layer 1 only, first 8 positions.
     let mut buf = vec![0.0; PatternRecorder::len(1, cfg.n_heads, 8)];
     let mut rec = PatternRecorder::new(&mut buf, 1, 1, cfg.n_heads, 8).unwrap();
-    let mut acc: Vec<Vec<Ratio>> = vec![vec![Ratio::default(); 4]; 4];
-    let [a0, a1, a2, a3] = &mut acc[..] else {
+    let mut acc: Vec<Vec<Ratio>> = vec![vec![Ratio::default(); 4]; 5];
+    let [a0, a1, a2, a3, a4] = &mut acc[..] else {
         unreachable!()
     };
     let mut det = (
@@ -137,9 +137,13 @@ fn pattern_recorder_and_detectors_match_the_recorded_rows() {
             HeadDetector::new(HeadPattern::DuplicateToken, &TOKENS, a1, cfg.n_heads),
             (
                 HeadDetector::new(HeadPattern::Induction, &TOKENS, a2, cfg.n_heads),
-                HeadDetector::new(HeadPattern::Induction, &TOKENS, a3, cfg.n_heads)
-                    .exclude_bos(true)
-                    .exclude_current_token(true),
+                (
+                    HeadDetector::new(HeadPattern::Induction, &TOKENS, a3, cfg.n_heads)
+                        .exclude_bos(true)
+                        .exclude_current_token(true),
+                    HeadDetector::new(HeadPattern::Induction, &TOKENS, a4, cfg.n_heads)
+                        .targeted_rows_only(true),
+                ),
             ),
         ),
     );
@@ -156,19 +160,21 @@ fn pattern_recorder_and_detectors_match_the_recorded_rows() {
             assert_eq!(rec.get(*layer, *head, *q, k), want);
         }
     }
-    // score = sum(A ⊙ D) / sum(A), recomputed from the rows.
-    let (p, (d, (i, i_ex))) = &det;
-    for (detector, pattern, exclude) in [
-        (p, HeadPattern::PreviousToken, false),
-        (d, HeadPattern::DuplicateToken, false),
-        (i, HeadPattern::Induction, false),
-        (i_ex, HeadPattern::Induction, true),
+    // score = sum(A ⊙ D) / sum(A), recomputed from the rows (only rows with a target when `targeted`).
+    let (p, (d, (i, (i_ex, i_rep)))) = &det;
+    for (detector, pattern, exclude, targeted) in [
+        (p, HeadPattern::PreviousToken, false, false),
+        (d, HeadPattern::DuplicateToken, false, false),
+        (i, HeadPattern::Induction, false, false),
+        (i_ex, HeadPattern::Induction, true, false),
+        (i_rep, HeadPattern::Induction, false, true),
     ] {
         for layer in 0..cfg.n_layers {
             for head in 0..cfg.n_heads {
                 let (mut num, mut den) = (0.0f64, 0.0f64);
                 for ((l, h, q), row) in &rows.0 {
-                    if (*l, *h) != (layer, head) {
+                    let has_target = (0..row.len()).any(|k| pattern.target(&TOKENS, *q, k));
+                    if (*l, *h) != (layer, head) || (targeted && !has_target) {
                         continue;
                     }
                     for (k, &a) in row.iter().enumerate() {

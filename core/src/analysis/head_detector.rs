@@ -7,6 +7,12 @@
 //! attention the row pays to its targets. `exclude_bos` zeroes `A[:, 0]` and `exclude_current_token`
 //! zeroes the diagonal, in both sums, as TransformerLens does. For several sequences TransformerLens
 //! averages the per-sequence scores: run one detector per sequence and average [`HeadDetector::score`].
+//!
+//! [`HeadDetector::targeted_rows_only`] counts only the query rows where `D` has a target. On repeated
+//! random tokens that is the repeated half, and the induction score becomes the mean attention on the
+//! induction stripe there, the score of Olsson et al. ("In-context learning and induction heads") and of
+//! the TransformerLens tutorials; "mul" over all rows cannot exceed the fraction of rows with targets
+//! (about 1/2 on a sequence repeated once).
 
 use super::detection::HeadPattern;
 use super::head::Head;
@@ -43,6 +49,7 @@ pub struct HeadDetector<'a> {
     n_heads: usize,
     exclude_bos: bool,
     exclude_current_token: bool,
+    targeted_rows_only: bool,
 }
 
 impl<'a> HeadDetector<'a> {
@@ -62,6 +69,7 @@ impl<'a> HeadDetector<'a> {
             n_heads,
             exclude_bos: false,
             exclude_current_token: false,
+            targeted_rows_only: false,
         }
     }
 
@@ -74,6 +82,12 @@ impl<'a> HeadDetector<'a> {
     /// Ignore attention to the query's own position (`exclude_current_token`).
     pub fn exclude_current_token(mut self, yes: bool) -> Self {
         self.exclude_current_token = yes;
+        self
+    }
+
+    /// Count only the query rows with at least one target in the detection pattern.
+    pub fn targeted_rows_only(mut self, yes: bool) -> Self {
+        self.targeted_rows_only = yes;
         self
     }
 
@@ -100,6 +114,11 @@ impl Hooks for HeadDetector<'_> {
         if p.kind != HookKind::Pattern || p.pos >= self.tokens.len() {
             return;
         }
+        let (pattern, tokens) = (self.pattern, self.tokens);
+        if self.targeted_rows_only && !(0..row.len()).any(|key| pattern.target(tokens, p.pos, key))
+        {
+            return;
+        }
         let Some(r) = self
             .acc
             .get_mut(Head::new(p.layer, p.head).index(self.n_heads))
@@ -111,7 +130,7 @@ impl Hooks for HeadDetector<'_> {
                 continue;
             }
             r.den += a;
-            if self.pattern.target(self.tokens, p.pos, key) {
+            if pattern.target(tokens, p.pos, key) {
                 r.num += a;
             }
         }

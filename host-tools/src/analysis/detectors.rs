@@ -49,6 +49,9 @@ pub struct HeadScores {
     pub duplicate_token: Vec<f64>,
     /// `[layer][head]` induction scores.
     pub induction: Vec<f64>,
+    /// `[layer][head]` induction scores over the query rows that have an induction target only (the
+    /// repeated half): the mean attention on the induction stripe, Olsson et al.'s score.
+    pub induction_repeated: Vec<f64>,
 }
 
 impl HeadScores {
@@ -67,24 +70,24 @@ impl HeadScores {
     }
 }
 
-/// Mean over `seqs` of each head's score for each [`HeadPattern`] (one run per sequence).
+/// Mean over `seqs` of each head's score for each [`HeadPattern`], and of the induction score over
+/// the rows with targets (one run per sequence).
 pub fn head_scores(model: &Model<'_>, seqs: &[Vec<u32>]) -> Result<HeadScores> {
     let cfg = model.config();
     let n = cfg.n_layers * cfg.n_heads;
-    let mut sums = [vec![0.0; n], vec![0.0; n], vec![0.0; n]];
+    let mut sums: [Vec<f64>; 4] = std::array::from_fn(|_| vec![0.0; n]);
     for tokens in seqs {
-        let mut acc = [
-            vec![Ratio::default(); n],
-            vec![Ratio::default(); n],
-            vec![Ratio::default(); n],
-        ];
-        let [a0, a1, a2] = &mut acc;
+        let mut acc: [Vec<Ratio>; 4] = std::array::from_fn(|_| vec![Ratio::default(); n]);
+        let [a0, a1, a2, a3] = &mut acc;
         let [p0, p1, p2] = HeadPattern::ALL;
         let mut detectors = (
             HeadDetector::new(p0, tokens, a0, cfg.n_heads),
             (
                 HeadDetector::new(p1, tokens, a1, cfg.n_heads),
-                HeadDetector::new(p2, tokens, a2, cfg.n_heads),
+                (
+                    HeadDetector::new(p2, tokens, a2, cfg.n_heads),
+                    HeadDetector::new(p2, tokens, a3, cfg.n_heads).targeted_rows_only(true),
+                ),
             ),
         );
         run_with_hooks(model, tokens, &mut detectors)?;
@@ -95,12 +98,13 @@ pub fn head_scores(model: &Model<'_>, seqs: &[Vec<u32>]) -> Result<HeadScores> {
         }
     }
     let count = seqs.len().max(1) as f64;
-    let [previous_token, duplicate_token, induction] =
+    let [previous_token, duplicate_token, induction, induction_repeated] =
         sums.map(|s| s.into_iter().map(|x| x / count).collect());
     Ok(HeadScores {
         n_heads: cfg.n_heads,
         previous_token,
         duplicate_token,
         induction,
+        induction_repeated,
     })
 }

@@ -126,6 +126,7 @@ fn to_json(r: &Report) -> Value {
                 "prev_token_score": r.scores.get(HeadPattern::PreviousToken, h),
                 "duplicate_token_score": r.scores.get(HeadPattern::DuplicateToken, h),
                 "induction_score": r.scores.get(HeadPattern::Induction, h),
+                "induction_score_repeated": r.scores.induction_repeated[i],
                 "copying_score": r.copying[i],
                 "ov_copying_score": r.ov_copying[i],
                 "direct_logit_attribution": r.dla[i],
@@ -166,16 +167,19 @@ fn print_text(r: &Report) {
         r.seqs.len(),
         r.half
     );
-    println!("\nhead   prev-tok  dup-tok  induction  copying  OV-copy  DLA(next)  loss ablated");
+    println!(
+        "\nhead   prev-tok  dup-tok  induction  (repeated)  copying  OV-copy  DLA(next)  loss ablated"
+    );
     for h in heads(&r.cfg) {
         let i = h.index(n);
         let copying = r.copying[i].map_or("     -".into(), |c| format!("{c:>7.3}"));
         println!(
-            "{:<6} {:>8.3} {:>8.3} {:>10.3} {copying} {:>8.3} {:>10.3} {:>13.3}",
+            "{:<6} {:>8.3} {:>8.3} {:>10.3} {:>11.3} {copying} {:>8.3} {:>10.3} {:>13.3}",
             h.to_string(),
             r.scores.get(HeadPattern::PreviousToken, h),
             r.scores.get(HeadPattern::DuplicateToken, h),
             r.scores.get(HeadPattern::Induction, h),
+            r.scores.induction_repeated[i],
             r.ov_copying[i],
             r.dla[i],
             r.ablation.per_head[i]

@@ -51,6 +51,14 @@ fn scratch_dir(tag: &str) -> PathBuf {
     dir
 }
 
+/// Held-out sequences of the small configuration and the best fixed-distance copier's accuracy on them.
+fn small_eval_set() -> (Vec<Sequence>, f64) {
+    let data = InductionData::new(16, 16).unwrap();
+    let eval_set = data.sample_many(&mut rng(1234, 0), 512);
+    let (_, copier) = best_copier(&eval_set, 8);
+    (eval_set, copier)
+}
+
 #[test]
 fn short_run_learns_induction_and_beats_a_fixed_distance_copier() -> Result<()> {
     let cfg = config(small(2, Positional::Standard, Norm::None), 400, 0);
@@ -58,11 +66,13 @@ fn short_run_learns_induction_and_beats_a_fixed_distance_copier() -> Result<()> 
     let trained = train(&cfg, |r| {
         first.get_or_insert(r.loss_repeated);
     })?;
-    let data = InductionData::new(16, 16)?;
-    let eval_set = data.sample_many(&mut rng(1234, 0), 512);
+    let (eval_set, copier) = small_eval_set();
     let m = evaluate(&trained.model, &eval_set)?;
-    let (_, copier) = best_copier(&eval_set, 8);
     let first = first.unwrap();
+    println!(
+        "2 layers: accuracy {:.3}, copier {copier:.3}",
+        m.acc_repeated
+    );
     assert!(
         first > 2.5,
         "initial repeated-part loss {first} should be near ln 16"
@@ -79,6 +89,26 @@ fn short_run_learns_induction_and_beats_a_fixed_distance_copier() -> Result<()> 
     assert!(
         m.acc_repeated > copier + 0.3,
         "accuracy {} vs copier {copier}",
+        m.acc_repeated
+    );
+    Ok(())
+}
+
+/// The control: one attention layer, trained the same way, cannot compose a previous-token head with an
+/// induction head and stays near the fixed-distance copier.
+#[test]
+fn one_layer_control_fails_to_learn_induction() -> Result<()> {
+    let cfg = config(small(1, Positional::Standard, Norm::None), 400, 0);
+    let trained = train(&cfg, |_| {})?;
+    let (eval_set, copier) = small_eval_set();
+    let m = evaluate(&trained.model, &eval_set)?;
+    println!(
+        "1 layer: accuracy {:.3}, copier {copier:.3}",
+        m.acc_repeated
+    );
+    assert!(
+        m.acc_repeated < copier + 0.15,
+        "a 1-layer model reached {} (copier {copier})",
         m.acc_repeated
     );
     Ok(())
