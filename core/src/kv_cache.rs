@@ -167,15 +167,16 @@ impl<'b> KvCache<'b> {
     /// computes `z[i] = sum_j (pattern[j] * s_vj) * v_j[i]`.
     pub fn mix(&self, layer: usize, head: usize, pattern: &[f32], z: &mut [f32]) {
         z.iter_mut().for_each(|z| *z = 0.0);
-        for (j, &p) in pattern.iter().enumerate() {
-            let r = self.range(layer, j, head);
-            match &self.store {
-                Store::F32 { v, .. } => {
-                    let v = v.get(r).unwrap_or(&[]);
+        match &self.store {
+            Store::F32 { v, .. } => {
+                for (j, &p) in pattern.iter().enumerate() {
+                    let v = v.get(self.range(layer, j, head)).unwrap_or(&[]);
                     z.iter_mut().zip(v).for_each(|(z, v)| *z += p * v);
                 }
-                Store::I8 { v, v_scale, .. } => {
-                    let v = v.get(r).unwrap_or(&[]);
+            }
+            Store::I8 { v, v_scale, .. } => {
+                for (j, &p) in pattern.iter().enumerate() {
+                    let v = v.get(self.range(layer, j, head)).unwrap_or(&[]);
                     let s = v_scale
                         .get(self.slot(layer, j, head))
                         .copied()

@@ -1,6 +1,6 @@
 //! Read-only views of tensors inside a blob, dequantised on the fly; no copies, any alignment.
 
-use crate::blob::{decode_scale, DType, I4_GROUP, SCALE_BYTES};
+use crate::blob::{decode_scale, widen_f16, DType, I4_GROUP, SCALE_BYTES};
 use crate::quant::{int4, int8};
 
 /// An `f32` vector (biases, norm weights).
@@ -14,6 +14,42 @@ pub fn f32s(bytes: &[u8]) -> impl Iterator<Item = f32> + '_ {
     bytes
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Reads little-endian `f16`s from bytes of any alignment, widened to `f32`.
+fn f16s(bytes: &[u8]) -> impl Iterator<Item = f32> + '_ {
+    bytes
+        .chunks_exact(2)
+        .map(|b| widen_f16(u16::from_le_bytes([b[0], b[1]])))
+}
+
+/// `x . w` for the weights `w`, accumulated left to right in `f32`.
+#[inline(always)]
+fn fold_dot(w: impl Iterator<Item = f32>, x: &[f32]) -> f32 {
+    w.zip(x).fold(0.0, |acc, (w, x)| acc + w * x)
+}
+
+/// Elements `start .. start + n` of `data` holding `size`-byte elements (`None` if out of range).
+#[inline(always)]
+fn elements(data: &[u8], size: usize, start: usize, n: usize) -> Option<&[u8]> {
+    data.get(size * start..size * (start + n))
+}
+
+/// `W[start ..] . x` of an `f32` matrix's bytes (0 if out of range).
+fn dot_f32(data: &[u8], start: usize, x: &[f32]) -> f32 {
+    elements(data, 4, start, x.len()).map_or(0.0, |w| fold_dot(f32s(w), x))
+}
+
+/// `W[start ..] . x` of an `f16` matrix's bytes (0 if out of range).
+fn dot_f16(data: &[u8], start: usize, x: &[f32]) -> f32 {
+    elements(data, 2, start, x.len()).map_or(0.0, |w| fold_dot(f16s(w), x))
+}
+
+/// `(W[start ..] . x) * scale()` of an `i8` matrix's bytes against `f32` inputs (0 if out of range).
+fn dot_i8_f32(data: &[u8], start: usize, x: &[f32], scale: impl Fn() -> f32) -> f32 {
+    elements(data, 1, start, x.len()).map_or(0.0, |w| {
+        fold_dot(w.iter().map(|&q| (q as i8) as f32), x) * scale()
+    })
 }
 
 impl<'a> Vector<'a> {
@@ -108,34 +144,24 @@ impl<'a> Matrix<'a> {
 
     /// `W[r][c0 .. c0 + x.len()] . x`, accumulated left to right in `f32`.
     pub fn dot(&self, r: usize, c0: usize, x: &[f32]) -> f32 {
-        let (n, start) = (x.len(), r * self.cols + c0);
+        let start = r * self.cols + c0;
         match self.dtype {
-            DType::F32 => {
-                let Some(w) = self.data.get(4 * start..4 * (start + n)) else {
-                    return 0.0;
-                };
-                f32s(w).zip(x).fold(0.0, |acc, (w, x)| acc + w * x)
-            }
-            DType::F16 => {
-                let Some(w) = self.data.get(2 * start..2 * (start + n)) else {
-                    return 0.0;
-                };
-                w.chunks_exact(2)
-                    .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-                    .zip(x)
-                    .fold(0.0, |acc, (w, x)| acc + w * x)
-            }
-            DType::I8 => {
-                let Some(w) = self.data.get(start..start + n) else {
-                    return 0.0;
-                };
-                let acc = w
-                    .iter()
-                    .zip(x)
-                    .fold(0.0, |acc, (&q, x)| acc + (q as i8) as f32 * x);
-                acc * self.scale(r)
-            }
+            DType::F32 => dot_f32(self.data, start, x),
+            DType::F16 => dot_f16(self.data, start, x),
+            DType::I8 => dot_i8_f32(self.data, start, x, || self.scale(r)),
             DType::I4 => self.dot_i4(r, c0, x),
+        }
+    }
+
+    /// `out[r] = W[r] . x` for every row, as [`Matrix::dot`] with the dtype dispatched once.
+    pub fn matvec(&self, x: &[f32], out: &mut [f32]) {
+        let (rows, c) = (out.iter_mut().enumerate().take(self.rows), self.cols);
+        let d = self.data;
+        match self.dtype {
+            DType::F32 => rows.for_each(|(r, o)| *o = dot_f32(d, r * c, x)),
+            DType::F16 => rows.for_each(|(r, o)| *o = dot_f16(d, r * c, x)),
+            DType::I8 => rows.for_each(|(r, o)| *o = dot_i8_f32(d, r * c, x, || self.scale(r))),
+            DType::I4 => rows.for_each(|(r, o)| *o = self.dot_i4(r, 0, x)),
         }
     }
 
@@ -185,13 +211,6 @@ impl<'a> Matrix<'a> {
         }
     }
 
-    /// `out[r] = W[r] . x` for every row.
-    pub fn matvec(&self, x: &[f32], out: &mut [f32]) {
-        for (r, o) in out.iter_mut().enumerate().take(self.rows) {
-            *o = self.dot(r, 0, x);
-        }
-    }
-
     /// Row `r` dequantised into `out` (`out.len()` values from column 0).
     pub fn row_into(&self, r: usize, out: &mut [f32]) {
         let start = r * self.cols;
@@ -208,8 +227,8 @@ impl<'a> Matrix<'a> {
                     .data
                     .get(2 * start..2 * (start + self.cols))
                     .unwrap_or(&[]);
-                for (o, b) in out.iter_mut().zip(w.chunks_exact(2)) {
-                    *o = half::f16::from_le_bytes([b[0], b[1]]).to_f32();
+                for (o, w) in out.iter_mut().zip(f16s(w)) {
+                    *o = w;
                 }
             }
             DType::I8 => {

@@ -2,6 +2,7 @@
 //! activations and an integer matrix) int8 x int8 or int4 x int8 with integer accumulation.
 
 use super::activations::{quantize, Quantized};
+use super::int8;
 use crate::blob::{Activations, DType};
 use crate::weights::Matrix;
 
@@ -37,11 +38,23 @@ impl<'x> Input<'x> {
         }
     }
 
-    /// `out[r] = W[r] . x` for every row.
+    /// `out[r] = W[r] . x` for every row, as [`Input::dot`] with the arithmetic chosen once per matrix:
+    /// an `i8` matrix meets int8 inputs in [`int8::matvec`], two rows at a time.
     pub fn matvec(&self, w: &Matrix<'_>, out: &mut [f32]) {
         let n = self.x.len();
-        for (r, o) in out.iter_mut().enumerate().take(w.rows()) {
-            *o = self.dot(w, r, 0, n);
+        let rows = out.len().min(w.rows());
+        let out = &mut out[..rows];
+        match self.q {
+            Some(q) if w.dtype() == DType::I8 => {
+                let x = q.q.get(..n).unwrap_or(&[]);
+                int8::matvec(w.data(), w.cols(), x, q.scale, |r| w.scale(r), out);
+            }
+            Some(_) if w.dtype() == DType::I4 => {
+                for (r, o) in out.iter_mut().enumerate() {
+                    *o = self.dot(w, r, 0, n);
+                }
+            }
+            _ => w.matvec(self.x, out),
         }
     }
 }
