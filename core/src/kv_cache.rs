@@ -141,51 +141,92 @@ impl<'b> KvCache<'b> {
         attn_scale: f32,
         row: &mut [f32],
     ) {
+        let dh = self.d_head;
         match &self.store {
             Store::F32 { k, .. } => {
-                for (j, s) in row.iter_mut().enumerate() {
-                    let k = k.get(self.range(layer, j, head)).unwrap_or(&[]);
+                for (s, k) in row.iter_mut().zip(self.positions(k, dh, layer, head)) {
+                    let k = k.get(..dh).unwrap_or(&[]);
                     *s = q.iter().zip(k).fold(0.0f32, |acc, (q, k)| acc + q * k) / attn_scale;
                 }
             }
             Store::I8 { k, k_scale, .. } => {
                 let qq = quantize(q, scratch);
-                for (j, s) in row.iter_mut().enumerate() {
-                    let k = k.get(self.range(layer, j, head)).unwrap_or(&[]);
-                    let s_k = k_scale
-                        .get(self.slot(layer, j, head))
-                        .copied()
-                        .unwrap_or(0.0);
-                    let acc = int8::dot_i8(qq.q, k);
-                    *s = int8::rescale(acc, qq.scale, s_k) / attn_scale;
+                let scales = self.positions(k_scale, 1, layer, head);
+                let keys = self.positions(k, dh, layer, head);
+                for ((s, k), s_k) in row.iter_mut().zip(keys).zip(scales) {
+                    let k = k.get(..dh).unwrap_or(&[]);
+                    *s = int8::scaled_dot_i8(qq.q, k, qq.scale, s_k[0]) / attn_scale;
                 }
             }
         }
     }
 
+    /// The rows of `head` at `layer` in a `[layer][pos][head][width]` array (`width` being `d_head` for
+    /// values, 1 for scales), position by position: chunks of `n_heads * width` starting at position 0.
+    fn positions<'s, T>(
+        &self,
+        data: &'s [T],
+        width: usize,
+        layer: usize,
+        head: usize,
+    ) -> core::slice::Chunks<'s, T> {
+        let start = self.slot(layer, 0, head) * width;
+        data.get(start..)
+            .unwrap_or(&[])
+            .chunks((self.n_heads * width).max(1))
+    }
+
     /// `z = sum_j pattern[j] v_j` for `head` at `layer`, positions in ascending order. An int8 cache
     /// computes `z[i] = sum_j (pattern[j] * s_vj) * v_j[i]`.
     pub fn mix(&self, layer: usize, head: usize, pattern: &[f32], z: &mut [f32]) {
-        z.iter_mut().for_each(|z| *z = 0.0);
+        let dh = self.d_head;
         match &self.store {
             Store::F32 { v, .. } => {
-                for (j, &p) in pattern.iter().enumerate() {
-                    let v = v.get(self.range(layer, j, head)).unwrap_or(&[]);
-                    z.iter_mut().zip(v).for_each(|(z, v)| *z += p * v);
-                }
+                let values = self
+                    .positions(v, dh, layer, head)
+                    .map(|v| v.get(..dh).unwrap_or(&[]));
+                weighted_sum(z, pattern.iter().copied().zip(values), |v| v)
             }
             Store::I8 { v, v_scale, .. } => {
-                for (j, &p) in pattern.iter().enumerate() {
-                    let v = v.get(self.range(layer, j, head)).unwrap_or(&[]);
-                    let s = v_scale
-                        .get(self.slot(layer, j, head))
-                        .copied()
-                        .unwrap_or(0.0);
-                    let w = p * s;
-                    z.iter_mut().zip(v).for_each(|(z, &v)| *z += w * v as f32);
-                }
+                let values = self
+                    .positions(v, dh, layer, head)
+                    .map(|v| v.get(..dh).unwrap_or(&[]));
+                let scales = self.positions(v_scale, 1, layer, head);
+                let weights = pattern.iter().zip(scales).map(|(p, s)| p * s[0]);
+                weighted_sum(z, weights.zip(values), |v| v as f32)
             }
         }
+    }
+}
+
+/// Elements of `z` kept in registers at a time by [`weighted_sum`].
+const BLOCK: usize = 8;
+
+/// `z[i] = sum_j w_j * v_j[i]` over the `(w_j, v_j)` of `rows` in order, each `v_j` as long as `z`: every
+/// `z[i]` starts at 0 and adds its terms in `j` order, [`BLOCK`] elements at a time held in registers.
+fn weighted_sum<'v, T: Copy + 'v>(
+    z: &mut [f32],
+    rows: impl Iterator<Item = (f32, &'v [T])> + Clone,
+    value: impl Fn(T) -> f32,
+) {
+    let start = z.len() - z.len() % BLOCK;
+    let (blocks, rest) = z.split_at_mut(start);
+    for (b, zb) in blocks.chunks_exact_mut(BLOCK).enumerate() {
+        let mut acc = [0.0f32; BLOCK];
+        for (w, v) in rows.clone() {
+            let Some(v) = v.get(b * BLOCK..(b + 1) * BLOCK) else {
+                continue;
+            };
+            acc.iter_mut().zip(v).for_each(|(a, &v)| *a += w * value(v));
+        }
+        zb.copy_from_slice(&acc);
+    }
+    rest.iter_mut().for_each(|z| *z = 0.0);
+    for (w, v) in rows {
+        let v = v.get(start..).unwrap_or(&[]);
+        rest.iter_mut()
+            .zip(v)
+            .for_each(|(z, &v)| *z += w * value(v));
     }
 }
 

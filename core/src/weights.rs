@@ -137,6 +137,10 @@ impl<'a> Matrix<'a> {
     pub fn data(&self) -> &'a [u8] {
         self.data
     }
+    /// The stored `f16` scales, little-endian (empty for `f32` and `f16`).
+    pub fn scales(&self) -> &'a [u8] {
+        self.scales
+    }
     /// Scale `i` (row `i` for `i8`; row `i / groups`, group `i % groups` for `i4`).
     pub fn scale(&self, i: usize) -> f32 {
         scale_at(self.scales, i)

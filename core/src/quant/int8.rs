@@ -7,6 +7,7 @@
 //! so every target computes the same bits.
 
 use super::dsp::{smlad, sxtb16, sxtb16_ror8};
+use crate::blob::decode_scale;
 
 /// Columns per `i32` partial sum: `2^16 * 128 * 128 = 2^30`, so no partial sum can overflow whatever the
 /// bytes are.
@@ -72,68 +73,79 @@ fn tail(w: &[u8], x: &[u8]) -> i32 {
 }
 
 /// Two rows against one vector, sharing its loads and lane splits: `(w_a . x, w_b . x)` in `i32`. The
-/// rows and `x` must have one length (at most [`CHUNK`]).
+/// rows and `x` must have one length (at most [`CHUNK`]). Eight columns per iteration.
 #[inline]
 fn dot2_i32(a: &[u8], b: &[u8], x: &[u8]) -> (i32, i32) {
-    let (a4, b4, x4) = (a.chunks_exact(4), b.chunks_exact(4), x.chunks_exact(4));
+    let (a8, b8, x8) = (a.chunks_exact(8), b.chunks_exact(8), x.chunks_exact(8));
+    let (ra, rb, rx) = (a8.remainder(), b8.remainder(), x8.remainder());
+    let (a4, b4, x4) = (ra.chunks_exact(4), rb.chunks_exact(4), rx.chunks_exact(4));
     let init = (
         tail(a4.remainder(), x4.remainder()),
         tail(b4.remainder(), x4.remainder()),
     );
-    a4.zip(b4).zip(x4).fold(init, |(sa, sb), ((a, b), x)| {
-        let x = word(x);
+    let step = |(sa, sb): (i32, i32), a: u32, b: u32, x: u32| {
         let (xe, xo) = (sxtb16(x), sxtb16_ror8(x));
-        let (a, b) = (word(a), word(b));
         (
             smlad(sxtb16_ror8(a), xo, smlad(sxtb16(a), xe, sa)),
             smlad(sxtb16_ror8(b), xo, smlad(sxtb16(b), xe, sb)),
         )
+    };
+    let sums = a4
+        .zip(b4)
+        .zip(x4)
+        .fold(init, |s, ((a, b), x)| step(s, word(a), word(b), word(x)));
+    a8.zip(b8).zip(x8).fold(sums, |s, ((a, b), x)| {
+        let s = step(s, word(a), word(b), word(x));
+        step(s, word(&a[4..]), word(&b[4..]), word(&x[4..]))
     })
 }
 
-/// `out[r] = rescale(W[r] . x, scale(r), s_x)` for an int8 matrix of `cols`-byte rows in `w`, with
-/// `x.len()` columns of each row (a missing row gives 0), rows in pairs.
-pub fn matvec(
-    w: &[u8],
-    cols: usize,
-    x: &[i8],
-    s_x: f32,
-    scale: impl Fn(usize) -> f32,
-    out: &mut [f32],
-) {
+/// `out[r] = (W[r] . x) * (s_w[r] * s_x)` for an int8 matrix of `cols`-byte rows in `w` with `f16`
+/// row scales `scales` (as [`rescale`]), over the first `x.len()` columns of each row, rows in pairs.
+/// A row or scale missing from `w` or `scales` leaves its output alone.
+pub fn matvec(w: &[u8], cols: usize, scales: &[u8], x: &[i8], s_x: f32, out: &mut [f32]) {
     let n = x.len();
     let xb: &[u8] = bytemuck::cast_slice(x);
-    let row = |r: usize| {
-        r.checked_mul(cols)
-            .and_then(|s| w.get(s..s.checked_add(n)?))
-    };
-    let mut r = 0;
-    while r < out.len() {
-        match (row(r), row(r + 1), out.get_mut(r..r + 2)) {
-            (Some(a), Some(b), Some([oa, ob])) if n <= CHUNK => {
-                let (da, db) = dot2_i32(a, b, xb);
-                *oa = rescale(da as i64, scale(r), s_x);
-                *ob = rescale(db as i64, scale(r + 1), s_x);
-                r += 2;
-            }
-            _ => {
-                let acc = row(r).map_or(0, |a| dot(a, x));
-                out[r] = rescale(acc, scale(r), s_x);
-                r += 1;
-            }
+    if cols == 0 || n > cols.min(CHUNK) {
+        let rows = w.chunks_exact(cols.max(1)).zip(scales.chunks_exact(2));
+        for (o, (row, s)) in out.iter_mut().zip(rows) {
+            *o = rescale(dot(row.get(..n).unwrap_or(&[]), x), decode_scale(s), s_x);
         }
+        return;
     }
+    let rows = w.chunks_exact(cols).map(|r| &r[..n]);
+    let pairs = out.chunks_exact_mut(2);
+    let rows2 = rows.clone().zip(rows.skip(1)).step_by(2);
+    let scales2 = scales.chunks_exact(4);
+    let mut done = 0;
+    for (o, ((a, b), s)) in pairs.zip(rows2.zip(scales2)) {
+        let (da, db) = dot2_i32(a, b, xb);
+        o[0] = da as f32 * (decode_scale(s) * s_x);
+        o[1] = db as f32 * (decode_scale(&s[2..]) * s_x);
+        done += 2;
+    }
+    let rest = w.chunks_exact(cols).zip(scales.chunks_exact(2)).skip(done);
+    for (o, (row, s)) in out[done..].iter_mut().zip(rest) {
+        *o = dot_i32(&row[..n], xb) as f32 * (decode_scale(s) * s_x);
+    }
+}
+
+/// `(a . b) * (s_a * s_b)` of two int8 vectors, as [`rescale`] of [`dot_i8`] (the attention score).
+#[inline]
+pub fn scaled_dot_i8(a: &[i8], b: &[i8], s_a: f32, s_b: f32) -> f32 {
+    let (a, b): (&[u8], &[u8]) = (bytemuck::cast_slice(a), bytemuck::cast_slice(b));
+    let acc = if a.len().min(b.len()) <= CHUNK {
+        dot_i32(a, b) as f32
+    } else {
+        chunked(a, b, dot_i32) as f32
+    };
+    acc * (s_a * s_b)
 }
 
 /// Rescales an integer dot product: `acc * (s_w * s_x)`, in that order.
 #[inline]
 pub fn rescale(acc: i64, s_w: f32, s_x: f32) -> f32 {
-    // The same rounding as `acc as f32`; from `i32` it is one instruction instead of a library call.
-    let acc = match i32::try_from(acc) {
-        Ok(a) => a as f32,
-        Err(_) => acc as f32,
-    };
-    acc * (s_w * s_x)
+    acc as f32 * (s_w * s_x)
 }
 
 #[cfg(test)]
@@ -169,14 +181,19 @@ mod tests {
         let (rows, cols) = (5, 7);
         let w: std::vec::Vec<u8> = (0..rows * cols).map(|i| (i * 31 + 7) as u8).collect();
         let x: std::vec::Vec<i8> = (0..cols as i32).map(|i| (i * 41 - 100) as i8).collect();
-        let scale = |r: usize| 0.5 + r as f32;
-        let mut out = [0.0f32; 6];
-        matvec(&w, cols, &x, 0.25, scale, &mut out);
-        for r in 0..rows {
-            let want = rescale(dot(&w[r * cols..(r + 1) * cols], &x), scale(r), 0.25);
-            assert_eq!(out[r], want);
+        let scales: std::vec::Vec<u8> = (0..rows)
+            .flat_map(|r| crate::blob::encode_scale(0.5 + r as f32).unwrap())
+            .collect();
+        for n in [cols, 4] {
+            let mut out = [7.0f32; 6];
+            matvec(&w, cols, &scales, &x[..n], 0.25, &mut out);
+            for r in 0..rows {
+                let row = &w[r * cols..r * cols + n];
+                let want = rescale(dot(row, &x[..n]), 0.5 + r as f32, 0.25);
+                assert_eq!(out[r], want);
+            }
+            assert_eq!(out[5], 7.0);
         }
-        assert_eq!(out[5], 0.0);
     }
 
     #[test]

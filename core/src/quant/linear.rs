@@ -47,7 +47,7 @@ impl<'x> Input<'x> {
         match self.q {
             Some(q) if w.dtype() == DType::I8 => {
                 let x = q.q.get(..n).unwrap_or(&[]);
-                int8::matvec(w.data(), w.cols(), x, q.scale, |r| w.scale(r), out);
+                int8::matvec(w.data(), w.cols(), w.scales(), x, q.scale, out);
             }
             Some(_) if w.dtype() == DType::I4 => {
                 for (r, o) in out.iter_mut().enumerate() {
