@@ -179,54 +179,66 @@ impl<'b> KvCache<'b> {
     /// `z = sum_j pattern[j] v_j` for `head` at `layer`, positions in ascending order. An int8 cache
     /// computes `z[i] = sum_j (pattern[j] * s_vj) * v_j[i]`.
     pub fn mix(&self, layer: usize, head: usize, pattern: &[f32], z: &mut [f32]) {
-        let dh = self.d_head;
+        let (stride, first) = (self.n_heads * self.d_head, self.slot(layer, 0, head));
+        let start = first * self.d_head;
         match &self.store {
             Store::F32 { v, .. } => {
-                let values = self
-                    .positions(v, dh, layer, head)
-                    .map(|v| v.get(..dh).unwrap_or(&[]));
-                weighted_sum(z, pattern.iter().copied().zip(values), |v| v)
+                weighted_sum(z, pattern.iter().copied(), from(v, start), stride, |v| v)
             }
             Store::I8 { v, v_scale, .. } => {
-                let values = self
-                    .positions(v, dh, layer, head)
-                    .map(|v| v.get(..dh).unwrap_or(&[]));
                 let scales = self.positions(v_scale, 1, layer, head);
                 let weights = pattern.iter().zip(scales).map(|(p, s)| p * s[0]);
-                weighted_sum(z, weights.zip(values), |v| v as f32)
+                weighted_sum(z, weights, from(v, start), stride, |v| v as f32)
             }
         }
     }
 }
 
+/// `v[start..]` (empty if out of range).
+fn from<T>(v: &[T], start: usize) -> &[T] {
+    v.get(start..).unwrap_or(&[])
+}
+
 /// Elements of `z` kept in registers at a time by [`weighted_sum`].
 const BLOCK: usize = 8;
 
-/// `z[i] = sum_j w_j * v_j[i]` over the `(w_j, v_j)` of `rows` in order, each `v_j` as long as `z`: every
-/// `z[i]` starts at 0 and adds its terms in `j` order, [`BLOCK`] elements at a time held in registers.
-fn weighted_sum<'v, T: Copy + 'v>(
+/// `z[i] = sum_j w_j * value(values[j * stride + i])` over the weights `w_j` in order (positions whose
+/// values lie outside `values` add nothing): every `z[i]` starts at 0 and adds its terms in `j` order,
+/// [`BLOCK`] elements at a time held in registers.
+fn weighted_sum<T: Copy>(
     z: &mut [f32],
-    rows: impl Iterator<Item = (f32, &'v [T])> + Clone,
+    weights: impl Iterator<Item = f32> + Clone,
+    values: &[T],
+    stride: usize,
     value: impl Fn(T) -> f32,
 ) {
     let start = z.len() - z.len() % BLOCK;
     let (blocks, rest) = z.split_at_mut(start);
     for (b, zb) in blocks.chunks_exact_mut(BLOCK).enumerate() {
         let mut acc = [0.0f32; BLOCK];
-        for (w, v) in rows.clone() {
-            let Some(v) = v.get(b * BLOCK..(b + 1) * BLOCK) else {
-                continue;
+        let mut at = b * BLOCK;
+        for w in weights.clone() {
+            let Some(v) = values.get(at..at + BLOCK) else {
+                break;
             };
             acc.iter_mut().zip(v).for_each(|(a, &v)| *a += w * value(v));
+            at += stride;
         }
         zb.copy_from_slice(&acc);
     }
     rest.iter_mut().for_each(|z| *z = 0.0);
-    for (w, v) in rows {
-        let v = v.get(start..).unwrap_or(&[]);
+    if rest.is_empty() {
+        return;
+    }
+    let mut at = start;
+    for w in weights {
+        let Some(v) = values.get(at..at + rest.len()) else {
+            break;
+        };
         rest.iter_mut()
             .zip(v)
             .for_each(|(z, &v)| *z += w * value(v));
+        at += stride;
     }
 }
 
