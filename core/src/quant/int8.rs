@@ -73,16 +73,12 @@ fn tail(w: &[u8], x: &[u8]) -> i32 {
 }
 
 /// Two rows against one vector, sharing its loads and lane splits: `(w_a . x, w_b . x)` in `i32`. The
-/// rows and `x` must have one length (at most [`CHUNK`]). Eight columns per iteration.
+/// rows and `x` must have one length (at most [`CHUNK`]). Eight columns per iteration, then the last
+/// `n % 8` one at a time.
 #[inline]
 fn dot2_i32(a: &[u8], b: &[u8], x: &[u8]) -> (i32, i32) {
     let (a8, b8, x8) = (a.chunks_exact(8), b.chunks_exact(8), x.chunks_exact(8));
     let (ra, rb, rx) = (a8.remainder(), b8.remainder(), x8.remainder());
-    let (a4, b4, x4) = (ra.chunks_exact(4), rb.chunks_exact(4), rx.chunks_exact(4));
-    let init = (
-        tail(a4.remainder(), x4.remainder()),
-        tail(b4.remainder(), x4.remainder()),
-    );
     let step = |(sa, sb): (i32, i32), a: u32, b: u32, x: u32| {
         let (xe, xo) = (sxtb16(x), sxtb16_ror8(x));
         (
@@ -90,14 +86,14 @@ fn dot2_i32(a: &[u8], b: &[u8], x: &[u8]) -> (i32, i32) {
             smlad(sxtb16_ror8(b), xo, smlad(sxtb16(b), xe, sb)),
         )
     };
-    let sums = a4
-        .zip(b4)
-        .zip(x4)
-        .fold(init, |s, ((a, b), x)| step(s, word(a), word(b), word(x)));
-    a8.zip(b8).zip(x8).fold(sums, |s, ((a, b), x)| {
+    let sums = a8.zip(b8).zip(x8).fold((0, 0), |s, ((a, b), x)| {
         let s = step(s, word(a), word(b), word(x));
         step(s, word(&a[4..]), word(&b[4..]), word(&x[4..]))
-    })
+    });
+    if rx.is_empty() {
+        return sums;
+    }
+    (sums.0 + tail(ra, rx), sums.1 + tail(rb, rx))
 }
 
 /// `out[r] = (W[r] . x) * (s_w[r] * s_x)` for an int8 matrix of `cols`-byte rows in `w` with `f16`
@@ -113,13 +109,11 @@ pub fn matvec(w: &[u8], cols: usize, scales: &[u8], x: &[i8], s_x: f32, out: &mu
         }
         return;
     }
-    let rows = w.chunks_exact(cols).map(|r| &r[..n]);
-    let pairs = out.chunks_exact_mut(2);
-    let rows2 = rows.clone().zip(rows.skip(1)).step_by(2);
-    let scales2 = scales.chunks_exact(4);
+    let pairs = w.chunks_exact(2 * cols).zip(scales.chunks_exact(4));
     let mut done = 0;
-    for (o, ((a, b), s)) in pairs.zip(rows2.zip(scales2)) {
-        let (da, db) = dot2_i32(a, b, xb);
+    for (o, (ab, s)) in out.chunks_exact_mut(2).zip(pairs) {
+        let (a, b) = ab.split_at(cols);
+        let (da, db) = dot2_i32(&a[..n], &b[..n], xb);
         o[0] = da as f32 * (decode_scale(s) * s_x);
         o[1] = db as f32 * (decode_scale(&s[2..]) * s_x);
         done += 2;
