@@ -12,6 +12,10 @@ use crate::error::Error;
 use crate::quant::activations::{quantize, quantize_one, scale_of};
 use crate::quant::int8;
 
+/// Whether this build has the `f32` and the int8 cache (features `activations-f32`, `activations-i8`).
+const F32: bool = Activations::F32.compiled();
+const I8: bool = Activations::I8.compiled();
+
 /// Where the keys and values live: `[layer][pos][head * d_head]` each; int8 scales `[layer][pos][head]`.
 #[derive(Debug)]
 enum Store<'b> {
@@ -58,6 +62,11 @@ impl<'b> KvCache<'b> {
 
     /// A cache for `cfg` in `buf` (at least [`KvCache::len`] words).
     pub fn new(cfg: &Config, activations: Activations, buf: &'b mut [f32]) -> Result<Self, Error> {
+        if !activations.compiled() {
+            return Err(Error::Unsupported {
+                feature: activations.feature(),
+            });
+        }
         let needed = Self::len(cfg, activations);
         if buf.len() < needed {
             return Err(Error::BufferTooSmall {
@@ -112,7 +121,7 @@ impl<'b> KvCache<'b> {
             let (r, s) = (self.range(layer, pos, h), self.slot(layer, pos, h));
             let (kh, vh) = (head_of(k, h, dh), head_of(v, h, dh));
             match &mut self.store {
-                Store::F32 { k, v } => {
+                Store::F32 { k, v } if F32 => {
                     copy(kh, k.get_mut(r.clone()));
                     copy(vh, v.get_mut(r));
                 }
@@ -121,10 +130,11 @@ impl<'b> KvCache<'b> {
                     v,
                     k_scale,
                     v_scale,
-                } => {
+                } if I8 => {
                     store_i8(kh, k.get_mut(r.clone()), k_scale.get_mut(s));
                     store_i8(vh, v.get_mut(r), v_scale.get_mut(s));
                 }
+                _ => {}
             }
         }
     }
@@ -143,13 +153,13 @@ impl<'b> KvCache<'b> {
     ) {
         let dh = self.d_head;
         match &self.store {
-            Store::F32 { k, .. } => {
+            Store::F32 { k, .. } if F32 => {
                 for (s, k) in row.iter_mut().zip(self.positions(k, dh, layer, head)) {
                     let k = k.get(..dh).unwrap_or(&[]);
                     *s = q.iter().zip(k).fold(0.0f32, |acc, (q, k)| acc + q * k) / attn_scale;
                 }
             }
-            Store::I8 { k, k_scale, .. } => {
+            Store::I8 { k, k_scale, .. } if I8 => {
                 let qq = quantize(q, scratch);
                 let scales = self.positions(k_scale, 1, layer, head);
                 let keys = self.positions(k, dh, layer, head);
@@ -158,6 +168,7 @@ impl<'b> KvCache<'b> {
                     *s = int8::scaled_dot_i8(qq.q, k, qq.scale, s_k[0]) / attn_scale;
                 }
             }
+            _ => {}
         }
     }
 
@@ -182,14 +193,15 @@ impl<'b> KvCache<'b> {
         let (stride, first) = (self.n_heads * self.d_head, self.slot(layer, 0, head));
         let start = first * self.d_head;
         match &self.store {
-            Store::F32 { v, .. } => {
+            Store::F32 { v, .. } if F32 => {
                 weighted_sum(z, pattern.iter().copied(), from(v, start), stride, |v| v)
             }
-            Store::I8 { v, v_scale, .. } => {
+            Store::I8 { v, v_scale, .. } if I8 => {
                 let scales = self.positions(v_scale, 1, layer, head);
                 let weights = pattern.iter().zip(scales).map(|(p, s)| p * s[0]);
                 weighted_sum(z, weights, from(v, start), stride, |v| v as f32)
             }
+            _ => {}
         }
     }
 }

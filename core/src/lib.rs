@@ -32,6 +32,7 @@ pub mod blob;
 pub mod components;
 pub mod config;
 pub mod error;
+pub mod features;
 pub mod hooks;
 pub mod kv_cache;
 pub mod math;

@@ -114,7 +114,8 @@ impl<'a> Matrix<'a> {
         data: &'a [u8],
         scales: &'a [u8],
     ) -> Option<Self> {
-        let ok = dtype.data_len(rows, cols) == Some(data.len())
+        let ok = dtype.compiled()
+            && dtype.data_len(rows, cols) == Some(data.len())
             && dtype
                 .n_scales(rows, cols)
                 .and_then(|n| n.checked_mul(SCALE_BYTES))
@@ -150,10 +151,11 @@ impl<'a> Matrix<'a> {
     pub fn dot(&self, r: usize, c0: usize, x: &[f32]) -> f32 {
         let start = r * self.cols + c0;
         match self.dtype {
-            DType::F32 => dot_f32(self.data, start, x),
-            DType::F16 => dot_f16(self.data, start, x),
-            DType::I8 => dot_i8_f32(self.data, start, x, || self.scale(r)),
-            DType::I4 => self.dot_i4(r, c0, x),
+            d @ DType::F32 if d.compiled() => dot_f32(self.data, start, x),
+            d @ DType::F16 if d.compiled() => dot_f16(self.data, start, x),
+            d @ DType::I8 if d.compiled() => dot_i8_f32(self.data, start, x, || self.scale(r)),
+            d @ DType::I4 if d.compiled() => self.dot_i4(r, c0, x),
+            _ => 0.0,
         }
     }
 
@@ -162,10 +164,13 @@ impl<'a> Matrix<'a> {
         let (rows, c) = (out.iter_mut().enumerate().take(self.rows), self.cols);
         let d = self.data;
         match self.dtype {
-            DType::F32 => rows.for_each(|(r, o)| *o = dot_f32(d, r * c, x)),
-            DType::F16 => rows.for_each(|(r, o)| *o = dot_f16(d, r * c, x)),
-            DType::I8 => rows.for_each(|(r, o)| *o = dot_i8_f32(d, r * c, x, || self.scale(r))),
-            DType::I4 => rows.for_each(|(r, o)| *o = self.dot_i4(r, 0, x)),
+            t @ DType::F32 if t.compiled() => rows.for_each(|(r, o)| *o = dot_f32(d, r * c, x)),
+            t @ DType::F16 if t.compiled() => rows.for_each(|(r, o)| *o = dot_f16(d, r * c, x)),
+            t @ DType::I8 if t.compiled() => {
+                rows.for_each(|(r, o)| *o = dot_i8_f32(d, r * c, x, || self.scale(r)))
+            }
+            t @ DType::I4 if t.compiled() => rows.for_each(|(r, o)| *o = self.dot_i4(r, 0, x)),
+            _ => rows.for_each(|(_, o)| *o = 0.0),
         }
     }
 
@@ -200,11 +205,11 @@ impl<'a> Matrix<'a> {
     pub fn dot_q(&self, r: usize, c0: usize, x: &[i8], s_x: f32) -> f32 {
         let start = r * self.cols + c0;
         match self.dtype {
-            DType::I8 => {
+            d @ DType::I8 if d.compiled() => {
                 let w = self.data.get(start..start + x.len()).unwrap_or(&[]);
                 int8::rescale(int8::dot(w, x), self.scale(r), s_x)
             }
-            DType::I4 => {
+            d @ DType::I4 if d.compiled() => {
                 let groups = self.cols.div_ceil(I4_GROUP);
                 let scale = |g| self.scale(r * groups + g);
                 int4::dot(self.i4_row(r), c0, x, scale) * s_x
@@ -212,6 +217,7 @@ impl<'a> Matrix<'a> {
             DType::F32 | DType::F16 => x.iter().enumerate().fold(0.0, |acc, (i, &q)| {
                 acc + self.dot(r, c0 + i, &[q as f32 * s_x])
             }),
+            DType::I8 | DType::I4 => 0.0,
         }
     }
 
@@ -219,14 +225,14 @@ impl<'a> Matrix<'a> {
     pub fn row_into(&self, r: usize, out: &mut [f32]) {
         let start = r * self.cols;
         match self.dtype {
-            DType::F32 => {
+            d @ DType::F32 if d.compiled() => {
                 let w = self
                     .data
                     .get(4 * start..4 * (start + self.cols))
                     .unwrap_or(&[]);
                 out.iter_mut().zip(f32s(w)).for_each(|(o, w)| *o = w);
             }
-            DType::F16 => {
+            d @ DType::F16 if d.compiled() => {
                 let w = self
                     .data
                     .get(2 * start..2 * (start + self.cols))
@@ -235,20 +241,21 @@ impl<'a> Matrix<'a> {
                     *o = w;
                 }
             }
-            DType::I8 => {
+            d @ DType::I8 if d.compiled() => {
                 let w = self.data.get(start..start + self.cols).unwrap_or(&[]);
                 let s = self.scale(r);
                 out.iter_mut()
                     .zip(w)
                     .for_each(|(o, &q)| *o = (q as i8) as f32 * s);
             }
-            DType::I4 => {
+            d @ DType::I4 if d.compiled() => {
                 let row = self.i4_row(r);
                 let groups = self.cols.div_ceil(I4_GROUP);
                 for (c, o) in out.iter_mut().enumerate().take(self.cols) {
                     *o = int4::nibble(row, c) as f32 * self.scale(r * groups + c / I4_GROUP);
                 }
             }
+            _ => out.iter_mut().for_each(|o| *o = 0.0),
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::blob_source::BlobSource;
 use crate::device::Report;
@@ -171,8 +171,11 @@ fn build(toolchain: Toolchain, board: Board, blob: &Path, seed: Option<&str>) ->
         board.feature(),
         toolchain.describe()
     );
+    let features = blob_features(blob)?;
+    eprintln!("xtask: microlens capabilities of the blob: {features}");
     let mut cmd = toolchain.cargo_build(TARGET, &dir);
-    cmd.args(["--features", board.feature()])
+    cmd.arg("--no-default-features")
+        .args(["--features", &format!("{},{features}", board.feature())])
         .arg("--target-dir")
         .arg(&target_dir)
         .env("MICROLENS_BLOB", blob)
@@ -186,6 +189,14 @@ fn build(toolchain: Toolchain, board: Board, blob: &Path, seed: Option<&str>) ->
     };
     run_status(&mut cmd)?;
     Ok(target_dir.join(TARGET).join("release").join(BIN))
+}
+
+/// The microlens capabilities (firmware features) `blob` needs, comma-separated: the firmware is built
+/// with these only, so the code for the others is not in its flash.
+fn blob_features(blob: &Path) -> Result<String> {
+    let bytes = std::fs::read(blob).with_context(|| format!("cannot read {}", blob.display()))?;
+    let model = microlens::Model::from_bytes(&bytes)?;
+    Ok(model.features().names().join(","))
 }
 
 fn print_sizes(s: &elf_size::Sizes) {

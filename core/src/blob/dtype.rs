@@ -100,6 +100,26 @@ impl DType {
             DType::I4 => "i4",
         }
     }
+
+    /// The crate feature that reads matrices of this type (`weights-f32`, ...).
+    pub const fn feature(self) -> &'static str {
+        match self {
+            DType::F32 => "weights-f32",
+            DType::F16 => "weights-f16",
+            DType::I8 => "weights-i8",
+            DType::I4 => "weights-i4",
+        }
+    }
+
+    /// Whether this build reads matrices of this type (its [`DType::feature`] is enabled).
+    pub const fn compiled(self) -> bool {
+        match self {
+            DType::F32 => cfg!(feature = "weights-f32"),
+            DType::F16 => cfg!(feature = "weights-f16"),
+            DType::I8 => cfg!(feature = "weights-i8"),
+            DType::I4 => cfg!(feature = "weights-i4"),
+        }
+    }
 }
 
 /// How activations are computed at run time.
@@ -119,6 +139,22 @@ impl Activations {
         match self {
             Activations::F32 => "f32",
             Activations::I8 => "i8",
+        }
+    }
+
+    /// The crate feature that computes this way (`activations-f32`, `activations-i8`).
+    pub const fn feature(self) -> &'static str {
+        match self {
+            Activations::F32 => "activations-f32",
+            Activations::I8 => "activations-i8",
+        }
+    }
+
+    /// Whether this build computes this way (its [`Activations::feature`] is enabled).
+    pub const fn compiled(self) -> bool {
+        match self {
+            Activations::F32 => cfg!(feature = "activations-f32"),
+            Activations::I8 => cfg!(feature = "activations-i8"),
         }
     }
 }

@@ -20,8 +20,8 @@ impl<'x> Input<'x> {
     /// [`Activations::I8`].
     pub fn new(x: &'x [f32], activations: Activations, scratch: &'x mut [i8]) -> Self {
         let q = match activations {
-            Activations::F32 => None,
-            Activations::I8 => Some(quantize(x, scratch)),
+            a @ Activations::I8 if a.compiled() => Some(quantize(x, scratch)),
+            _ => None,
         };
         Input { x, q }
     }
@@ -45,11 +45,11 @@ impl<'x> Input<'x> {
         let rows = out.len().min(w.rows());
         let out = &mut out[..rows];
         match self.q {
-            Some(q) if w.dtype() == DType::I8 => {
+            Some(q) if w.dtype() == DType::I8 && DType::I8.compiled() => {
                 let x = q.q.get(..n).unwrap_or(&[]);
                 int8::matvec(w.data(), w.cols(), w.scales(), x, q.scale, out);
             }
-            Some(_) if w.dtype() == DType::I4 => {
+            Some(_) if w.dtype() == DType::I4 && DType::I4.compiled() => {
                 for (r, o) in out.iter_mut().enumerate() {
                     *o = self.dot(w, r, 0, n);
                 }
