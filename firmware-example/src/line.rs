@@ -52,7 +52,9 @@ impl<const N: usize> Line<N> {
     }
 }
 
-/// Prints `{prefix}t0,t1,...` as one defmt line.
+/// Prints `{prefix}t0,t1,...` as one defmt line. Not inlined: its buffer lives only during the call,
+/// not in the caller's frame under the forward pass (which sets the stack high-water mark).
+#[inline(never)]
 pub fn print_tokens(prefix: &str, tokens: &[u32]) {
     let mut line = Line::<{ N_CTX * TOKEN_CHARS }>::new();
     for (i, &t) in tokens.iter().enumerate() {
@@ -64,7 +66,9 @@ pub fn print_tokens(prefix: &str, tokens: &[u32]) {
     line.print(prefix);
 }
 
-/// Prints `{prefix}L1H0,L1H2,...` (TransformerLens's head names) as one defmt line.
+/// Prints `{prefix}L1H0,L1H2,...` (TransformerLens's head names) as one defmt line; not inlined, as
+/// [`print_tokens`].
+#[inline(never)]
 pub fn print_heads(prefix: &str, heads: &[Head]) {
     let mut line = Line::<{ N_LAYERS * N_HEADS * HEAD_CHARS }>::new();
     for (i, h) in heads.iter().enumerate() {
