@@ -97,6 +97,34 @@ pub const TAIL_KINDS: [TensorKind; 4] = [
 ];
 
 impl TensorKind {
+    /// Every kind, in declaration (and postcard variant) order: the head, layer and tail kinds.
+    pub const ALL: [TensorKind; 24] = [
+        TensorKind::WE,
+        TensorKind::WPos,
+        TensorKind::Ln1W,
+        TensorKind::Ln1B,
+        TensorKind::WQ,
+        TensorKind::BQ,
+        TensorKind::WK,
+        TensorKind::BK,
+        TensorKind::WV,
+        TensorKind::BV,
+        TensorKind::WO,
+        TensorKind::BO,
+        TensorKind::PosQ,
+        TensorKind::PosK,
+        TensorKind::Ln2W,
+        TensorKind::Ln2B,
+        TensorKind::WIn,
+        TensorKind::BIn,
+        TensorKind::WOut,
+        TensorKind::BOut,
+        TensorKind::LnFinalW,
+        TensorKind::LnFinalB,
+        TensorKind::WU,
+        TensorKind::BU,
+    ];
+
     /// Whether tensors of this kind sit inside a block.
     pub const fn per_layer(self) -> bool {
         !matches!(

@@ -29,6 +29,11 @@ pub fn decode_scale(b: &[u8]) -> f32 {
 #[inline]
 pub fn widen_f16(h: u16) -> f32 {
     let sign = u32::from(h & 0x8000) << 16;
+    let magnitude = u32::from(h & 0x7fff);
+    // Normal numbers (exponent 1..=30): rebias the exponent by 127 - 15 = 112, in one add.
+    if magnitude.wrapping_sub(0x0400) < 0x7800 {
+        return f32::from_bits(sign | ((magnitude << 13) + (112 << 23)));
+    }
     let exp = u32::from(h >> 10) & 0x1f;
     let man = u32::from(h & 0x03ff);
     match exp {
@@ -72,6 +77,9 @@ pub enum DType {
 }
 
 impl DType {
+    /// Every storage type, in declaration (and postcard variant) order.
+    pub const ALL: [DType; 4] = [DType::F32, DType::F16, DType::I8, DType::I4];
+
     /// Bytes of values of a `[rows, cols]` tensor, `None` on overflow.
     pub fn data_len(self, rows: usize, cols: usize) -> Option<usize> {
         match self {
