@@ -214,10 +214,12 @@ impl<'a> Matrix<'a> {
                 let scale = |g| self.scale(r * groups + g);
                 int4::dot(self.i4_row(r), c0, x, scale) * s_x
             }
-            DType::F32 | DType::F16 => x.iter().enumerate().fold(0.0, |acc, (i, &q)| {
-                acc + self.dot(r, c0 + i, &[q as f32 * s_x])
-            }),
-            DType::I8 | DType::I4 => 0.0,
+            d @ (DType::F32 | DType::F16) if d.compiled() => {
+                x.iter().enumerate().fold(0.0, |acc, (i, &q)| {
+                    acc + self.dot(r, c0 + i, &[q as f32 * s_x])
+                })
+            }
+            _ => 0.0,
         }
     }
 

@@ -19,10 +19,10 @@ impl<'x> Input<'x> {
     /// `x` as `activations` dictate: quantised into `scratch` (at least `x.len()` long) for
     /// [`Activations::I8`].
     pub fn new(x: &'x [f32], activations: Activations, scratch: &'x mut [i8]) -> Self {
-        let q = match activations {
-            a @ Activations::I8 if a.compiled() => Some(quantize(x, scratch)),
-            _ => None,
-        };
+        // A build without `activations-f32` only ever meets int8-activation models: it quantises
+        // unconditionally, so the float path is not compiled in.
+        let int8 = activations == Activations::I8 || !Activations::F32.compiled();
+        let q = (int8 && Activations::I8.compiled()).then(|| quantize(x, scratch));
         Input { x, q }
     }
 
