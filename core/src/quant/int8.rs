@@ -72,39 +72,24 @@ fn tail(w: &[u8], x: &[u8]) -> i32 {
         .fold(0, |acc, (&w, &x)| acc + (w as i8) as i32 * (x as i8) as i32)
 }
 
-/// Columns whose lanes [`matvec`] splits once into a stack buffer (wider inputs split them per row).
-const SPLIT_MAX: usize = 128;
-
-/// `x`'s bytes as sign-extended 16-bit lanes, word by word: `[SXTB16 w, SXTB16 w ROR 8]` for each
-/// word `w` of four columns, into the front of `lanes` (`x.len() / 4 * 2` words).
-fn split(x: &[u8], lanes: &mut [u32]) {
-    for (l, x) in lanes.chunks_exact_mut(2).zip(x.chunks_exact(4)) {
-        let w = word(x);
-        l[0] = sxtb16(w);
-        l[1] = sxtb16_ror8(w);
-    }
-}
-
-/// Two rows against one vector given as its bytes `x` and, for its first `x.len() / 8 * 8` columns,
-/// its [`split`] lanes: `(w_a . x, w_b . x)` in `i32`. The rows and `x` must have one length (at most
-/// [`CHUNK`]). Eight columns per iteration, then the last `n % 8` one at a time.
+/// Two rows against one vector, sharing its loads and lane splits: `(w_a . x, w_b . x)` in `i32`. The
+/// rows and `x` must have one length (at most [`CHUNK`]). Eight columns per iteration, then the last
+/// `n % 8` one at a time.
 #[inline]
-fn dot2_i32(a: &[u8], b: &[u8], x: &[u8], lanes: &[u32]) -> (i32, i32) {
+fn dot2_i32(a: &[u8], b: &[u8], x: &[u8]) -> (i32, i32) {
     let (a8, b8, x8) = (a.chunks_exact(8), b.chunks_exact(8), x.chunks_exact(8));
     let (ra, rb, rx) = (a8.remainder(), b8.remainder(), x8.remainder());
-    let step = |(sa, sb): (i32, i32), a: u32, b: u32, xe: u32, xo: u32| {
+    let step = |(sa, sb): (i32, i32), a: u32, b: u32, x: u32| {
+        let (xe, xo) = (sxtb16(x), sxtb16_ror8(x));
         (
             smlad(sxtb16_ror8(a), xo, smlad(sxtb16(a), xe, sa)),
             smlad(sxtb16_ror8(b), xo, smlad(sxtb16(b), xe, sb)),
         )
     };
-    let sums = a8
-        .zip(b8)
-        .zip(lanes.chunks_exact(4))
-        .fold((0, 0), |s, ((a, b), l)| {
-            let s = step(s, word(a), word(b), l[0], l[1]);
-            step(s, word(&a[4..]), word(&b[4..]), l[2], l[3])
-        });
+    let sums = a8.zip(b8).zip(x8).fold((0, 0), |s, ((a, b), x)| {
+        let s = step(s, word(a), word(b), word(x));
+        step(s, word(&a[4..]), word(&b[4..]), word(&x[4..]))
+    });
     if rx.is_empty() {
         return sums;
     }
@@ -124,18 +109,11 @@ pub fn matvec(w: &[u8], cols: usize, scales: &[u8], x: &[i8], s_x: f32, out: &mu
         }
         return;
     }
-    let mut buf = [0u32; SPLIT_MAX / 2];
-    let lanes = &mut buf[..n.min(SPLIT_MAX) / 8 * 4];
-    split(xb, lanes);
     let pairs = w.chunks_exact(2 * cols).zip(scales.chunks_exact(4));
     let mut done = 0;
     for (o, (ab, s)) in out.chunks_exact_mut(2).zip(pairs) {
         let (a, b) = ab.split_at(cols);
-        let (da, db) = if n <= SPLIT_MAX {
-            dot2_i32(&a[..n], &b[..n], xb, lanes)
-        } else {
-            (dot_i32(&a[..n], xb), dot_i32(&b[..n], xb))
-        };
+        let (da, db) = dot2_i32(&a[..n], &b[..n], xb);
         o[0] = da as f32 * (decode_scale(s) * s_x);
         o[1] = db as f32 * (decode_scale(&s[2..]) * s_x);
         done += 2;
@@ -184,9 +162,7 @@ mod tests {
             let want: i64 = (0..n).map(|i| (w[i] as i8) as i64 * x[i] as i64).sum();
             assert_eq!(dot(&w[..n], &x[..n]), want, "n {n}");
             let xb: &[u8] = bytemuck::cast_slice(&x[..n]);
-            let mut lanes = [0u32; 40];
-            split(xb, &mut lanes[..n / 8 * 4]);
-            let (a, b) = dot2_i32(&w[..n], &w[77 - n..], xb, &lanes[..n / 8 * 4]);
+            let (a, b) = dot2_i32(&w[..n], &w[77 - n..], xb);
             let want_b: i64 = (0..n)
                 .map(|i| (w[77 - n + i] as i8) as i64 * x[i] as i64)
                 .sum();
