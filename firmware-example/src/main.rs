@@ -162,8 +162,8 @@ fn run() -> Result<(), FirmwareError> {
 /// Runs the whole prompt from position 0 with `hooks`, handing each position's logits to `on_logits`.
 ///
 /// Hooks and callback are trait objects: one copy of the hooked forward pass serves every hook, where
-/// generics would inline one per hook type (each several KB of flash). The timed pass uses `step`
-/// without hooks, which stays a separate, hook-free copy.
+/// generics would inline one per hook type (each several KB of flash). The timed pass goes through the
+/// same copy with `()` as the hooks.
 fn run_prompt(
     session: &mut Session<'_, '_>,
     prompt: &Prompt,
