@@ -54,8 +54,9 @@ impl TensorEntry {
     /// `postcard::from_bytes`, without its deserializer on every weight lookup.
     pub fn decode(table: &[u8], index: usize) -> Result<Self, Error> {
         let start = index.checked_mul(ENTRY_LEN).ok_or(Error::BadHeader)?;
-        let b = table
+        let b: &[u8; ENTRY_LEN] = table
             .get(start..start.saturating_add(ENTRY_LEN))
+            .and_then(|b| b.try_into().ok())
             .ok_or(Error::BadHeader)?;
         let u32_at = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
         Ok(TensorEntry {

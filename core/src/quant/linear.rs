@@ -6,6 +6,15 @@ use super::int8;
 use crate::blob::{Activations, DType};
 use crate::weights::Matrix;
 
+/// Whether this build can meet a matrix in `f32` arithmetic: with float weights or float activations.
+/// Without either (an int8-only firmware) every matrix `Model::from_bytes` accepts is integer and every
+/// input is quantised, so the float path is left out.
+const FLOAT_PATH: bool = cfg!(any(
+    feature = "weights-f32",
+    feature = "weights-f16",
+    feature = "activations-f32"
+));
+
 /// An activation vector ready to be multiplied: the `f32` values, plus their per-token int8
 /// quantisation when the model computes with int8 activations. Quantised once, it serves every matrix
 /// that reads the same vector (`W_Q`, `W_K` and `W_V` share one).
@@ -34,7 +43,8 @@ impl<'x> Input<'x> {
             Some(q) if matches!(w.dtype(), DType::I8 | DType::I4) => {
                 w.dot_q(r, c0, q.q.get(range).unwrap_or(&[]), q.scale)
             }
-            _ => w.dot(r, c0, self.x.get(range).unwrap_or(&[])),
+            _ if FLOAT_PATH => w.dot(r, c0, self.x.get(range).unwrap_or(&[])),
+            _ => 0.0,
         }
     }
 
@@ -54,7 +64,8 @@ impl<'x> Input<'x> {
                     *o = self.dot(w, r, 0, n);
                 }
             }
-            _ => w.matvec(self.x, out),
+            _ if FLOAT_PATH => w.matvec(self.x, out),
+            _ => out.fill(0.0),
         }
     }
 }
