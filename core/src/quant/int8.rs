@@ -3,7 +3,7 @@
 //!
 //! Four columns at a time from one little-endian word of each side, split into sign-extended 16-bit
 //! lanes and multiply-accumulated pairwise ([`super::dsp`]: `SXTB16` and `SMLAD` on a Cortex-M4, about
-//! 1.6 instructions per multiply-accumulate for two rows at once). Integer sums are exact in any order,
+//! about 1.5 instructions per multiply-accumulate for four rows at once). Integer sums are exact in any order,
 //! so every target computes the same bits.
 
 use super::dsp::{smlad, sxtb16, sxtb16_ror8};
@@ -72,32 +72,28 @@ fn tail(w: &[u8], x: &[u8]) -> i32 {
         .fold(0, |acc, (&w, &x)| acc + (w as i8) as i32 * (x as i8) as i32)
 }
 
-/// Two rows against one vector, sharing its loads and lane splits: `(w_a . x, w_b . x)` in `i32`. The
-/// rows and `x` must have one length (at most [`CHUNK`]). Eight columns per iteration, then the last
-/// `n % 8` one at a time.
+/// Four rows against one vector, sharing its loads and lane splits: `[w_r . x]` in `i32`. The rows and
+/// `x` must have one length (at most [`CHUNK`]); four columns per iteration, then the last `n % 4` one
+/// at a time.
 #[inline]
-fn dot2_i32(a: &[u8], b: &[u8], x: &[u8]) -> (i32, i32) {
-    let (a8, b8, x8) = (a.chunks_exact(8), b.chunks_exact(8), x.chunks_exact(8));
-    let (ra, rb, rx) = (a8.remainder(), b8.remainder(), x8.remainder());
-    let step = |(sa, sb): (i32, i32), a: u32, b: u32, x: u32| {
+fn dot4_i32(rows: [&[u8]; 4], x: &[u8]) -> [i32; 4] {
+    let [a, b, c, d] = rows.map(|r| r.chunks_exact(4));
+    let x4 = x.chunks_exact(4);
+    let rest = x4.remainder();
+    let mut sums = rows.map(|r| tail(r.chunks_exact(4).remainder(), rest));
+    for ((((a, b), c), d), x) in a.zip(b).zip(c).zip(d).zip(x4) {
+        let x = word(x);
         let (xe, xo) = (sxtb16(x), sxtb16_ror8(x));
-        (
-            smlad(sxtb16_ror8(a), xo, smlad(sxtb16(a), xe, sa)),
-            smlad(sxtb16_ror8(b), xo, smlad(sxtb16(b), xe, sb)),
-        )
-    };
-    let sums = a8.zip(b8).zip(x8).fold((0, 0), |s, ((a, b), x)| {
-        let s = step(s, word(a), word(b), word(x));
-        step(s, word(&a[4..]), word(&b[4..]), word(&x[4..]))
-    });
-    if rx.is_empty() {
-        return sums;
+        for (s, r) in sums.iter_mut().zip([a, b, c, d]) {
+            let r = word(r);
+            *s = smlad(sxtb16_ror8(r), xo, smlad(sxtb16(r), xe, *s));
+        }
     }
-    (sums.0 + tail(ra, rx), sums.1 + tail(rb, rx))
+    sums
 }
 
 /// `out[r] = (W[r] . x) * (s_w[r] * s_x)` for an int8 matrix of `cols`-byte rows in `w` with `f16`
-/// row scales `scales` (as [`rescale`]), over the first `x.len()` columns of each row, rows in pairs.
+/// row scales `scales` (as [`rescale`]), over the first `x.len()` columns of each row, rows four at a time.
 /// A row or scale missing from `w` or `scales` leaves its output alone.
 pub fn matvec(w: &[u8], cols: usize, scales: &[u8], x: &[i8], s_x: f32, out: &mut [f32]) {
     let n = x.len();
@@ -109,14 +105,15 @@ pub fn matvec(w: &[u8], cols: usize, scales: &[u8], x: &[i8], s_x: f32, out: &mu
         }
         return;
     }
-    let pairs = w.chunks_exact(2 * cols).zip(scales.chunks_exact(4));
+    let quads = w.chunks_exact(4 * cols).zip(scales.chunks_exact(8));
     let mut done = 0;
-    for (o, (ab, s)) in out.chunks_exact_mut(2).zip(pairs) {
-        let (a, b) = ab.split_at(cols);
-        let (da, db) = dot2_i32(&a[..n], &b[..n], xb);
-        o[0] = da as f32 * (decode_scale(s) * s_x);
-        o[1] = db as f32 * (decode_scale(&s[2..]) * s_x);
-        done += 2;
+    for (o, (rows, s)) in out.chunks_exact_mut(4).zip(quads) {
+        let row = |i: usize| &rows[i * cols..i * cols + n];
+        let sums = dot4_i32([row(0), row(1), row(2), row(3)], xb);
+        for ((o, sum), s) in o.iter_mut().zip(sums).zip(s.chunks_exact(2)) {
+            *o = sum as f32 * (decode_scale(s) * s_x);
+        }
+        done += 4;
     }
     let rest = w.chunks_exact(cols).zip(scales.chunks_exact(2)).skip(done);
     for (o, (row, s)) in out[done..].iter_mut().zip(rest) {
@@ -162,31 +159,34 @@ mod tests {
             let want: i64 = (0..n).map(|i| (w[i] as i8) as i64 * x[i] as i64).sum();
             assert_eq!(dot(&w[..n], &x[..n]), want, "n {n}");
             let xb: &[u8] = bytemuck::cast_slice(&x[..n]);
-            let (a, b) = dot2_i32(&w[..n], &w[77 - n..], xb);
-            let want_b: i64 = (0..n)
-                .map(|i| (w[77 - n + i] as i8) as i64 * x[i] as i64)
-                .sum();
-            assert_eq!((a as i64, b as i64), (want, want_b), "n {n}");
+            let rows = [0, 77 - n, (77 - n) / 2, 77 - n].map(|s| &w[s..s + n]);
+            let sums = dot4_i32(rows, xb);
+            for (row, sum) in rows.iter().zip(sums) {
+                let want: i64 = (0..n).map(|i| (row[i] as i8) as i64 * x[i] as i64).sum();
+                assert_eq!(sum as i64, want, "n {n}");
+            }
         }
     }
 
     #[test]
     fn matvec_equals_row_by_row() {
-        let (rows, cols) = (5, 7);
-        let w: std::vec::Vec<u8> = (0..rows * cols).map(|i| (i * 31 + 7) as u8).collect();
+        let cols = 11;
         let x: std::vec::Vec<i8> = (0..cols as i32).map(|i| (i * 41 - 100) as i8).collect();
-        let scales: std::vec::Vec<u8> = (0..rows)
-            .flat_map(|r| crate::blob::encode_scale(0.5 + r as f32).unwrap())
-            .collect();
-        for n in [cols, 4] {
-            let mut out = [7.0f32; 6];
-            matvec(&w, cols, &scales, &x[..n], 0.25, &mut out);
-            for r in 0..rows {
-                let row = &w[r * cols..r * cols + n];
-                let want = rescale(dot(row, &x[..n]), 0.5 + r as f32, 0.25);
-                assert_eq!(out[r], want);
+        for rows in 1..10 {
+            let w: std::vec::Vec<u8> = (0..rows * cols).map(|i| (i * 31 + 7) as u8).collect();
+            let scales: std::vec::Vec<u8> = (0..rows)
+                .flat_map(|r| crate::blob::encode_scale(0.5 + r as f32).unwrap())
+                .collect();
+            for n in [cols, 8, 4] {
+                let mut out = [7.0f32; 10];
+                matvec(&w, cols, &scales, &x[..n], 0.25, &mut out[..rows]);
+                for r in 0..rows {
+                    let row = &w[r * cols..r * cols + n];
+                    let want = rescale(dot(row, &x[..n]), 0.5 + r as f32, 0.25);
+                    assert_eq!(out[r], want, "rows {rows} n {n} r {r}");
+                }
+                assert_eq!(out[rows], 7.0);
             }
-            assert_eq!(out[5], 7.0);
         }
     }
 

@@ -49,7 +49,7 @@ impl<'x> Input<'x> {
     }
 
     /// `out[r] = W[r] . x` for every row, as [`Input::dot`] with the arithmetic chosen once per matrix:
-    /// an `i8` matrix meets int8 inputs in [`int8::matvec`], two rows at a time.
+    /// an `i8` matrix meets int8 inputs in [`int8::matvec`], four rows at a time.
     pub fn matvec(&self, w: &Matrix<'_>, out: &mut [f32]) {
         let n = self.x.len();
         let rows = out.len().min(w.rows());
