@@ -3,8 +3,8 @@
 //!
 //! Four columns at a time from one little-endian word of each side, split into sign-extended 16-bit
 //! lanes and multiply-accumulated pairwise ([`super::dsp`]: `SXTB16` and `SMLAD` on a Cortex-M4, about
-//! about 1.5 instructions per multiply-accumulate for four rows at once). Integer sums are exact in any order,
-//! so every target computes the same bits.
+//! 1.5 instructions per multiply-accumulate for four rows at once). Integer sums are exact in any
+//! order, so every target computes the same bits.
 
 use super::dsp::{smlad, sxtb16, sxtb16_ror8};
 use crate::blob::decode_scale;
