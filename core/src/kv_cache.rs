@@ -161,11 +161,27 @@ impl<'b> KvCache<'b> {
             }
             Store::I8 { k, k_scale, .. } if I8 => {
                 let qq = quantize(q, scratch);
-                let scales = self.positions(k_scale, 1, layer, head);
-                let keys = self.positions(k, dh, layer, head);
-                for ((s, k), s_k) in row.iter_mut().zip(keys).zip(scales) {
-                    let k = k.get(..dh).unwrap_or(&[]);
-                    *s = int8::scaled_dot_i8(qq.q, k, qq.scale, s_k[0]) / attn_scale;
+                let first = self.slot(layer, 0, head);
+                let (keys, scales) = (from(k, first * dh), from(k_scale, first));
+                let key = |j: usize| keys.get(j * self.n_heads * dh..).and_then(|k| k.get(..dh));
+                let scale = |j: usize| scales.get(j * self.n_heads).copied();
+                let score = |acc: f32, s_k: f32| acc * (qq.scale * s_k) / attn_scale;
+                // Four keys at a time: one pass over the query serves all four.
+                for (g, group) in row.chunks_mut(4).enumerate() {
+                    let j = 4 * g;
+                    if let ([s0, s1, s2, s3], [Some(k0), Some(k1), Some(k2), Some(k3)]) =
+                        (&mut *group, [key(j), key(j + 1), key(j + 2), key(j + 3)])
+                    {
+                        let sums = int8::dot4_i8_f32(qq.q, [k0, k1, k2, k3]);
+                        for (i, (s, acc)) in [s0, s1, s2, s3].into_iter().zip(sums).enumerate() {
+                            *s = score(acc, scale(j + i).unwrap_or(0.0));
+                        }
+                        continue;
+                    }
+                    for (i, s) in group.iter_mut().enumerate() {
+                        let (k, s_k) = (key(j + i).unwrap_or(&[]), scale(j + i).unwrap_or(0.0));
+                        *s = score(int8::dot_i8_f32(qq.q, k), s_k);
+                    }
                 }
             }
             _ => {}

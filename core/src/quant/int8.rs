@@ -75,7 +75,7 @@ fn tail(w: &[u8], x: &[u8]) -> i32 {
 /// Four rows against one vector, sharing its loads and lane splits: `[w_r . x]` in `i32`. The rows and
 /// `x` must have one length (at most [`CHUNK`]); four columns per iteration, then the last `n % 4` one
 /// at a time.
-#[inline]
+#[inline(always)]
 fn dot4_i32(rows: [&[u8]; 4], x: &[u8]) -> [i32; 4] {
     let [a, b, c, d] = rows.map(|r| r.chunks_exact(4));
     let x4 = x.chunks_exact(4);
@@ -121,16 +121,27 @@ pub fn matvec(w: &[u8], cols: usize, scales: &[u8], x: &[i8], s_x: f32, out: &mu
     }
 }
 
-/// `(a . b) * (s_a * s_b)` of two int8 vectors, as [`rescale`] of [`dot_i8`] (the attention score).
+/// `a . b` of two int8 vectors, exact, rounded once to `f32` (as [`dot_i8`]`as f32`).
 #[inline]
-pub fn scaled_dot_i8(a: &[i8], b: &[i8], s_a: f32, s_b: f32) -> f32 {
+pub fn dot_i8_f32(a: &[i8], b: &[i8]) -> f32 {
     let (a, b): (&[u8], &[u8]) = (bytemuck::cast_slice(a), bytemuck::cast_slice(b));
-    let acc = if a.len().min(b.len()) <= CHUNK {
+    if a.len().min(b.len()) <= CHUNK {
         dot_i32(a, b) as f32
     } else {
         chunked(a, b, dot_i32) as f32
-    };
-    acc * (s_a * s_b)
+    }
+}
+
+/// `[r . x]` for four int8 rows (four attention keys against one query), each as [`dot_i8_f32`]: rows
+/// of `x`'s length go through the four-row kernel together.
+pub fn dot4_i8_f32(x: &[i8], rows: [&[i8]; 4]) -> [f32; 4] {
+    let xb: &[u8] = bytemuck::cast_slice(x);
+    let bytes = rows.map(bytemuck::cast_slice::<i8, u8>);
+    if bytes.iter().all(|r| r.len() == xb.len()) && xb.len() <= CHUNK {
+        dot4_i32(bytes, xb).map(|s| s as f32)
+    } else {
+        rows.map(|r| dot_i8_f32(r, x))
+    }
 }
 
 /// Rescales an integer dot product: `acc * (s_w * s_x)`, in that order.
