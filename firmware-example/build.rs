@@ -60,6 +60,7 @@ fn model_consts(manifest_dir: &Path, out: &Path) -> Result<(), String> {
     let model =
         microlens::Model::from_bytes(&bytes).map_err(|e| format!("{}: {e}", blob.display()))?;
     let cfg = model.config();
+    check_features(&model)?;
 
     let seed = match env::var("MICROLENS_SEED") {
         Ok(s) => parse_seed(&s).ok_or(format!("MICROLENS_SEED={s}: not a u64"))?,
@@ -91,6 +92,36 @@ fn model_consts(manifest_dir: &Path, out: &Path) -> Result<(), String> {
     fs::write(out.join("model.rs"), consts).map_err(|e| e.to_string())?;
     println!("cargo:rustc-env=MICROLENS_BLOB_PATH={path}");
     Ok(())
+}
+
+/// Fails unless every microlens capability the blob needs is enabled (a feature of this crate of the
+/// same name, or `full`), naming the features to add.
+fn check_features(model: &microlens::Model<'_>) -> Result<(), String> {
+    let enabled = |name: &str| {
+        env::var_os(format!(
+            "CARGO_FEATURE_{}",
+            name.to_uppercase().replace('-', "_")
+        ))
+        .is_some()
+    };
+    if enabled("full") {
+        return Ok(());
+    }
+    let needed = model.features();
+    let missing: Vec<&str> = needed
+        .names()
+        .iter()
+        .copied()
+        .filter(|n| !enabled(n))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "the blob needs the features {} (enable them, e.g. --features {}, or `full`)",
+        missing.join(", "),
+        needed.names().join(",")
+    ))
 }
 
 fn parse_seed(s: &str) -> Option<u64> {

@@ -111,6 +111,11 @@ pub enum Error {
         /// Which index.
         what: &'static str,
     },
+    /// The blob needs a capability this build of the crate was compiled without.
+    Unsupported {
+        /// The crate feature that provides it (e.g. `weights-f16`, `rotary`).
+        feature: &'static str,
+    },
 }
 
 impl fmt::Display for Inconsistency {
@@ -179,6 +184,10 @@ impl fmt::Display for Error {
                 write!(f, "context full: the model takes at most {n_ctx} positions")
             }
             Error::OutOfRange { what } => write!(f, "{what} out of range"),
+            Error::Unsupported { feature } => write!(
+                f,
+                "the blob needs the microlens feature `{feature}`, which this build leaves out"
+            ),
         }
     }
 }

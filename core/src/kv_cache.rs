@@ -12,6 +12,10 @@ use crate::error::Error;
 use crate::quant::activations::{quantize, quantize_one, scale_of};
 use crate::quant::int8;
 
+/// Whether this build has the `f32` and the int8 cache (features `activations-f32`, `activations-i8`).
+const F32: bool = Activations::F32.compiled();
+const I8: bool = Activations::I8.compiled();
+
 /// Where the keys and values live: `[layer][pos][head * d_head]` each; int8 scales `[layer][pos][head]`.
 #[derive(Debug)]
 enum Store<'b> {
@@ -58,6 +62,11 @@ impl<'b> KvCache<'b> {
 
     /// A cache for `cfg` in `buf` (at least [`KvCache::len`] words).
     pub fn new(cfg: &Config, activations: Activations, buf: &'b mut [f32]) -> Result<Self, Error> {
+        if !activations.compiled() {
+            return Err(Error::Unsupported {
+                feature: activations.feature(),
+            });
+        }
         let needed = Self::len(cfg, activations);
         if buf.len() < needed {
             return Err(Error::BufferTooSmall {
@@ -112,7 +121,7 @@ impl<'b> KvCache<'b> {
             let (r, s) = (self.range(layer, pos, h), self.slot(layer, pos, h));
             let (kh, vh) = (head_of(k, h, dh), head_of(v, h, dh));
             match &mut self.store {
-                Store::F32 { k, v } => {
+                Store::F32 { k, v } if F32 => {
                     copy(kh, k.get_mut(r.clone()));
                     copy(vh, v.get_mut(r));
                 }
@@ -121,10 +130,11 @@ impl<'b> KvCache<'b> {
                     v,
                     k_scale,
                     v_scale,
-                } => {
+                } if I8 => {
                     store_i8(kh, k.get_mut(r.clone()), k_scale.get_mut(s));
                     store_i8(vh, v.get_mut(r), v_scale.get_mut(s));
                 }
+                _ => {}
             }
         }
     }
@@ -141,50 +151,123 @@ impl<'b> KvCache<'b> {
         attn_scale: f32,
         row: &mut [f32],
     ) {
+        let dh = self.d_head;
         match &self.store {
-            Store::F32 { k, .. } => {
-                for (j, s) in row.iter_mut().enumerate() {
-                    let k = k.get(self.range(layer, j, head)).unwrap_or(&[]);
+            Store::F32 { k, .. } if F32 => {
+                for (s, k) in row.iter_mut().zip(self.positions(k, dh, layer, head)) {
+                    let k = k.get(..dh).unwrap_or(&[]);
                     *s = q.iter().zip(k).fold(0.0f32, |acc, (q, k)| acc + q * k) / attn_scale;
                 }
             }
-            Store::I8 { k, k_scale, .. } => {
+            Store::I8 { k, k_scale, .. } if I8 => {
                 let qq = quantize(q, scratch);
-                for (j, s) in row.iter_mut().enumerate() {
-                    let k = k.get(self.range(layer, j, head)).unwrap_or(&[]);
-                    let s_k = k_scale
-                        .get(self.slot(layer, j, head))
-                        .copied()
-                        .unwrap_or(0.0);
-                    let acc = int8::dot_i8(qq.q, k);
-                    *s = int8::rescale(acc, qq.scale, s_k) / attn_scale;
+                let first = self.slot(layer, 0, head);
+                let (keys, scales) = (from(k, first * dh), from(k_scale, first));
+                let key = |j: usize| keys.get(j * self.n_heads * dh..).and_then(|k| k.get(..dh));
+                let scale = |j: usize| scales.get(j * self.n_heads).copied();
+                let score = |acc: f32, s_k: f32| acc * (qq.scale * s_k) / attn_scale;
+                // Four keys at a time: one pass over the query serves all four.
+                for (g, group) in row.chunks_mut(4).enumerate() {
+                    let j = 4 * g;
+                    if let ([s0, s1, s2, s3], [Some(k0), Some(k1), Some(k2), Some(k3)]) =
+                        (&mut *group, [key(j), key(j + 1), key(j + 2), key(j + 3)])
+                    {
+                        let sums = int8::dot4_i8_f32(qq.q, [k0, k1, k2, k3]);
+                        for (i, (s, acc)) in [s0, s1, s2, s3].into_iter().zip(sums).enumerate() {
+                            *s = score(acc, scale(j + i).unwrap_or(0.0));
+                        }
+                        continue;
+                    }
+                    for (i, s) in group.iter_mut().enumerate() {
+                        let (k, s_k) = (key(j + i).unwrap_or(&[]), scale(j + i).unwrap_or(0.0));
+                        *s = score(int8::dot_i8_f32(qq.q, k), s_k);
+                    }
                 }
             }
+            _ => {}
         }
+    }
+
+    /// The rows of `head` at `layer` in a `[layer][pos][head][width]` array (`width` being `d_head` for
+    /// values, 1 for scales), position by position: chunks of `n_heads * width` starting at position 0.
+    fn positions<'s, T>(
+        &self,
+        data: &'s [T],
+        width: usize,
+        layer: usize,
+        head: usize,
+    ) -> core::slice::Chunks<'s, T> {
+        let start = self.slot(layer, 0, head) * width;
+        data.get(start..)
+            .unwrap_or(&[])
+            .chunks((self.n_heads * width).max(1))
     }
 
     /// `z = sum_j pattern[j] v_j` for `head` at `layer`, positions in ascending order. An int8 cache
     /// computes `z[i] = sum_j (pattern[j] * s_vj) * v_j[i]`.
     pub fn mix(&self, layer: usize, head: usize, pattern: &[f32], z: &mut [f32]) {
-        z.iter_mut().for_each(|z| *z = 0.0);
-        for (j, &p) in pattern.iter().enumerate() {
-            let r = self.range(layer, j, head);
-            match &self.store {
-                Store::F32 { v, .. } => {
-                    let v = v.get(r).unwrap_or(&[]);
-                    z.iter_mut().zip(v).for_each(|(z, v)| *z += p * v);
-                }
-                Store::I8 { v, v_scale, .. } => {
-                    let v = v.get(r).unwrap_or(&[]);
-                    let s = v_scale
-                        .get(self.slot(layer, j, head))
-                        .copied()
-                        .unwrap_or(0.0);
-                    let w = p * s;
-                    z.iter_mut().zip(v).for_each(|(z, &v)| *z += w * v as f32);
-                }
+        let (stride, first) = (self.n_heads * self.d_head, self.slot(layer, 0, head));
+        let start = first * self.d_head;
+        match &self.store {
+            Store::F32 { v, .. } if F32 => {
+                weighted_sum(z, pattern.iter().copied(), from(v, start), stride, |v| v)
             }
+            Store::I8 { v, v_scale, .. } if I8 => {
+                let scales = self.positions(v_scale, 1, layer, head);
+                let weights = pattern.iter().zip(scales).map(|(p, s)| p * s[0]);
+                weighted_sum(z, weights, from(v, start), stride, |v| v as f32)
+            }
+            _ => {}
         }
+    }
+}
+
+/// `v[start..]` (empty if out of range).
+fn from<T>(v: &[T], start: usize) -> &[T] {
+    v.get(start..).unwrap_or(&[])
+}
+
+/// Elements of `z` kept in registers at a time by [`weighted_sum`] (a head of the shipped model; narrower
+/// heads take its plain loop).
+const BLOCK: usize = 16;
+
+/// `z[i] = sum_j w_j * value(values[j * stride + i])` over the weights `w_j` in order (positions whose
+/// values lie outside `values` add nothing): every `z[i]` starts at 0 and adds its terms in `j` order,
+/// [`BLOCK`] elements at a time held in registers.
+fn weighted_sum<T: Copy>(
+    z: &mut [f32],
+    weights: impl Iterator<Item = f32> + Clone,
+    values: &[T],
+    stride: usize,
+    value: impl Fn(T) -> f32,
+) {
+    let start = z.len() - z.len() % BLOCK;
+    let (blocks, rest) = z.split_at_mut(start);
+    for (b, zb) in blocks.chunks_exact_mut(BLOCK).enumerate() {
+        let mut acc = [0.0f32; BLOCK];
+        let mut at = b * BLOCK;
+        for w in weights.clone() {
+            let Some(v) = values.get(at..at + BLOCK) else {
+                break;
+            };
+            acc.iter_mut().zip(v).for_each(|(a, &v)| *a += w * value(v));
+            at += stride;
+        }
+        zb.copy_from_slice(&acc);
+    }
+    rest.iter_mut().for_each(|z| *z = 0.0);
+    if rest.is_empty() {
+        return;
+    }
+    let mut at = start;
+    for w in weights {
+        let Some(v) = values.get(at..at + rest.len()) else {
+            break;
+        };
+        rest.iter_mut()
+            .zip(v)
+            .for_each(|(z, &v)| *z += w * value(v));
+        at += stride;
     }
 }
 

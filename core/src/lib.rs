@@ -1,7 +1,7 @@
 //! # microlens
 //!
 //! TransformerLens-style interpretability for tiny transformers, on microcontrollers: `#![no_std]`, no
-//! heap, no `unsafe`. A [`Model`] is read in place from a blob (typically `include_bytes!` in flash); a
+//! heap, no `unsafe` (but for the opt-in `dsp` kernels). A [`Model`] is read in place from a blob (typically `include_bytes!` in flash); a
 //! [`Session`] runs it token by token over caller-provided buffers, calling [`Hooks`] at every
 //! TransformerLens hook point so the model can report (and ablate) its own circuits.
 //!
@@ -19,7 +19,9 @@
 //! conveniences (blob writing, `std::error::Error`).
 
 #![no_std]
-#![forbid(unsafe_code)]
+// No `unsafe` anywhere; with the feature `dsp`, only the three DSP instructions of `quant::dsp`.
+#![cfg_attr(not(feature = "dsp"), forbid(unsafe_code))]
+#![cfg_attr(feature = "dsp", deny(unsafe_code))]
 #![warn(missing_docs)]
 
 #[cfg(feature = "std")]
@@ -30,6 +32,7 @@ pub mod blob;
 pub mod components;
 pub mod config;
 pub mod error;
+pub mod features;
 pub mod hooks;
 pub mod kv_cache;
 pub mod math;

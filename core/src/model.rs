@@ -3,6 +3,7 @@
 use crate::blob::{decode_scale, Activations, Blob, DType, Processing, TensorEntry, SCALE_BYTES};
 use crate::config::Config;
 use crate::error::{Error, Inconsistency};
+use crate::features::Features;
 use crate::tensors::{Catalogue, TensorId};
 use crate::weights::{Matrix, Vector};
 
@@ -94,6 +95,14 @@ impl<'a> Model<'a> {
                 &TensorEntry::decode(table, index)?,
             )?;
         }
+        let dtypes = (0..found)
+            .filter_map(|i| TensorEntry::decode(table, i).ok())
+            .filter(|e| e.kind.is_matrix())
+            .map(|e| e.dtype);
+        let needed = Features::needed(&cfg, blob.header.activations, dtypes);
+        if let Some(feature) = needed.first_missing() {
+            return Err(Error::Unsupported { feature });
+        }
         Ok(Model {
             config: cfg,
             processing: blob.header.processing,
@@ -125,6 +134,12 @@ impl<'a> Model<'a> {
     pub fn n_tensors(&self) -> usize {
         self.catalogue.len()
     }
+    /// The optional crate features this model needs (all present, or `from_bytes` would have failed).
+    pub fn features(&self) -> Features {
+        let matrices = self.entries().filter(|e| e.kind.is_matrix());
+        Features::needed(&self.config, self.activations, matrices.map(|e| e.dtype))
+    }
+
     /// Every tensor entry, in blob order.
     pub fn entries(&self) -> impl Iterator<Item = TensorEntry> + '_ {
         (0..self.catalogue.len()).filter_map(|i| TensorEntry::decode(self.table, i).ok())

@@ -3,6 +3,7 @@
 use crate::components::{attention, block::BlockWeights, embed, mlp, norm, unembed};
 use crate::config::Positional;
 use crate::error::Error;
+use crate::features;
 use crate::hooks::{call, HookKind, Hooks};
 use crate::kv_cache::KvCache;
 use crate::math::rotary;
@@ -72,11 +73,14 @@ impl<'a, 'b> Session<'a, 'b> {
         let ws = &mut self.ws;
 
         embed::forward(&self.model, token as usize, pos, ws.resid, ws.normed, hooks);
-        if let Positional::Rotary {
-            dim,
-            base,
-            adjacent_pairs,
-        } = cfg.positional
+        if let (
+            Positional::Rotary {
+                dim,
+                base,
+                adjacent_pairs,
+            },
+            true,
+        ) = (cfg.positional, features::ROTARY)
         {
             rotary::angles(pos, dim, base, adjacent_pairs, ws.rot_sin, ws.rot_cos);
         }
@@ -99,7 +103,7 @@ impl<'a, 'b> Session<'a, 'b> {
             attention::forward(&cfg, act, &w.attn, layer, pos, ws, &mut self.kv, hooks);
             add(ws.resid, ws.attn_out);
 
-            if let Some((ln2, mlp_w)) = &w.mlp {
+            if let (Some((ln2, mlp_w)), true) = (&w.mlp, features::MLP) {
                 call(hooks, HookKind::ResidMid, layer, 0, pos, ws.resid);
                 norm::forward(
                     &cfg,

@@ -97,6 +97,24 @@ pub const TAIL_KINDS: [TensorKind; 4] = [
 ];
 
 impl TensorKind {
+    /// Every kind, in declaration (and postcard variant) order: the head, layer and tail kinds.
+    pub const ALL: [TensorKind; 24] = {
+        let mut all = [TensorKind::WE; 24];
+        let mut i = 0;
+        while i < all.len() {
+            let (h, l) = (HEAD_KINDS.len(), LAYER_KINDS.len());
+            all[i] = if i < h {
+                HEAD_KINDS[i]
+            } else if i < h + l {
+                LAYER_KINDS[i - h]
+            } else {
+                TAIL_KINDS[i - h - l]
+            };
+            i += 1;
+        }
+        all
+    };
+
     /// Whether tensors of this kind sit inside a block.
     pub const fn per_layer(self) -> bool {
         !matches!(

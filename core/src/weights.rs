@@ -1,6 +1,6 @@
 //! Read-only views of tensors inside a blob, dequantised on the fly; no copies, any alignment.
 
-use crate::blob::{decode_scale, DType, I4_GROUP, SCALE_BYTES};
+use crate::blob::{decode_scale, widen_f16, DType, I4_GROUP, SCALE_BYTES};
 use crate::quant::{int4, int8};
 
 /// An `f32` vector (biases, norm weights).
@@ -14,6 +14,42 @@ pub fn f32s(bytes: &[u8]) -> impl Iterator<Item = f32> + '_ {
     bytes
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Reads little-endian `f16`s from bytes of any alignment, widened to `f32`.
+fn f16s(bytes: &[u8]) -> impl Iterator<Item = f32> + '_ {
+    bytes
+        .chunks_exact(2)
+        .map(|b| widen_f16(u16::from_le_bytes([b[0], b[1]])))
+}
+
+/// `x . w` for the weights `w`, accumulated left to right in `f32`.
+#[inline(always)]
+fn fold_dot(w: impl Iterator<Item = f32>, x: &[f32]) -> f32 {
+    w.zip(x).fold(0.0, |acc, (w, x)| acc + w * x)
+}
+
+/// Elements `start .. start + n` of `data` holding `size`-byte elements (`None` if out of range).
+#[inline(always)]
+fn elements(data: &[u8], size: usize, start: usize, n: usize) -> Option<&[u8]> {
+    data.get(size * start..size * (start + n))
+}
+
+/// `W[start ..] . x` of an `f32` matrix's bytes (0 if out of range).
+fn dot_f32(data: &[u8], start: usize, x: &[f32]) -> f32 {
+    elements(data, 4, start, x.len()).map_or(0.0, |w| fold_dot(f32s(w), x))
+}
+
+/// `W[start ..] . x` of an `f16` matrix's bytes (0 if out of range).
+fn dot_f16(data: &[u8], start: usize, x: &[f32]) -> f32 {
+    elements(data, 2, start, x.len()).map_or(0.0, |w| fold_dot(f16s(w), x))
+}
+
+/// `(W[start ..] . x) * scale()` of an `i8` matrix's bytes against `f32` inputs (0 if out of range).
+fn dot_i8_f32(data: &[u8], start: usize, x: &[f32], scale: impl Fn() -> f32) -> f32 {
+    elements(data, 1, start, x.len()).map_or(0.0, |w| {
+        fold_dot(w.iter().map(|&q| (q as i8) as f32), x) * scale()
+    })
 }
 
 impl<'a> Vector<'a> {
@@ -78,7 +114,8 @@ impl<'a> Matrix<'a> {
         data: &'a [u8],
         scales: &'a [u8],
     ) -> Option<Self> {
-        let ok = dtype.data_len(rows, cols) == Some(data.len())
+        let ok = dtype.compiled()
+            && dtype.data_len(rows, cols) == Some(data.len())
             && dtype
                 .n_scales(rows, cols)
                 .and_then(|n| n.checked_mul(SCALE_BYTES))
@@ -101,6 +138,10 @@ impl<'a> Matrix<'a> {
     pub fn data(&self) -> &'a [u8] {
         self.data
     }
+    /// The stored `f16` scales, little-endian (empty for `f32` and `f16`).
+    pub fn scales(&self) -> &'a [u8] {
+        self.scales
+    }
     /// Scale `i` (row `i` for `i8`; row `i / groups`, group `i % groups` for `i4`).
     pub fn scale(&self, i: usize) -> f32 {
         scale_at(self.scales, i)
@@ -108,34 +149,28 @@ impl<'a> Matrix<'a> {
 
     /// `W[r][c0 .. c0 + x.len()] . x`, accumulated left to right in `f32`.
     pub fn dot(&self, r: usize, c0: usize, x: &[f32]) -> f32 {
-        let (n, start) = (x.len(), r * self.cols + c0);
+        let start = r * self.cols + c0;
         match self.dtype {
-            DType::F32 => {
-                let Some(w) = self.data.get(4 * start..4 * (start + n)) else {
-                    return 0.0;
-                };
-                f32s(w).zip(x).fold(0.0, |acc, (w, x)| acc + w * x)
+            d @ DType::F32 if d.compiled() => dot_f32(self.data, start, x),
+            d @ DType::F16 if d.compiled() => dot_f16(self.data, start, x),
+            d @ DType::I8 if d.compiled() => dot_i8_f32(self.data, start, x, || self.scale(r)),
+            d @ DType::I4 if d.compiled() => self.dot_i4(r, c0, x),
+            _ => 0.0,
+        }
+    }
+
+    /// `out[r] = W[r] . x` for every row, as [`Matrix::dot`] with the dtype dispatched once.
+    pub fn matvec(&self, x: &[f32], out: &mut [f32]) {
+        let (rows, c) = (out.iter_mut().enumerate().take(self.rows), self.cols);
+        let d = self.data;
+        match self.dtype {
+            t @ DType::F32 if t.compiled() => rows.for_each(|(r, o)| *o = dot_f32(d, r * c, x)),
+            t @ DType::F16 if t.compiled() => rows.for_each(|(r, o)| *o = dot_f16(d, r * c, x)),
+            t @ DType::I8 if t.compiled() => {
+                rows.for_each(|(r, o)| *o = dot_i8_f32(d, r * c, x, || self.scale(r)))
             }
-            DType::F16 => {
-                let Some(w) = self.data.get(2 * start..2 * (start + n)) else {
-                    return 0.0;
-                };
-                w.chunks_exact(2)
-                    .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-                    .zip(x)
-                    .fold(0.0, |acc, (w, x)| acc + w * x)
-            }
-            DType::I8 => {
-                let Some(w) = self.data.get(start..start + n) else {
-                    return 0.0;
-                };
-                let acc = w
-                    .iter()
-                    .zip(x)
-                    .fold(0.0, |acc, (&q, x)| acc + (q as i8) as f32 * x);
-                acc * self.scale(r)
-            }
-            DType::I4 => self.dot_i4(r, c0, x),
+            t @ DType::I4 if t.compiled() => rows.for_each(|(r, o)| *o = self.dot_i4(r, 0, x)),
+            _ => rows.for_each(|(_, o)| *o = 0.0),
         }
     }
 
@@ -170,25 +205,21 @@ impl<'a> Matrix<'a> {
     pub fn dot_q(&self, r: usize, c0: usize, x: &[i8], s_x: f32) -> f32 {
         let start = r * self.cols + c0;
         match self.dtype {
-            DType::I8 => {
+            d @ DType::I8 if d.compiled() => {
                 let w = self.data.get(start..start + x.len()).unwrap_or(&[]);
                 int8::rescale(int8::dot(w, x), self.scale(r), s_x)
             }
-            DType::I4 => {
+            d @ DType::I4 if d.compiled() => {
                 let groups = self.cols.div_ceil(I4_GROUP);
                 let scale = |g| self.scale(r * groups + g);
                 int4::dot(self.i4_row(r), c0, x, scale) * s_x
             }
-            DType::F32 | DType::F16 => x.iter().enumerate().fold(0.0, |acc, (i, &q)| {
-                acc + self.dot(r, c0 + i, &[q as f32 * s_x])
-            }),
-        }
-    }
-
-    /// `out[r] = W[r] . x` for every row.
-    pub fn matvec(&self, x: &[f32], out: &mut [f32]) {
-        for (r, o) in out.iter_mut().enumerate().take(self.rows) {
-            *o = self.dot(r, 0, x);
+            d @ (DType::F32 | DType::F16) if d.compiled() => {
+                x.iter().enumerate().fold(0.0, |acc, (i, &q)| {
+                    acc + self.dot(r, c0 + i, &[q as f32 * s_x])
+                })
+            }
+            _ => 0.0,
         }
     }
 
@@ -196,36 +227,37 @@ impl<'a> Matrix<'a> {
     pub fn row_into(&self, r: usize, out: &mut [f32]) {
         let start = r * self.cols;
         match self.dtype {
-            DType::F32 => {
+            d @ DType::F32 if d.compiled() => {
                 let w = self
                     .data
                     .get(4 * start..4 * (start + self.cols))
                     .unwrap_or(&[]);
                 out.iter_mut().zip(f32s(w)).for_each(|(o, w)| *o = w);
             }
-            DType::F16 => {
+            d @ DType::F16 if d.compiled() => {
                 let w = self
                     .data
                     .get(2 * start..2 * (start + self.cols))
                     .unwrap_or(&[]);
-                for (o, b) in out.iter_mut().zip(w.chunks_exact(2)) {
-                    *o = half::f16::from_le_bytes([b[0], b[1]]).to_f32();
+                for (o, w) in out.iter_mut().zip(f16s(w)) {
+                    *o = w;
                 }
             }
-            DType::I8 => {
+            d @ DType::I8 if d.compiled() => {
                 let w = self.data.get(start..start + self.cols).unwrap_or(&[]);
                 let s = self.scale(r);
                 out.iter_mut()
                     .zip(w)
                     .for_each(|(o, &q)| *o = (q as i8) as f32 * s);
             }
-            DType::I4 => {
+            d @ DType::I4 if d.compiled() => {
                 let row = self.i4_row(r);
                 let groups = self.cols.div_ceil(I4_GROUP);
                 for (c, o) in out.iter_mut().enumerate().take(self.cols) {
                     *o = int4::nibble(row, c) as f32 * self.scale(r * groups + c / I4_GROUP);
                 }
             }
+            _ => out.iter_mut().for_each(|o| *o = 0.0),
         }
     }
 }

@@ -1,39 +1,84 @@
 //! Text lines built on the device without `core::fmt` (which would cost flash).
 
-use crate::model::N_CTX;
+use microlens::analysis::Head;
+
+use crate::model::{N_CTX, N_HEADS, N_LAYERS};
 
 /// Longest decimal `u32` plus a comma.
 const TOKEN_CHARS: usize = 11;
+/// Longest `L<layer>H<head>` plus a comma.
+const HEAD_CHARS: usize = 2 * 10 + 3;
 
-/// Prints `{prefix}t0,t1,...` as one defmt line.
-pub fn print_tokens(prefix: &str, tokens: &[u32]) {
-    let mut buf = [0u8; N_CTX * TOKEN_CHARS];
-    let mut len = 0;
-    for (i, &t) in tokens.iter().enumerate() {
-        if i > 0 {
-            buf[len] = b',';
-            len += 1;
-        }
-        len += write_decimal(&mut buf[len..], t);
-    }
-    let text = core::str::from_utf8(&buf[..len]).unwrap_or("?");
-    defmt::println!("{=str}{=str}", prefix, text);
+/// A line of at most `N` bytes, appended to piece by piece (what does not fit is dropped).
+struct Line<const N: usize> {
+    buf: [u8; N],
+    len: usize,
 }
 
-/// Writes `n` in decimal at the start of `out` (at least 10 bytes), returning the length.
-fn write_decimal(out: &mut [u8], mut n: u32) -> usize {
-    let mut digits = [0u8; 10];
-    let mut len = 0;
-    loop {
-        digits[len] = b'0' + (n % 10) as u8;
-        len += 1;
-        n /= 10;
-        if n == 0 {
-            break;
+impl<const N: usize> Line<N> {
+    fn new() -> Self {
+        Line {
+            buf: [0; N],
+            len: 0,
         }
     }
-    for (o, d) in out.iter_mut().zip(digits[..len].iter().rev()) {
-        *o = *d;
+
+    fn push(&mut self, b: u8) {
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = b;
+            self.len += 1;
+        }
     }
-    len
+
+    /// Appends `n` in decimal.
+    fn decimal(&mut self, mut n: u32) {
+        let mut digits = [0u8; 10];
+        let mut len = 0;
+        loop {
+            digits[len] = b'0' + (n % 10) as u8;
+            len += 1;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        digits[..len].iter().rev().for_each(|&d| self.push(d));
+    }
+
+    /// Prints `{prefix}{line}` as one defmt line.
+    fn print(&self, prefix: &str) {
+        let text = core::str::from_utf8(&self.buf[..self.len]).unwrap_or("?");
+        defmt::println!("{=str}{=str}", prefix, text);
+    }
+}
+
+/// Prints `{prefix}t0,t1,...` as one defmt line. Not inlined: its buffer lives only during the call,
+/// not in the caller's frame under the forward pass (which sets the stack high-water mark).
+#[inline(never)]
+pub fn print_tokens(prefix: &str, tokens: &[u32]) {
+    let mut line = Line::<{ N_CTX * TOKEN_CHARS }>::new();
+    for (i, &t) in tokens.iter().enumerate() {
+        if i > 0 {
+            line.push(b',');
+        }
+        line.decimal(t);
+    }
+    line.print(prefix);
+}
+
+/// Prints `{prefix}L1H0,L1H2,...` (TransformerLens's head names) as one defmt line; not inlined, as
+/// [`print_tokens`].
+#[inline(never)]
+pub fn print_heads(prefix: &str, heads: &[Head]) {
+    let mut line = Line::<{ N_LAYERS * N_HEADS * HEAD_CHARS }>::new();
+    for (i, h) in heads.iter().enumerate() {
+        if i > 0 {
+            line.push(b',');
+        }
+        line.push(b'L');
+        line.decimal(h.layer as u32);
+        line.push(b'H');
+        line.decimal(h.head as u32);
+    }
+    line.print(prefix);
 }

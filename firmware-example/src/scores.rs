@@ -4,6 +4,7 @@
 //! - induction score: mean attention, over the second copy of the segment, from each position to the
 //!   token after the previous occurrence of the current token (`pos - segment_len + 1`).
 
+use microlens::analysis::Head;
 use microlens::{HookKind, HookPoint, Hooks};
 
 use crate::model::{N_HEADS, N_LAYERS};
@@ -52,17 +53,27 @@ impl HeadScores {
 }
 
 impl Scores {
-    /// `(layer, head, score)` of the head with the highest induction score (the first of equal ones).
-    pub fn best_induction_head(&self) -> (usize, usize, f32) {
-        let mut best = (0, 0, f32::NEG_INFINITY);
-        for (l, heads) in self.induction.iter().enumerate() {
-            for (h, &s) in heads.iter().enumerate() {
-                if s > best.2 {
-                    best = (l, h, s);
+    /// The heads whose induction score is at least `threshold`, in layer and head order, and how many
+    /// there are; the best head alone (the first of equal ones) if none reaches it.
+    pub fn induction_heads(&self, threshold: f32) -> ([Head; N_LAYERS * N_HEADS], usize) {
+        let mut heads = [Head::new(0, 0); N_LAYERS * N_HEADS];
+        let (mut n, mut best) = (0, (Head::new(0, 0), f32::NEG_INFINITY));
+        for (l, layer) in self.induction.iter().enumerate() {
+            for (h, &s) in layer.iter().enumerate() {
+                if s >= threshold {
+                    heads[n] = Head::new(l, h);
+                    n += 1;
+                }
+                if s > best.1 {
+                    best = (Head::new(l, h), s);
                 }
             }
         }
-        best
+        if n == 0 {
+            heads[0] = best.0;
+            n = 1;
+        }
+        (heads, n)
     }
 }
 

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::blob_source::BlobSource;
 use crate::device::Report;
@@ -70,6 +70,14 @@ pub struct Args {
     /// Seed of the device's prompt (decimal or 0x hex) [default: the firmware's].
     #[arg(long)]
     seed: Option<String>,
+    /// Fail if the device's accuracy with its induction heads ablated is not at least this much below
+    /// the clean accuracy (0 for a model without induction heads).
+    #[arg(long, default_value_t = 0.5)]
+    min_ablation_drop: f32,
+    /// Bytes by which RAM may exceed the budget (KV cache + workspace + 2 KiB) before the run
+    /// fails. The shipped model is over it by its stack reserve beyond 2 KiB (see README, "The firmware").
+    #[arg(long, default_value_t = 1536)]
+    ram_slack: u64,
     /// Skip the thumbv6m-none-eabi build check of the core crate.
     #[arg(long)]
     skip_thumbv6m: bool,
@@ -113,6 +121,7 @@ pub fn run(args: Args) -> Result<()> {
         build(toolchain, args.board, &blob, args.seed.as_deref())
     })?;
     let sizes = elf_size::read(&elf)?;
+    let budget = RamBudget::of(&blob)?;
 
     println!("blob={}", blob.display());
     let mut failures = Vec::new();
@@ -123,6 +132,7 @@ pub fn run(args: Args) -> Result<()> {
             qemu::run(&elf, Duration::from_secs(args.timeout))
         })?;
         print_sizes(&sizes);
+        failures.extend(budget.check(&sizes, args.ram_slack));
         match run.ending {
             Ending::Exited(status) if status.success() => {}
             Ending::Exited(status) => failures.push(format!("the firmware failed ({status})")),
@@ -137,6 +147,7 @@ pub fn run(args: Args) -> Result<()> {
         failures.extend(check(&run.report, &blob, tool.as_deref(), &args));
     } else {
         print_sizes(&sizes);
+        failures.extend(budget.check(&sizes, args.ram_slack));
         eprintln!(
             "xtask: built {}; run it with `MICROLENS_BLOB={} cargo run --release --features {}` in firmware-example/",
             elf.display(),
@@ -171,8 +182,11 @@ fn build(toolchain: Toolchain, board: Board, blob: &Path, seed: Option<&str>) ->
         board.feature(),
         toolchain.describe()
     );
+    let features = blob_features(blob)?;
+    eprintln!("xtask: microlens capabilities of the blob: {features}");
     let mut cmd = toolchain.cargo_build(TARGET, &dir);
-    cmd.args(["--features", board.feature()])
+    cmd.arg("--no-default-features")
+        .args(["--features", &format!("{},{features}", board.feature())])
         .arg("--target-dir")
         .arg(&target_dir)
         .env("MICROLENS_BLOB", blob)
@@ -188,6 +202,14 @@ fn build(toolchain: Toolchain, board: Board, blob: &Path, seed: Option<&str>) ->
     Ok(target_dir.join(TARGET).join("release").join(BIN))
 }
 
+/// The microlens capabilities (firmware features) `blob` needs, comma-separated: the firmware is built
+/// with these only, so the code for the others is not in its flash.
+fn blob_features(blob: &Path) -> Result<String> {
+    let bytes = std::fs::read(blob).with_context(|| format!("cannot read {}", blob.display()))?;
+    let model = microlens::Model::from_bytes(&bytes)?;
+    Ok(model.features().names().join(","))
+}
+
 fn print_sizes(s: &elf_size::Sizes) {
     println!("flash_bytes={}", s.flash());
     println!("ram_bytes={}", s.ram());
@@ -196,6 +218,43 @@ fn print_sizes(s: &elf_size::Sizes) {
     println!("data_bytes={}", s.data);
     println!("bss_bytes={}", s.bss);
     println!("stack_reserve_bytes={}", s.stack_reserve);
+}
+
+/// The RAM budget for a blob: its KV cache and workspace (the activations) plus 2 KiB.
+struct RamBudget {
+    kv: u64,
+    workspace: u64,
+}
+
+/// What the budget allows beyond the KV cache and the activations.
+const RAM_ALLOWANCE: u64 = 2048;
+
+impl RamBudget {
+    fn of(blob: &Path) -> Result<Self> {
+        let bytes =
+            std::fs::read(blob).with_context(|| format!("cannot read {}", blob.display()))?;
+        let model = microlens::Model::from_bytes(&bytes)?;
+        Ok(RamBudget {
+            kv: 4 * model.kv_cache_len() as u64,
+            workspace: 4 * model.workspace_len() as u64,
+        })
+    }
+
+    /// Prints the budget and returns a failure if `ram_bytes` exceeds it by more than `slack`.
+    fn check(&self, sizes: &elf_size::Sizes, slack: u64) -> Option<String> {
+        let budget = self.kv + self.workspace + RAM_ALLOWANCE;
+        println!("kv_bytes={}", self.kv);
+        println!("workspace_bytes={}", self.workspace);
+        println!("ram_budget_bytes={budget}");
+        let over = sizes.ram().saturating_sub(budget);
+        println!("ram_over_budget_bytes={over}");
+        (over > slack).then(|| {
+            format!(
+                "ram_bytes {} exceeds kv + workspace + {RAM_ALLOWANCE} = {budget} by {over} B (allowed: --ram-slack {slack})",
+                sizes.ram()
+            )
+        })
+    }
 }
 
 /// The device against the host: the same logits hash for its prompt, and accuracy at least the minimum.
@@ -222,6 +281,17 @@ fn check(report: &Report, blob: &Path, tool: Option<&Path>, args: &Args) -> Vec<
         Ok(a) if a < args.min_accuracy => failures.push(format!(
             "accuracy {a} is below --min-accuracy {}",
             args.min_accuracy
+        )),
+        Ok(_) => {}
+        Err(e) => failures.push(format!("{e:#}")),
+    }
+    let drop = report
+        .parse::<f32>("accuracy")
+        .and_then(|clean| Ok(clean - report.parse::<f32>("ablated_accuracy")?));
+    match drop {
+        Ok(d) if d < args.min_ablation_drop => failures.push(format!(
+            "ablating the induction heads costs {d} accuracy, less than --min-ablation-drop {}",
+            args.min_ablation_drop
         )),
         Ok(_) => {}
         Err(e) => failures.push(format!("{e:#}")),

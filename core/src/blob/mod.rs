@@ -12,7 +12,9 @@ mod preamble;
 #[cfg(feature = "std")]
 mod writer;
 
-pub use dtype::{decode_scale, encode_scale, scale_up, Activations, DType, I4_GROUP, SCALE_BYTES};
+pub use dtype::{
+    decode_scale, encode_scale, scale_up, widen_f16, Activations, DType, I4_GROUP, SCALE_BYTES,
+};
 pub use entry::{TensorEntry, ENTRY_LEN};
 pub use header::{Header, Processing};
 pub use preamble::{Preamble, MAGIC, PREAMBLE_LEN, VERSION};

@@ -6,6 +6,7 @@
 use super::block::AttnWeights;
 use crate::blob::Activations;
 use crate::config::{Config, Positional};
+use crate::features;
 use crate::hooks::{call, HookKind, Hooks};
 use crate::kv_cache::KvCache;
 use crate::math::{rotary, softmax::softmax};
@@ -37,7 +38,7 @@ fn project(w: &Matrix<'_>, b: &Vector<'_>, x: &Input<'_>, out: &mut [f32]) {
 
 /// Adds row `pos` of a shortformer positional table to `out`, using `tmp` as scratch.
 fn add_positional(table: Option<Matrix<'_>>, pos: usize, out: &mut [f32], tmp: &mut [f32]) {
-    if let Some(t) = table {
+    if let (Some(t), true) = (table, features::SHORTFORMER) {
         t.row_into(pos, tmp);
         out.iter_mut().zip(tmp.iter()).for_each(|(o, p)| *o += p);
     }
@@ -70,7 +71,7 @@ pub fn forward<H: Hooks>(
     per_head(hooks, HookKind::Q, layer, pos, dh, ws.q);
     per_head(hooks, HookKind::K, layer, pos, dh, ws.k);
     per_head(hooks, HookKind::V, layer, pos, dh, ws.v);
-    if let Positional::Rotary { adjacent_pairs, .. } = cfg.positional {
+    if let (Positional::Rotary { adjacent_pairs, .. }, true) = (cfg.positional, features::ROTARY) {
         for (q, k) in ws.q.chunks_exact_mut(dh).zip(ws.k.chunks_exact_mut(dh)) {
             rotary::rotate(q, ws.rot_sin, ws.rot_cos, adjacent_pairs);
             rotary::rotate(k, ws.rot_sin, ws.rot_cos, adjacent_pairs);

@@ -87,7 +87,7 @@ impl<'a> BlockWeights<'a> {
             w: model.vector(id(TensorKind::Ln1W)),
             b: model.vector(id(TensorKind::Ln1B)),
         };
-        let mlp = if model.config().attn_only() {
+        let mlp = if model.config().attn_only() || !crate::features::MLP {
             None
         } else {
             let ln2 = NormWeights {

@@ -41,7 +41,7 @@ pub fn forward<H: Hooks>(
 ) {
     out.iter_mut().zip(x).for_each(|(o, x)| *o = *x);
     let n = cfg.normalization;
-    if !n.is_some() {
+    if !n.is_some() || !crate::features::NORM {
         return;
     }
     let (scale_hook, normalized_hook) = which.hooks();

@@ -6,3 +6,11 @@ pub mod activation;
 pub mod norm;
 pub mod rotary;
 pub mod softmax;
+
+/// The largest of `values` and `init`, NaNs ignored: `values.fold(init, f32::max)` as comparisons
+/// (`f32::max` is a library call on cores without `VMAXNM`). Only the sign of a zero maximum may differ,
+/// which no caller can observe (they subtract it or divide by it after `fabs`).
+#[inline]
+pub fn max_of(values: impl Iterator<Item = f32>, init: f32) -> f32 {
+    values.fold(init, |m, v| if v > m { v } else { m })
+}

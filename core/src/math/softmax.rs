@@ -15,7 +15,7 @@ pub fn exp(x: f32) -> f32 {
 
 /// In place: `x_i <- e^(x_i - max x) / sum_j e^(x_j - max x)`. An empty slice is left alone.
 pub fn softmax(x: &mut [f32]) {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let max = super::max_of(x.iter().copied(), f32::NEG_INFINITY);
     let mut sum = 0.0f32;
     for v in x.iter_mut() {
         *v = exp(*v - max);

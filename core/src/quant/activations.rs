@@ -6,15 +6,28 @@ pub const Q_MAX: f32 = 127.0;
 
 /// One int8 value: `x / scale` rounded half away from zero and clamped to `-127..=127`. A non-finite
 /// quotient (from a zero or non-finite scale) gives 0 or the clamp, never a panic.
+///
+/// Computed as `libm::roundf(x / scale) as i32` would be, without its call: `t = y as i32` truncates
+/// (saturating, NaN to 0), `y - t` is then the exact fraction of `y`, and a fraction of at least one half
+/// moves `t` one step away from zero.
 #[inline]
 pub fn quantize_one(x: f32, scale: f32) -> i8 {
-    // `as` saturates and maps NaN to 0; the clamp is then in integers.
-    (libm::roundf(x / scale) as i32).clamp(-127, 127) as i8
+    let y = x / scale;
+    let t = y as i32;
+    let frac = y - t as f32;
+    let rounded = if frac >= 0.5 {
+        t.saturating_add(1)
+    } else if frac <= -0.5 {
+        t.saturating_sub(1)
+    } else {
+        t
+    };
+    rounded.clamp(-127, 127) as i8
 }
 
 /// The scale of a vector: `max|x| / 127` (0 for an all-zero vector; NaNs are ignored).
 pub fn scale_of(x: &[f32]) -> f32 {
-    x.iter().fold(0.0f32, |m, v| m.max(libm::fabsf(*v))) / Q_MAX
+    crate::math::max_of(x.iter().map(|v| libm::fabsf(*v)), 0.0) / Q_MAX
 }
 
 /// A vector quantised to int8 with one scale: `x[i] ~ q[i] * scale`.
@@ -72,8 +85,37 @@ mod tests {
         assert_eq!(quantize_one(-1e9, 1.0), -127);
         assert_eq!(quantize_one(0.0, 0.0), 0);
         assert_eq!(quantize_one(f32::NAN, 1.0), 0);
+        assert_eq!(quantize_one(f32::INFINITY, 1.0), 127);
+        assert_eq!(quantize_one(-3e9, 1.0), -127);
         let mut buf = [5i8; 3];
         let qx = quantize(&[0.0; 3], &mut buf);
         assert_eq!((qx.q, qx.scale), (&[0i8; 3][..], 0.0));
+    }
+
+    #[test]
+    fn rounding_equals_libm_roundf() {
+        let plain = |x: f32, s: f32| (libm::roundf(x / s) as i32).clamp(-127, 127) as i8;
+        let mut seed = 0x1234_5678u32;
+        for i in 0..200_000u32 {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let x = f32::from_bits(seed);
+            let y = (i as f32 - 100_000.0) / 512.0;
+            for (x, s) in [(x, 1.0), (y, 1.0), (y, 0.37), (x, 3e-39)] {
+                assert_eq!(quantize_one(x, s), plain(x, s), "{x} / {s}");
+            }
+        }
+        for y in [
+            0.5f32,
+            -0.5,
+            1.5,
+            -1.5,
+            126.5,
+            -126.5,
+            0.49999997,
+            -0.49999997,
+            2.5000002,
+        ] {
+            assert_eq!(quantize_one(y, 1.0), plain(y, 1.0), "{y}");
+        }
     }
 }

@@ -2,8 +2,18 @@
 //! activations and an integer matrix) int8 x int8 or int4 x int8 with integer accumulation.
 
 use super::activations::{quantize, Quantized};
+use super::int8;
 use crate::blob::{Activations, DType};
 use crate::weights::Matrix;
+
+/// Whether this build can meet a matrix in `f32` arithmetic: with float weights or float activations.
+/// Without either (an int8-only firmware) every matrix `Model::from_bytes` accepts is integer and every
+/// input is quantised, so the float path is left out.
+const FLOAT_PATH: bool = cfg!(any(
+    feature = "weights-f32",
+    feature = "weights-f16",
+    feature = "activations-f32"
+));
 
 /// An activation vector ready to be multiplied: the `f32` values, plus their per-token int8
 /// quantisation when the model computes with int8 activations. Quantised once, it serves every matrix
@@ -18,10 +28,10 @@ impl<'x> Input<'x> {
     /// `x` as `activations` dictate: quantised into `scratch` (at least `x.len()` long) for
     /// [`Activations::I8`].
     pub fn new(x: &'x [f32], activations: Activations, scratch: &'x mut [i8]) -> Self {
-        let q = match activations {
-            Activations::F32 => None,
-            Activations::I8 => Some(quantize(x, scratch)),
-        };
+        // A build without `activations-f32` only ever meets int8-activation models: it quantises
+        // unconditionally, so the float path is not compiled in.
+        let int8 = activations == Activations::I8 || !Activations::F32.compiled();
+        let q = (int8 && Activations::I8.compiled()).then(|| quantize(x, scratch));
         Input { x, q }
     }
 
@@ -33,15 +43,29 @@ impl<'x> Input<'x> {
             Some(q) if matches!(w.dtype(), DType::I8 | DType::I4) => {
                 w.dot_q(r, c0, q.q.get(range).unwrap_or(&[]), q.scale)
             }
-            _ => w.dot(r, c0, self.x.get(range).unwrap_or(&[])),
+            _ if FLOAT_PATH => w.dot(r, c0, self.x.get(range).unwrap_or(&[])),
+            _ => 0.0,
         }
     }
 
-    /// `out[r] = W[r] . x` for every row.
+    /// `out[r] = W[r] . x` for every row, as [`Input::dot`] with the arithmetic chosen once per matrix:
+    /// an `i8` matrix meets int8 inputs in [`int8::matvec`], four rows at a time.
     pub fn matvec(&self, w: &Matrix<'_>, out: &mut [f32]) {
         let n = self.x.len();
-        for (r, o) in out.iter_mut().enumerate().take(w.rows()) {
-            *o = self.dot(w, r, 0, n);
+        let rows = out.len().min(w.rows());
+        let out = &mut out[..rows];
+        match self.q {
+            Some(q) if w.dtype() == DType::I8 && DType::I8.compiled() => {
+                let x = q.q.get(..n).unwrap_or(&[]);
+                int8::matvec(w.data(), w.cols(), w.scales(), x, q.scale, out);
+            }
+            Some(_) if w.dtype() == DType::I4 && DType::I4.compiled() => {
+                for (r, o) in out.iter_mut().enumerate() {
+                    *o = self.dot(w, r, 0, n);
+                }
+            }
+            _ if FLOAT_PATH => w.matvec(self.x, out),
+            _ => out.fill(0.0),
         }
     }
 }

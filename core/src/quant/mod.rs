@@ -7,6 +7,7 @@
 //! through `libm::roundf`, so a quantised model computes the same bits on every target.
 
 pub mod activations;
+pub mod dsp;
 pub mod encode;
 pub mod int4;
 pub mod int8;

@@ -1,0 +1,85 @@
+//! The crate's optional capabilities (cargo features) and which of them a model needs.
+//!
+//! Everything is on by default (`full`). A firmware that knows its blob at build time can leave out the
+//! rest (`default-features = false` and, say, `weights-i8` and `activations-i8` for an attention-only
+//! int8 model without norms): the code for the other storage types, norms, MLPs and positional schemes is
+//! then not in its flash, and [`crate::Model::from_bytes`] rejects a blob that would need it with
+//! [`crate::Error::Unsupported`].
+
+use crate::blob::{Activations, DType};
+use crate::config::{Config, Positional};
+
+/// Whether this build has LayerNorm and RMSNorm (feature `norm`).
+pub const NORM: bool = cfg!(feature = "norm");
+/// Whether this build has MLP blocks (feature `mlp`).
+pub const MLP: bool = cfg!(feature = "mlp");
+/// Whether this build has rotary positions (feature `rotary`).
+pub const ROTARY: bool = cfg!(feature = "rotary");
+/// Whether this build has shortformer positions (feature `shortformer`).
+pub const SHORTFORMER: bool = cfg!(feature = "shortformer");
+
+/// A set of optional features, by name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Features {
+    names: [&'static str; 8],
+    len: usize,
+}
+
+impl Features {
+    fn add(&mut self, name: &'static str) {
+        if !self.names[..self.len].contains(&name) && self.len < self.names.len() {
+            self.names[self.len] = name;
+            self.len += 1;
+        }
+    }
+
+    /// The features a model with `cfg`, `activations` and matrices stored as `dtypes` needs.
+    pub fn needed(
+        cfg: &Config,
+        activations: Activations,
+        dtypes: impl IntoIterator<Item = DType>,
+    ) -> Self {
+        let mut f = Features::default();
+        f.add(activations.feature());
+        dtypes.into_iter().for_each(|d| f.add(d.feature()));
+        if cfg.normalization.is_some() {
+            f.add("norm");
+        }
+        if !cfg.attn_only() {
+            f.add("mlp");
+        }
+        match cfg.positional {
+            Positional::Standard => {}
+            Positional::Shortformer => f.add("shortformer"),
+            Positional::Rotary { .. } => f.add("rotary"),
+        }
+        f
+    }
+
+    /// The names, in the order they were found.
+    pub fn names(&self) -> &[&'static str] {
+        &self.names[..self.len]
+    }
+
+    /// The first of these that this build lacks, if any.
+    pub fn first_missing(&self) -> Option<&'static str> {
+        self.names().iter().copied().find(|&name| !compiled(name))
+    }
+}
+
+/// Whether the feature `name` is compiled in (unknown names are not).
+pub const fn compiled(name: &str) -> bool {
+    match name.as_bytes() {
+        b"weights-f32" => DType::F32.compiled(),
+        b"weights-f16" => DType::F16.compiled(),
+        b"weights-i8" => DType::I8.compiled(),
+        b"weights-i4" => DType::I4.compiled(),
+        b"activations-f32" => Activations::F32.compiled(),
+        b"activations-i8" => Activations::I8.compiled(),
+        b"norm" => NORM,
+        b"mlp" => MLP,
+        b"rotary" => ROTARY,
+        b"shortformer" => SHORTFORMER,
+        _ => false,
+    }
+}
