@@ -2,6 +2,12 @@
 //! `i4` (symmetric, one scale per group of 32 along each row, two values per byte) blob tensors. The
 //! rows go through the core's own encoders ([`microlens::quant::encode`]), so the host rounds exactly as
 //! the device does; the way back goes through the core's [`Matrix`] reader.
+//!
+//! Integer weights are rounded to nearest, or with GPTQ ([`gptq`]) against the inputs each matrix sees
+//! on calibration sequences ([`calibration`]): the same layout and scales' format either way.
+
+pub mod calibration;
+pub mod gptq;
 
 use anyhow::{anyhow, ensure, Result};
 use microlens::blob::{Activations, TensorData, I4_GROUP};
@@ -151,12 +157,95 @@ pub fn requantize_tensors(model: &Model<'_>, dtype: DType) -> Result<Vec<TensorD
         .collect()
 }
 
-/// A blob with the same config and processing as `model`, its matrices re-encoded as `dtype` and run with
-/// `activations`. From an `f32` blob this is exactly what converting the checkpoint as `dtype` gives.
+/// A blob with the same config and processing as `model`, its matrices re-encoded as `dtype` (rounded
+/// to nearest) and run with `activations`. From an `f32` blob this is exactly what converting the
+/// checkpoint as `dtype` with `--rounding nearest` gives.
 pub fn requantize(model: &Model<'_>, dtype: DType, activations: Activations) -> Result<Vec<u8>> {
     let tensors = requantize_tensors(model, dtype)?;
-    microlens::blob::write(model.config(), *model.processing(), activations, &tensors)
+    write_blob(model, activations, &tensors)
+}
+
+fn write_blob(
+    model: &Model<'_>,
+    activations: Activations,
+    tensors: &[TensorData],
+) -> Result<Vec<u8>> {
+    microlens::blob::write(model.config(), *model.processing(), activations, tensors)
         .map_err(|e| anyhow!("cannot write the blob: {e}"))
+}
+
+/// How integer weights are rounded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rounding {
+    /// Each weight to its nearest integer step.
+    Nearest,
+    /// GPTQ against calibration inputs.
+    Gptq(GptqOptions),
+}
+
+/// GPTQ's calibration.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GptqOptions {
+    /// The calibration tokens.
+    pub source: calibration::Source,
+    /// Whether the inputs are taken as float or int8-rounded.
+    pub inputs: calibration::Inputs,
+}
+
+impl Rounding {
+    /// The rounding `microlens convert --dtype` uses unless told otherwise.
+    pub fn default_for(dtype: DType) -> Rounding {
+        match dtype {
+            DType::I8 | DType::I4 => Rounding::Gptq(GptqOptions::default()),
+            DType::F32 | DType::F16 => Rounding::Nearest,
+        }
+    }
+
+    /// `nearest` or `gptq`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Rounding::Nearest => "nearest",
+            Rounding::Gptq(_) => "gptq",
+        }
+    }
+}
+
+/// [`requantize`] with `rounding` for integer matrices (`f16` and `f32` have nothing to round). GPTQ
+/// calibrates on `model` itself, which should be the `f32` original.
+pub fn requantize_with(
+    model: &Model<'_>,
+    dtype: DType,
+    activations: Activations,
+    rounding: &Rounding,
+) -> Result<Vec<u8>> {
+    let opts = match rounding {
+        Rounding::Gptq(opts) if matches!(dtype, DType::I8 | DType::I4) => opts,
+        _ => return requantize(model, dtype, activations),
+    };
+    let seqs = opts.source.sequences(model)?;
+    let calib = calibration::Calibration::measure(model, &seqs, opts.inputs)?;
+    let solvers = calib
+        .sites()
+        .map(|site| {
+            let m = calib.moment(site).expect("measured");
+            Ok((site, gptq::Solver::new(&m.mean(), m.n(), gptq::DAMPING)?))
+        })
+        .collect::<Result<std::collections::BTreeMap<_, _>>>()?;
+    let tensors = requantize_tensors(model, dtype)?
+        .into_iter()
+        .map(|t| {
+            let solver = calibration::Site::of(t.id).and_then(|s| solvers.get(&s));
+            match solver {
+                Some(solver) => {
+                    let m = model.matrix(t.id).expect("requantized");
+                    let values = matrix_values(&m);
+                    gptq::encode_matrix(t.id, t.shape, &values, dtype, solver, &gptq::I8_CLIPS)
+                }
+                None => Ok(t),
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    write_blob(model, activations, &tensors)
 }
 
 /// Flash and RAM of a model stored as one dtype.
