@@ -94,9 +94,10 @@ impl Moment {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Inputs {
     /// The `f32` activations.
-    #[default]
     Float,
-    /// The activations rounded per token to int8 and back (`s = max|x| / 127`).
+    /// The activations rounded per token to int8 and back (`s = max|x| / 127`), as int8-activation
+    /// models multiply them.
+    #[default]
     Int8,
 }
 
@@ -280,9 +281,9 @@ impl Calibration {
         self.moments.get(&site)
     }
 
-    /// Every site measured.
-    pub fn sites(&self) -> impl Iterator<Item = Site> + '_ {
-        self.moments.keys().copied()
+    /// Every site measured, with its moment.
+    pub fn moments(&self) -> impl Iterator<Item = (Site, &Moment)> + '_ {
+        self.moments.iter().map(|(s, m)| (*s, m))
     }
 }
 

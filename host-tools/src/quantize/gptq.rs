@@ -16,16 +16,14 @@ use nalgebra::DMatrix;
 /// Damping added to the diagonal of `H` before inverting it, as a fraction of its mean diagonal.
 pub const DAMPING: f64 = 0.01;
 
-/// Clipping factors tried for an int8 row scale (`max|w| * f / 127`); the one whose result moves the
-/// row's calibration output least is kept. 1 (no clipping) comes first and wins ties.
-pub const I8_CLIPS: [f32; 6] = [1.0, 0.98, 0.96, 0.94, 0.92, 0.9];
+/// Clipping factors tried for an int4 group scale (`max|w_g| * f / 7`).
+pub const I4_CLIPS: [f32; 6] = [1.0, 0.95, 0.9, 0.85, 0.8, 0.75];
 
-/// What GPTQ needs of one input space: `H` (row-major, `n x n`, undamped) and the upper Cholesky
-/// factor `U` of the damped `H⁻¹`, whose rows carry the error feedback.
+/// What GPTQ needs of one input space: the upper Cholesky factor `U` of the damped `H⁻¹`, whose rows
+/// carry the error feedback.
 #[derive(Clone, Debug)]
 pub struct Solver {
     n: usize,
-    h: DMatrix<f64>,
     u: DMatrix<f64>,
 }
 
@@ -42,8 +40,7 @@ impl Solver {
             h.iter().all(|v| v.is_finite()),
             "the calibration Hessian has a NaN or infinite value"
         );
-        let h = DMatrix::from_row_slice(n, n, h);
-        let mut damped = h.clone();
+        let mut damped = DMatrix::from_row_slice(n, n, h);
         for i in 0..n {
             if damped[(i, i)] <= 0.0 {
                 damped.row_mut(i).fill(0.0);
@@ -58,14 +55,13 @@ impl Solver {
         let not_pd = || anyhow!("the calibration Hessian is not positive definite");
         let inverse = damped.cholesky().ok_or_else(not_pd)?.inverse();
         let u = inverse.cholesky().ok_or_else(not_pd)?.l().transpose();
-        Ok(Solver { n, h, u })
+        Ok(Solver { n, u })
     }
 
     /// The identity solver: no feedback, so GPTQ is exactly nearest rounding.
     pub fn identity(n: usize) -> Solver {
         Solver {
             n,
-            h: DMatrix::identity(n, n),
             u: DMatrix::identity(n, n),
         }
     }
@@ -75,84 +71,65 @@ impl Solver {
         self.n
     }
 
-    /// `eᵀ H e`: how much an error `e` on one row moves that row's output, summed over the calibration
-    /// inputs (divided by their number).
-    pub fn output_error(&self, e: &[f64]) -> f64 {
-        let e = nalgebra::DVector::from_column_slice(e);
-        e.dot(&(&self.h * &e))
-    }
-
     /// Quantises one row: the integers (int8 range, or int4 range for `I4`) and the scales (one for
-    /// `I8`, one per group of 32 for `I4`), or `None` if a scale is out of the `f16` range. `clip` shrinks
-    /// the int8 scale (1 is `max|w| / 127`).
-    fn row(&self, w: &[f32], dtype: DType, clip: f32) -> Option<(Vec<i8>, Vec<f32>)> {
+    /// `I8`, `max|w| / 127` of the row as given; one per group of 32 for `I4`, chosen when the group is
+    /// reached among `max|w_g| * f / 7` of the group as updated, for `f` in `clips`, as the one that adds
+    /// least to the GPTQ loss), or `None` if a scale is out of the `f16` range.
+    fn row(&self, w: &[f32], dtype: DType, clips: &[f32]) -> Option<(Vec<i8>, Vec<f32>)> {
         let n = self.n;
         let mut work: Vec<f64> = w.iter().map(|&v| v as f64).collect();
         let mut q = vec![0i8; n];
         let mut scales = Vec::new();
-        let mut scale = match dtype {
-            DType::I8 => weight_scale(w, 127.0 / clip)?,
-            _ => 0.0,
+        let (segment, q_max) = match dtype {
+            DType::I4 => (I4_GROUP, I4_MAX),
+            _ => (n.max(1), 127.0),
         };
-        if dtype == DType::I8 {
-            scales.push(scale);
-        }
-        for c in 0..n {
-            let limit = if dtype == DType::I4 {
-                if c % I4_GROUP == 0 {
-                    let end = (c + I4_GROUP).min(n);
-                    let group: Vec<f32> = work[c..end].iter().map(|&v| v as f32).collect();
-                    scale = weight_scale(&group, I4_MAX)?;
-                    scales.push(scale);
+        let clips = if dtype == DType::I4 { clips } else { &[1.0] };
+        for start in (0..n).step_by(segment) {
+            let end = (start + segment).min(n);
+            let group: Vec<f32> = work[start..end].iter().map(|&v| v as f32).collect();
+            let mut best: Option<(f64, f32, Vec<f64>, Vec<i8>)> = None;
+            for &clip in clips {
+                let scale = weight_scale(&group, q_max / clip)?;
+                let mut trial = work.clone();
+                let mut tq = vec![0i8; end - start];
+                let loss = self.columns(&mut trial, start..end, scale, q_max, &mut tq);
+                if best.as_ref().is_none_or(|b| loss < b.0) {
+                    best = Some((loss, scale, trial, tq));
                 }
-                7
-            } else {
-                127
-            };
-            let x = work[c];
-            let qc = quantize_one(x as f32, scale).clamp(-limit, limit);
-            q[c] = qc;
-            let err = (x - qc as f64 * scale as f64) / self.u[(c, c)];
-            for j in c + 1..n {
-                work[j] -= err * self.u[(c, j)];
             }
+            let (_, scale, trial, tq) = best?;
+            work = trial;
+            q[start..end].copy_from_slice(&tq);
+            scales.push(scale);
         }
         Some((q, scales))
     }
 
-    /// [`Solver::row`] for the int8 clipping factor of `clips` that moves the row's output least (`I4`
-    /// ignores `clips`).
-    fn best_row(&self, w: &[f32], dtype: DType, clips: &[f32]) -> Option<(Vec<i8>, Vec<f32>)> {
-        let clips = if dtype == DType::I8 { clips } else { &[1.0] };
-        let mut best: Option<(f64, (Vec<i8>, Vec<f32>))> = None;
-        for &clip in clips {
-            let (q, s) = self.row(w, dtype, clip)?;
-            let e: Vec<f64> = dequantize_row(&q, &s, dtype)
-                .iter()
-                .zip(w)
-                .map(|(a, b)| *b as f64 - *a as f64)
-                .collect();
-            let err = self.output_error(&e);
-            if best.as_ref().is_none_or(|(b, _)| err < *b) {
-                best = Some((err, (q, s)));
+    /// Quantises columns `cols` of `work` with one `scale`, writing the integers into `q` and pushing
+    /// each column's error onto the later columns; returns the GPTQ loss they add,
+    /// `sum ((w_c - q_c s) / U_cc)²`.
+    fn columns(
+        &self,
+        work: &mut [f64],
+        cols: std::ops::Range<usize>,
+        scale: f32,
+        q_max: f32,
+        q: &mut [i8],
+    ) -> f64 {
+        let limit = q_max as i8;
+        let mut loss = 0.0;
+        for (c, qc) in cols.zip(q) {
+            let x = work[c];
+            *qc = quantize_one(x as f32, scale).clamp(-limit, limit);
+            let err = (x - *qc as f64 * scale as f64) / self.u[(c, c)];
+            loss += err * err;
+            for j in c + 1..self.n {
+                work[j] -= err * self.u[(c, j)];
             }
         }
-        best.map(|(_, r)| r)
+        loss
     }
-}
-
-/// The value each integer of a row stands for.
-fn dequantize_row(q: &[i8], scales: &[f32], dtype: DType) -> Vec<f32> {
-    q.iter()
-        .enumerate()
-        .map(|(c, &v)| {
-            let s = match dtype {
-                DType::I4 => scales[c / I4_GROUP],
-                _ => scales[0],
-            };
-            v as f32 * s
-        })
-        .collect()
 }
 
 /// Packs a row's integers as the blob stores them: one byte each for `I8`, two per byte (low nibble
@@ -170,7 +147,7 @@ fn pack_row(q: &[i8], dtype: DType, out: &mut [u8]) {
 }
 
 /// Encodes a `[rows, cols]` matrix of row-major `values` as `dtype` (`I8` or `I4`) with GPTQ rounding
-/// against `solver` (for `cols` inputs), trying the int8 row clipping factors `clips` (`&[1.0]`: none).
+/// against `solver` (for `cols` inputs).
 pub fn encode_matrix(
     id: TensorId,
     shape: [usize; 2],
@@ -205,7 +182,7 @@ pub fn encode_matrix(
         .chunks(cols.max(1))
         .zip(data.chunks_mut(row_bytes.max(1)))
     {
-        let (q, s) = solver.best_row(row, dtype, clips).ok_or_else(|| {
+        let (q, s) = solver.row(row, dtype, clips).ok_or_else(|| {
             anyhow!(
                 "tensor {id} has a value beyond the {} scale range",
                 dtype.name()
@@ -291,7 +268,7 @@ mod tests {
             let solver = Solver::new(&second_moment(&x, n), n, DAMPING).unwrap();
             for dtype in [DType::I8, DType::I4] {
                 let g = decode_matrix(
-                    &encode_matrix(id, [rows, n], &w, dtype, &solver, &I8_CLIPS).unwrap(),
+                    &encode_matrix(id, [rows, n], &w, dtype, &solver, &I4_CLIPS).unwrap(),
                 );
                 let r = decode_matrix(&nearest(id, [rows, n], &w, dtype).unwrap());
                 let (eg, er) = (
@@ -323,12 +300,12 @@ mod tests {
         let x = inputs(100, n, &mut rng);
         let solver = Solver::new(&second_moment(&x, n), n, DAMPING).unwrap();
         let w: Vec<f32> = (0..4 * n).map(|_| rng.random_range(-1.0..1.0)).collect();
-        let t = encode_matrix(id, [4, n], &w, DType::I8, &solver, &I8_CLIPS).unwrap();
+        let t = encode_matrix(id, [4, n], &w, DType::I8, &solver, &I4_CLIPS).unwrap();
         assert!(t.data.iter().all(|&b| b as i8 >= -127));
-        let t = encode_matrix(id, [4, n], &w, DType::I4, &solver, &I8_CLIPS).unwrap();
+        let t = encode_matrix(id, [4, n], &w, DType::I4, &solver, &I4_CLIPS).unwrap();
         assert!(t.data.iter().all(|&b| (b & 0x0f) != 8 && (b >> 4) != 8));
-        assert!(encode_matrix(id, [4, n], &w, DType::F16, &solver, &I8_CLIPS).is_err());
-        assert!(encode_matrix(id, [4, n + 1], &w, DType::I8, &solver, &I8_CLIPS).is_err());
+        assert!(encode_matrix(id, [4, n], &w, DType::F16, &solver, &I4_CLIPS).is_err());
+        assert!(encode_matrix(id, [4, n + 1], &w, DType::I8, &solver, &I4_CLIPS).is_err());
         assert!(Solver::new(&[f64::NAN; 4], 2, DAMPING).is_err());
         assert!(Solver::new(&[1.0; 3], 2, DAMPING).is_err());
     }

@@ -7,6 +7,7 @@
 //! on calibration sequences ([`calibration`]): the same layout and scales' format either way.
 
 pub mod calibration;
+pub mod embedding;
 pub mod gptq;
 
 use anyhow::{anyhow, ensure, Result};
@@ -139,21 +140,25 @@ impl MatrixEncoder for Quantizer {
     }
 }
 
+/// Tensor `id` of a model, a matrix dequantised to `f32` values and re-encoded as `dtype` (rounded to
+/// nearest), a vector as `f32`.
+fn requantize_tensor(model: &Model<'_>, id: TensorId, dtype: DType) -> Result<TensorData> {
+    let cfg = model.config();
+    let (shape, missing) = (id.shape(cfg), || anyhow!("the model has no tensor {id}"));
+    if id.kind.is_matrix() {
+        let m = model.matrix(id).ok_or_else(missing)?;
+        encode_matrix(id, shape, &matrix_values(&m), dtype)
+    } else {
+        let v: Vec<f32> = model.vector(id).ok_or_else(missing)?.iter().collect();
+        encode_matrix(id, shape, &v, DType::F32)
+    }
+}
+
 /// Every tensor of a model, matrices dequantised to `f32` values and re-encoded as `dtype`.
 pub fn requantize_tensors(model: &Model<'_>, dtype: DType) -> Result<Vec<TensorData>> {
-    let cfg = model.config();
-    Catalogue::new(cfg)
+    Catalogue::new(model.config())
         .ids()
-        .map(|id| {
-            let (shape, missing) = (id.shape(cfg), || anyhow!("the model has no tensor {id}"));
-            if id.kind.is_matrix() {
-                let m = model.matrix(id).ok_or_else(missing)?;
-                encode_matrix(id, shape, &matrix_values(&m), dtype)
-            } else {
-                let v: Vec<f32> = model.vector(id).ok_or_else(missing)?.iter().collect();
-                encode_matrix(id, shape, &v, DType::F32)
-            }
-        })
+        .map(|id| requantize_tensor(model, id, dtype))
         .collect()
 }
 
@@ -188,7 +193,8 @@ pub enum Rounding {
 pub struct GptqOptions {
     /// The calibration tokens.
     pub source: calibration::Source,
-    /// Whether the inputs are taken as float or int8-rounded.
+    /// Whether the inputs are taken as float or int8-rounded (what the device multiplies; the default,
+    /// marginally better in the measurements).
     pub inputs: calibration::Inputs,
 }
 
@@ -225,23 +231,27 @@ pub fn requantize_with(
     let seqs = opts.source.sequences(model)?;
     let calib = calibration::Calibration::measure(model, &seqs, opts.inputs)?;
     let solvers = calib
-        .sites()
-        .map(|site| {
-            let m = calib.moment(site).expect("measured");
-            Ok((site, gptq::Solver::new(&m.mean(), m.n(), gptq::DAMPING)?))
-        })
+        .moments()
+        .map(|(site, m)| Ok((site, gptq::Solver::new(&m.mean(), m.n(), gptq::DAMPING)?)))
         .collect::<Result<std::collections::BTreeMap<_, _>>>()?;
-    let tensors = requantize_tensors(model, dtype)?
-        .into_iter()
-        .map(|t| {
-            let solver = calibration::Site::of(t.id).and_then(|s| solvers.get(&s));
-            match solver {
-                Some(solver) => {
-                    let m = model.matrix(t.id).expect("requantized");
-                    let values = matrix_values(&m);
-                    gptq::encode_matrix(t.id, t.shape, &values, dtype, solver, &gptq::I8_CLIPS)
-                }
-                None => Ok(t),
+    let tables = embedding::solver(model)?;
+    let cfg = model.config();
+    let tensors = Catalogue::new(cfg)
+        .ids()
+        .map(|id| {
+            let solver = calibration::Site::of(id)
+                .and_then(|s| solvers.get(&s))
+                .or(embedding::is_residual_table(id.kind).then_some(&tables));
+            match (solver, model.matrix(id)) {
+                (Some(solver), Some(m)) => gptq::encode_matrix(
+                    id,
+                    id.shape(cfg),
+                    &matrix_values(&m),
+                    dtype,
+                    solver,
+                    &gptq::I4_CLIPS,
+                ),
+                _ => requantize_tensor(model, id, dtype),
             }
         })
         .collect::<Result<Vec<_>>>()?;
