@@ -19,18 +19,22 @@ pub const DAMPING: f64 = 0.01;
 /// Clipping factors tried for an int4 group scale (`max|w_g| * f / 7`).
 pub const I4_CLIPS: [f32; 6] = [1.0, 0.95, 0.9, 0.85, 0.8, 0.75];
 
-/// What GPTQ needs of one input space: the upper Cholesky factor `U` of the damped `H⁻¹`, whose rows
-/// carry the error feedback.
+/// What GPTQ needs of one input space: the order the inputs are quantised in and the upper Cholesky
+/// factor `U` of the damped `H⁻¹` (in that order), whose rows carry the error feedback.
 #[derive(Clone, Debug)]
 pub struct Solver {
     n: usize,
+    /// `order[k]` is the input quantised `k`-th: `0..n`, or by decreasing `H_ii` ("act order").
+    order: Vec<usize>,
     u: DMatrix<f64>,
 }
 
 impl Solver {
     /// The solver for second moment `h` (`n x n`, row-major, symmetric positive semi-definite). An
     /// input that is always 0 (zero diagonal) is decoupled from the others and rounded to nearest.
-    pub fn new(h: &[f64], n: usize, damping: f64) -> Result<Solver> {
+    /// `act_order` quantises the inputs by decreasing `H_ii` instead of in order (for int8 only: int4
+    /// groups are runs of 32 inputs in order).
+    pub fn new(h: &[f64], n: usize, damping: f64, act_order: bool) -> Result<Solver> {
         ensure!(
             h.len() == n * n,
             "{} values for a {n} x {n} Hessian",
@@ -40,7 +44,12 @@ impl Solver {
             h.iter().all(|v| v.is_finite()),
             "the calibration Hessian has a NaN or infinite value"
         );
-        let mut damped = DMatrix::from_row_slice(n, n, h);
+        let h = DMatrix::from_row_slice(n, n, h);
+        let mut order: Vec<usize> = (0..n).collect();
+        if act_order {
+            order.sort_by(|&a, &b| h[(b, b)].total_cmp(&h[(a, a)]).then(a.cmp(&b)));
+        }
+        let mut damped = DMatrix::from_fn(n, n, |i, j| h[(order[i], order[j])]);
         for i in 0..n {
             if damped[(i, i)] <= 0.0 {
                 damped.row_mut(i).fill(0.0);
@@ -55,13 +64,14 @@ impl Solver {
         let not_pd = || anyhow!("the calibration Hessian is not positive definite");
         let inverse = damped.cholesky().ok_or_else(not_pd)?.inverse();
         let u = inverse.cholesky().ok_or_else(not_pd)?.l().transpose();
-        Ok(Solver { n, u })
+        Ok(Solver { n, order, u })
     }
 
     /// The identity solver: no feedback, so GPTQ is exactly nearest rounding.
     pub fn identity(n: usize) -> Solver {
         Solver {
             n,
+            order: (0..n).collect(),
             u: DMatrix::identity(n, n),
         }
     }
@@ -71,13 +81,18 @@ impl Solver {
         self.n
     }
 
+    /// Whether the inputs are quantised in order.
+    pub fn in_order(&self) -> bool {
+        self.order.iter().enumerate().all(|(k, &c)| k == c)
+    }
+
     /// Quantises one row: the integers (int8 range, or int4 range for `I4`) and the scales (one for
     /// `I8`, `max|w| / 127` of the row as given; one per group of 32 for `I4`, chosen when the group is
     /// reached among `max|w_g| * f / 7` of the group as updated, for `f` in `clips`, as the one that adds
     /// least to the GPTQ loss), or `None` if a scale is out of the `f16` range.
     fn row(&self, w: &[f32], dtype: DType, clips: &[f32]) -> Option<(Vec<i8>, Vec<f32>)> {
         let n = self.n;
-        let mut work: Vec<f64> = w.iter().map(|&v| v as f64).collect();
+        let mut work: Vec<f64> = self.order.iter().map(|&c| w[c] as f64).collect();
         let mut q = vec![0i8; n];
         let mut scales = Vec::new();
         let (segment, q_max) = match dtype {
@@ -100,7 +115,9 @@ impl Solver {
             }
             let (_, scale, trial, tq) = best?;
             work = trial;
-            q[start..end].copy_from_slice(&tq);
+            for (k, v) in (start..end).zip(tq) {
+                q[self.order[k]] = v;
+            }
             scales.push(scale);
         }
         Some((q, scales))
@@ -171,6 +188,10 @@ pub fn encode_matrix(
     ensure!(
         values.iter().all(|v| v.is_finite()),
         "tensor {id} has a NaN or infinite value"
+    );
+    ensure!(
+        dtype == DType::I8 || solver.in_order(),
+        "tensor {id}: int4 groups need the inputs quantised in order"
     );
     let row_bytes = match dtype {
         DType::I4 => cols.div_ceil(2),
@@ -265,8 +286,9 @@ mod tests {
             let (rows, n) = (12, 70);
             let w: Vec<f32> = (0..rows * n).map(|_| rng.random_range(-1.0..1.0)).collect();
             let x = inputs(400, n, &mut rng);
-            let solver = Solver::new(&second_moment(&x, n), n, DAMPING).unwrap();
-            for dtype in [DType::I8, DType::I4] {
+            let h = second_moment(&x, n);
+            for (dtype, act_order) in [(DType::I8, false), (DType::I8, true), (DType::I4, false)] {
+                let solver = Solver::new(&h, n, DAMPING, act_order).unwrap();
                 let g = decode_matrix(
                     &encode_matrix(id, [rows, n], &w, dtype, &solver, &I4_CLIPS).unwrap(),
                 );
@@ -275,7 +297,10 @@ mod tests {
                     output_error(&x, &w, &g.unwrap(), n),
                     output_error(&x, &w, &r.unwrap(), n),
                 );
-                assert!(eg < er, "seed {seed} {dtype:?}: gptq {eg} nearest {er}");
+                assert!(
+                    eg < er,
+                    "seed {seed} {dtype:?} {act_order}: gptq {eg} nearest {er}"
+                );
             }
         }
     }
@@ -298,15 +323,20 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let n = 40;
         let x = inputs(100, n, &mut rng);
-        let solver = Solver::new(&second_moment(&x, n), n, DAMPING).unwrap();
+        let solver = Solver::new(&second_moment(&x, n), n, DAMPING, false).unwrap();
         let w: Vec<f32> = (0..4 * n).map(|_| rng.random_range(-1.0..1.0)).collect();
         let t = encode_matrix(id, [4, n], &w, DType::I8, &solver, &I4_CLIPS).unwrap();
         assert!(t.data.iter().all(|&b| b as i8 >= -127));
         let t = encode_matrix(id, [4, n], &w, DType::I4, &solver, &I4_CLIPS).unwrap();
         assert!(t.data.iter().all(|&b| (b & 0x0f) != 8 && (b >> 4) != 8));
         assert!(encode_matrix(id, [4, n], &w, DType::F16, &solver, &I4_CLIPS).is_err());
+        let reordered = Solver::new(&second_moment(&x, n), n, DAMPING, true).unwrap();
+        assert!(!reordered.in_order());
+        assert!(encode_matrix(id, [4, n], &w, DType::I4, &reordered, &I4_CLIPS).is_err());
+        let t = encode_matrix(id, [4, n], &w, DType::I8, &reordered, &I4_CLIPS).unwrap();
+        assert!(t.data.iter().all(|&b| b as i8 >= -127));
         assert!(encode_matrix(id, [4, n + 1], &w, DType::I8, &solver, &I4_CLIPS).is_err());
-        assert!(Solver::new(&[f64::NAN; 4], 2, DAMPING).is_err());
-        assert!(Solver::new(&[1.0; 3], 2, DAMPING).is_err());
+        assert!(Solver::new(&[f64::NAN; 4], 2, DAMPING, false).is_err());
+        assert!(Solver::new(&[1.0; 3], 2, DAMPING, false).is_err());
     }
 }

@@ -228,13 +228,20 @@ pub fn requantize_with(
         Rounding::Gptq(opts) if matches!(dtype, DType::I8 | DType::I4) => opts,
         _ => return requantize(model, dtype, activations),
     };
+    // Act order helped the int8 matrices, not the tables; int4 groups need the inputs in order.
+    let act_order = dtype == DType::I8;
     let seqs = opts.source.sequences(model)?;
     let calib = calibration::Calibration::measure(model, &seqs, opts.inputs)?;
     let solvers = calib
         .moments()
-        .map(|(site, m)| Ok((site, gptq::Solver::new(&m.mean(), m.n(), gptq::DAMPING)?)))
+        .map(|(site, m)| {
+            Ok((
+                site,
+                gptq::Solver::new(&m.mean(), m.n(), gptq::DAMPING, act_order)?,
+            ))
+        })
         .collect::<Result<std::collections::BTreeMap<_, _>>>()?;
-    let tables = embedding::solver(model)?;
+    let tables = embedding::solver(model, &seqs, false)?;
     let cfg = model.config();
     let tensors = Catalogue::new(cfg)
         .ids()
