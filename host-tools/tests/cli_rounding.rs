@@ -63,6 +63,12 @@ fn gptq_is_the_default_and_deterministic() {
         let other = converted(d, "d.mlb", &["--dtype", dtype, "--calibration-seed", "2"]);
         assert_ne!(gptq, other, "another seed calibrates on other sequences");
         assert_eq!(other.len(), gptq.len());
+        let plain = converted(
+            d,
+            "f.mlb",
+            &["--dtype", dtype, "--calibration-inputs", "float"],
+        );
+        assert_ne!(gptq, plain);
         let nearest = converted(d, "e.mlb", &["--dtype", dtype, "--rounding", "nearest"]);
         assert_ne!(gptq, nearest);
         let dt = if dtype == "i8" { DType::I8 } else { DType::I4 };

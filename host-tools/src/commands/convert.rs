@@ -10,8 +10,8 @@ use microlens::{DType, Normalization, Positional};
 use crate::convert::{config_path, convert_to_file, ConvertOptions};
 use crate::encode::parse_dtype;
 use crate::fold::ProcessingOptions;
-use crate::quantize::calibration::{Inputs, Source, DEFAULT_SEED, DEFAULT_SEQUENCES};
-use crate::quantize::{GptqOptions, Rounding};
+use crate::quantize::calibration::{Source, DEFAULT_SEED, DEFAULT_SEQUENCES};
+use crate::quantize::{Against, GptqOptions, Rounding};
 use crate::tl_config::normalization_name;
 
 /// Arguments.
@@ -55,8 +55,9 @@ pub struct Args {
     /// GPTQ: calibrate on these sequences instead (one per line, comma-separated token ids).
     #[arg(long)]
     pub calibration_tokens: Option<PathBuf>,
-    /// GPTQ: take the calibration inputs as float or int8-rounded (as the device multiplies them)
-    /// [default: int8].
+    /// GPTQ: round each matrix against the float model's inputs (float: plain GPTQ), or in forward order
+    /// against the inputs of the model quantised so far, as the device multiplies them, compensating its
+    /// errors (quantized) [default: quantized].
     #[arg(long)]
     pub calibration_inputs: Option<String>,
 }
@@ -100,11 +101,11 @@ fn rounding(args: &Args, dtype: DType) -> Result<Option<Rounding>> {
             seed: args.calibration_seed.unwrap_or(DEFAULT_SEED),
         },
     };
-    opts.inputs = match args.calibration_inputs.as_deref() {
-        None => Inputs::default(),
-        Some("float") => Inputs::Float,
-        Some("int8") => Inputs::Int8,
-        Some(other) => bail!("unknown calibration inputs {other:?} (float or int8)"),
+    opts.against = match args.calibration_inputs.as_deref() {
+        None => Against::default(),
+        Some("float") => Against::Float,
+        Some("quantized") => Against::Quantized,
+        Some(other) => bail!("unknown calibration inputs {other:?} (float or quantized)"),
     };
     Ok(Some(Rounding::Gptq(opts)))
 }

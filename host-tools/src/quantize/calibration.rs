@@ -1,6 +1,6 @@
-//! Calibration for GPTQ: the second moment `E[x xᵀ]` of the input of every matrix that multiplies an
-//! activation, measured by running a model through the core's own `Session` with hooks on token
-//! sequences (by default random repeated-segment sequences like `fidelity`'s, with another seed).
+//! Calibration for GPTQ: the input of every matrix that multiplies an activation, recorded by running a
+//! model through the core's own `Session` with hooks on token sequences (by default random
+//! repeated-segment sequences like `fidelity`'s, with another seed).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -45,60 +45,25 @@ impl Site {
     }
 }
 
-/// Running `sum x xᵀ` of one site's inputs, in `f64`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Moment {
-    n: usize,
-    sum: Vec<f64>,
-    count: usize,
-}
-
-impl Moment {
-    fn new(n: usize) -> Moment {
-        Moment {
-            n,
-            sum: vec![0.0; n * n],
-            count: 0,
-        }
-    }
-
-    fn add(&mut self, x: &[f32]) {
-        for (i, &xi) in x.iter().enumerate() {
-            let row = &mut self.sum[i * self.n..(i + 1) * self.n];
-            row.iter_mut()
-                .zip(x)
-                .for_each(|(h, &xj)| *h += xi as f64 * xj as f64);
-        }
-        self.count += 1;
-    }
-
-    /// Width of the inputs.
-    pub fn n(&self) -> usize {
-        self.n
-    }
-
-    /// Number of inputs seen.
-    pub fn count(&self) -> usize {
-        self.count
-    }
-
-    /// `E[x xᵀ]`, row-major `n x n`.
-    pub fn mean(&self) -> Vec<f64> {
-        let c = self.count.max(1) as f64;
-        self.sum.iter().map(|v| v / c).collect()
-    }
-}
-
 /// What a site's inputs are taken as: the float values, or their per-token int8 rounding (what the
 /// device's integer kernels multiply).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Inputs {
     /// The `f32` activations.
     Float,
     /// The activations rounded per token to int8 and back (`s = max|x| / 127`), as int8-activation
     /// models multiply them.
-    #[default]
     Int8,
+}
+
+impl Inputs {
+    /// How a model computing with `activations` multiplies its matrix inputs.
+    pub fn of(activations: microlens::Activations) -> Inputs {
+        match activations {
+            microlens::Activations::F32 => Inputs::Float,
+            microlens::Activations::I8 => Inputs::Int8,
+        }
+    }
 }
 
 /// Where calibration tokens come from.
@@ -165,16 +130,16 @@ const KINDS: HookKinds = HookKinds::of(&[
     HookKind::LnFinalNormalized,
 ]);
 
-/// Hooks that add every matrix input of a forward step to its site's [`Moment`].
-struct Collector<'a, 'm> {
+/// Hooks that hand every matrix input of a forward step, with its site, to `sink`.
+struct Collector<'a, 'm, F> {
     model: &'a Model<'m>,
     inputs: Inputs,
-    moments: BTreeMap<Site, Moment>,
+    sink: F,
     /// The heads' `z` of the current layer, filled head by head.
     z: Vec<f32>,
 }
 
-impl Collector<'_, '_> {
+impl<F> Collector<'_, '_, F> {
     /// The site of a hook point and, for a normalised point, its norm's weight and bias ids; `None` for
     /// points that feed no matrix in this model.
     fn site(&self, p: HookPoint) -> Option<(Site, Option<[TensorKind; 2]>)> {
@@ -204,7 +169,7 @@ impl Collector<'_, '_> {
     }
 }
 
-impl Hooks for Collector<'_, '_> {
+impl<F: FnMut(Site, &[f32])> Hooks for Collector<'_, '_, F> {
     fn wants(&self, kind: HookKind) -> bool {
         KINDS.contains(kind)
     }
@@ -239,52 +204,52 @@ impl Hooks for Collector<'_, '_> {
             let scale = qx.scale;
             dequantize(&q, scale, &mut x);
         }
-        self.moments
-            .entry(site)
-            .or_insert_with(|| Moment::new(x.len()))
-            .add(&x);
+        (self.sink)(site, &x);
     }
 }
 
-/// The second moments of every site's inputs over some token sequences.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Calibration {
-    moments: BTreeMap<Site, Moment>,
+/// Runs `seqs` through `model` (each from position 0) and hands every matrix input (taken as
+/// `inputs`) to `sink`, in forward order, with a progress bar on a terminal.
+fn collect(
+    model: &Model<'_>,
+    seqs: &[Vec<u32>],
+    inputs: Inputs,
+    sink: impl FnMut(Site, &[f32]),
+) -> Result<()> {
+    ensure!(!seqs.is_empty(), "calibration needs at least one sequence");
+    let mut c = Collector {
+        model,
+        inputs,
+        sink,
+        z: Vec::new(),
+    };
+    let bar = ProgressBar::new(seqs.len() as u64);
+    bar.set_style(ProgressStyle::with_template(
+        "calibrating {bar:30} {pos}/{len} sequences [{elapsed_precise}]",
+    )?);
+    for (i, tokens) in seqs.iter().enumerate() {
+        crate::run::run_with_hooks(model, tokens, &mut c)
+            .with_context(|| format!("calibration sequence {}", i + 1))?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(())
 }
 
-impl Calibration {
-    /// Runs `seqs` through `model` (each from position 0), collecting `inputs`, with a progress bar on
-    /// a terminal.
-    pub fn measure(model: &Model<'_>, seqs: &[Vec<u32>], inputs: Inputs) -> Result<Calibration> {
-        ensure!(!seqs.is_empty(), "calibration needs at least one sequence");
-        let mut c = Collector {
-            model,
-            inputs,
-            moments: BTreeMap::new(),
-            z: Vec::new(),
-        };
-        let bar = ProgressBar::new(seqs.len() as u64);
-        bar.set_style(ProgressStyle::with_template(
-            "calibrating {bar:30} {pos}/{len} sequences [{elapsed_precise}]",
-        )?);
-        for (i, tokens) in seqs.iter().enumerate() {
-            crate::run::run_with_hooks(model, tokens, &mut c)
-                .with_context(|| format!("calibration sequence {}", i + 1))?;
-            bar.inc(1);
+/// Every input of `sites` over `seqs`, per site row after row (`[tokens][width]`) in token order.
+pub fn record(
+    model: &Model<'_>,
+    seqs: &[Vec<u32>],
+    inputs: Inputs,
+    sites: &[Site],
+) -> Result<BTreeMap<Site, Vec<f32>>> {
+    let mut rows: BTreeMap<Site, Vec<f32>> = BTreeMap::new();
+    collect(model, seqs, inputs, |s, x| {
+        if sites.contains(&s) {
+            rows.entry(s).or_default().extend_from_slice(x);
         }
-        bar.finish_and_clear();
-        Ok(Calibration { moments: c.moments })
-    }
-
-    /// The moment of `site`, if the model has it.
-    pub fn moment(&self, site: Site) -> Option<&Moment> {
-        self.moments.get(&site)
-    }
-
-    /// Every site measured, with its moment.
-    pub fn moments(&self) -> impl Iterator<Item = (Site, &Moment)> + '_ {
-        self.moments.iter().map(|(s, m)| (*s, m))
-    }
+    })?;
+    Ok(rows)
 }
 
 #[cfg(test)]
@@ -341,6 +306,13 @@ mod tests {
         }
     }
 
+    /// `E[x xᵀ]` of the rows of `x` (`[count][n]`), row-major.
+    fn second_moment(x: &[f32], n: usize) -> Vec<f64> {
+        let rows = x.len() / n;
+        let m = nalgebra::DMatrix::from_row_iterator(rows, n, x.iter().map(|&v| v as f64));
+        (m.transpose() * &m / rows as f64).as_slice().to_vec()
+    }
+
     /// `W M Wᵀ` for `W` `[rows, n]` and `M` `[n, n]`.
     fn sandwich(w: &[f32], m: &[f64], n: usize) -> Vec<f64> {
         let rows = w.len() / n;
@@ -370,12 +342,14 @@ mod tests {
                 let cfg = *model.config();
                 let seqs = Source::default().sequences(&model).unwrap();
                 let seqs = &seqs[..8];
-                let c = Calibration::measure(&model, seqs, Inputs::Float).unwrap();
+                let ids: Vec<_> = microlens::tensors::Catalogue::new(&cfg).ids().collect();
+                let sites: Vec<Site> = ids.iter().filter_map(|&id| Site::of(id)).collect();
+                let rec = record(&model, seqs, Inputs::Float, &sites).unwrap();
                 let tokens: usize = seqs.iter().map(Vec::len).sum();
-                for id in microlens::tensors::Catalogue::new(&cfg).ids() {
+                for &id in &ids {
                     if let Some(site) = Site::of(id) {
-                        let m = c.moment(site).unwrap_or_else(|| panic!("{id}"));
-                        assert_eq!((m.n(), m.count()), (id.shape(&cfg)[1], tokens), "{id}");
+                        let n = id.shape(&cfg)[1];
+                        assert_eq!(rec[&site].len(), tokens * n, "{id}");
                     }
                 }
                 let vector = |id| model.vector(id).unwrap().iter().collect::<Vec<f32>>();
@@ -393,8 +367,8 @@ mod tests {
                     (Site::Unembed, TensorId::global(TensorKind::WU)),
                 ] {
                     let w = crate::quantize::matrix_values(&model.matrix(id).unwrap());
-                    let m = c.moment(site).unwrap();
-                    let want = sandwich(&w, &m.mean(), m.n());
+                    let n = id.shape(&cfg)[1];
+                    let want = sandwich(&w, &second_moment(&rec[&site], n), n);
                     for (a, b) in out.sums[&site].iter().zip(&want) {
                         let got = a / tokens as f64;
                         assert!(
@@ -442,6 +416,6 @@ mod tests {
             seed: 1,
         };
         assert!(none.sequences(&model).is_err());
-        assert!(Calibration::measure(&model, &[], Inputs::Float).is_err());
+        assert!(record(&model, &[], Inputs::Float, &[Site::Unembed]).is_err());
     }
 }

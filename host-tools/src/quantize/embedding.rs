@@ -7,6 +7,7 @@
 use anyhow::{anyhow, Result};
 use microlens::{Model, TensorKind};
 
+use indicatif::{ProgressBar, ProgressStyle};
 use microlens::{HookKind, HookPoint, Hooks};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -69,7 +70,12 @@ pub fn output_moment(model: &Model<'_>, seqs: &[Vec<u32>]) -> Result<Vec<f64>> {
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let mut h = vec![0.0f64; n * n];
     let mut positions = 0usize;
-    for tokens in seqs.iter().take(OUTPUT_SEQUENCES) {
+    let seqs = &seqs[..seqs.len().min(OUTPUT_SEQUENCES)];
+    let bar = ProgressBar::new(seqs.len() as u64);
+    bar.set_style(ProgressStyle::with_template(
+        "output Fisher {bar:30} {pos}/{len} sequences [{elapsed_precise}]",
+    )?);
+    for tokens in seqs {
         let signs: Vec<f32> = (0..tokens.len())
             .map(|_| if rng.random::<bool>() { 1.0 } else { -1.0 })
             .collect();
@@ -127,7 +133,9 @@ pub fn output_moment(model: &Model<'_>, seqs: &[Vec<u32>]) -> Result<Vec<f64>> {
             }
             positions += 1;
         }
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     let c = positions.max(1) as f64;
     Ok(h.into_iter().map(|v| v / c).collect())
 }

@@ -7,6 +7,7 @@
 //! on calibration sequences ([`calibration`]): the same layout and scales' format either way.
 
 pub mod calibration;
+pub mod compensation;
 pub mod embedding;
 pub mod gptq;
 
@@ -142,7 +143,11 @@ impl MatrixEncoder for Quantizer {
 
 /// Tensor `id` of a model, a matrix dequantised to `f32` values and re-encoded as `dtype` (rounded to
 /// nearest), a vector as `f32`.
-fn requantize_tensor(model: &Model<'_>, id: TensorId, dtype: DType) -> Result<TensorData> {
+pub(crate) fn requantize_tensor(
+    model: &Model<'_>,
+    id: TensorId,
+    dtype: DType,
+) -> Result<TensorData> {
     let cfg = model.config();
     let (shape, missing) = (id.shape(cfg), || anyhow!("the model has no tensor {id}"));
     if id.kind.is_matrix() {
@@ -193,9 +198,19 @@ pub enum Rounding {
 pub struct GptqOptions {
     /// The calibration tokens.
     pub source: calibration::Source,
-    /// Whether the inputs are taken as float or int8-rounded (what the device multiplies; the default,
-    /// marginally better in the measurements).
-    pub inputs: calibration::Inputs,
+    /// Which inputs each matrix is rounded against.
+    pub against: Against,
+}
+
+/// Which inputs GPTQ rounds each matrix against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Against {
+    /// The float model's (plain GPTQ, every matrix on its own).
+    Float,
+    /// The model's own, in forward order: the inputs of the model quantised so far, as the device
+    /// multiplies them, with its errors compensated ([`compensation`]).
+    #[default]
+    Quantized,
 }
 
 impl Rounding {
@@ -228,40 +243,8 @@ pub fn requantize_with(
         Rounding::Gptq(opts) if matches!(dtype, DType::I8 | DType::I4) => opts,
         _ => return requantize(model, dtype, activations),
     };
-    // Act order helped the int8 matrices, not the tables; int4 groups need the inputs in order.
-    let act_order = dtype == DType::I8;
     let seqs = opts.source.sequences(model)?;
-    let calib = calibration::Calibration::measure(model, &seqs, opts.inputs)?;
-    let solvers = calib
-        .moments()
-        .map(|(site, m)| {
-            Ok((
-                site,
-                gptq::Solver::new(&m.mean(), m.n(), gptq::DAMPING, act_order)?,
-            ))
-        })
-        .collect::<Result<std::collections::BTreeMap<_, _>>>()?;
-    let tables = embedding::solver(model, &seqs, false)?;
-    let cfg = model.config();
-    let tensors = Catalogue::new(cfg)
-        .ids()
-        .map(|id| {
-            let solver = calibration::Site::of(id)
-                .and_then(|s| solvers.get(&s))
-                .or(embedding::is_residual_table(id.kind).then_some(&tables));
-            match (solver, model.matrix(id)) {
-                (Some(solver), Some(m)) => gptq::encode_matrix(
-                    id,
-                    id.shape(cfg),
-                    &matrix_values(&m),
-                    dtype,
-                    solver,
-                    &gptq::I4_CLIPS,
-                ),
-                _ => requantize_tensor(model, id, dtype),
-            }
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let tensors = compensation::requantize_tensors(model, dtype, activations, &seqs, opts.against)?;
     write_blob(model, activations, &tensors)
 }
 
