@@ -168,7 +168,7 @@ fn bad_calibration_input_is_refused() {
     refused(
         d,
         &["--dtype", "i8", "--calibration-inputs", "fp8"],
-        "float or int8",
+        "float or quantized",
     );
     refused(
         d,
