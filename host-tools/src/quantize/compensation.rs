@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use anyhow::{anyhow, ensure, Result};
 use microlens::blob::{Activations, TensorData};
 use microlens::tensors::Catalogue;
+use microlens::weights::Matrix;
 use microlens::{DType, Model, TensorId};
 use nalgebra::DMatrix;
 
@@ -72,11 +73,12 @@ fn key(id: TensorId) -> (u8, usize) {
     (id.kind as u8, id.layer)
 }
 
-/// The matrices of `model` reading `site`.
-fn readers(model: &Model<'_>, site: Site) -> Vec<TensorId> {
+/// The matrices of `model` reading `site`, with their ids.
+fn readers<'a>(model: &Model<'a>, site: Site) -> Vec<(TensorId, Matrix<'a>)> {
     Catalogue::new(model.config())
         .ids()
-        .filter(|&id| Site::of(id) == Some(site) && model.matrix(id).is_some())
+        .filter(|&id| Site::of(id) == Some(site))
+        .filter_map(|id| Some((id, model.matrix(id)?)))
         .collect()
 }
 
@@ -119,7 +121,7 @@ pub fn requantize_tensors(
         let ids = readers(model, site);
         let n = ids
             .first()
-            .map(|&id| id.shape(&cfg)[1])
+            .map(|(_, m)| m.cols())
             .ok_or_else(|| anyhow!("no matrix reads {site:?}"))?;
         let x = as_matrix(&float.remove(&site).unwrap_or_default(), n);
         let (h, shift) = match against {
@@ -133,8 +135,7 @@ pub fn requantize_tensors(
             }
         };
         let solver = Solver::new(h.as_slice(), n, gptq::DAMPING, act_order)?;
-        for id in ids {
-            let m = model.matrix(id).expect("a reader");
+        for (id, m) in ids {
             let w = as_matrix(&matrix_values(&m), n);
             let target = match &shift {
                 Some(shift) => &w + &w * shift,

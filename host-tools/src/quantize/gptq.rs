@@ -141,8 +141,9 @@ impl Solver {
             *qc = quantize_one(x as f32, scale).clamp(-limit, limit);
             let err = (x - *qc as f64 * scale as f64) / self.u[(c, c)];
             loss += err * err;
-            for j in c + 1..self.n {
-                work[j] -= err * self.u[(c, j)];
+            let feedback = self.u.row(c);
+            for (j, w) in work.iter_mut().enumerate().skip(c + 1) {
+                *w -= err * feedback[j];
             }
         }
         loss
@@ -179,15 +180,11 @@ pub fn encode_matrix(
         "GPTQ rounds to i8 or i4, not {}",
         dtype.name()
     );
+    super::check_values(id, shape, values)?;
     ensure!(
-        values.len() == rows * cols && solver.n() == cols,
-        "tensor {id}: {} values and a {}-input Hessian for shape {shape:?}",
-        values.len(),
+        solver.n() == cols,
+        "tensor {id}: a {}-input Hessian for shape {shape:?}",
         solver.n()
-    );
-    ensure!(
-        values.iter().all(|v| v.is_finite()),
-        "tensor {id} has a NaN or infinite value"
     );
     ensure!(
         dtype == DType::I8 || solver.in_order(),

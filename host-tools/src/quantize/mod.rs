@@ -29,16 +29,10 @@ pub fn default_activations(dtype: DType) -> Activations {
     }
 }
 
-/// Encodes a `[rows, cols]` matrix of row-major `values` as `dtype`.
-pub fn encode_matrix(
-    id: TensorId,
-    shape: [usize; 2],
-    values: &[f32],
-    dtype: DType,
-) -> Result<TensorData> {
-    let [rows, cols] = shape;
+/// Refuses `values` that do not fill `shape` or hold a NaN or infinite value.
+pub(crate) fn check_values(id: TensorId, shape: [usize; 2], values: &[f32]) -> Result<()> {
     ensure!(
-        values.len() == rows * cols,
+        values.len() == shape[0] * shape[1],
         "tensor {id}: {} values for shape {shape:?}",
         values.len()
     );
@@ -46,6 +40,18 @@ pub fn encode_matrix(
         values.iter().all(|v| v.is_finite()),
         "tensor {id} has a NaN or infinite value"
     );
+    Ok(())
+}
+
+/// Encodes a `[rows, cols]` matrix of row-major `values` as `dtype`.
+pub fn encode_matrix(
+    id: TensorId,
+    shape: [usize; 2],
+    values: &[f32],
+    dtype: DType,
+) -> Result<TensorData> {
+    check_values(id, shape, values)?;
+    let [rows, cols] = shape;
     let len = dtype
         .data_len(rows, cols)
         .ok_or_else(|| anyhow!("tensor {id} is too large"))?;
