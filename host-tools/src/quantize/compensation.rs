@@ -2,11 +2,12 @@
 //! ([`super::embedding`]); the other matrices either each against the float model's inputs (plain
 //! GPTQ, [`Against::Float`]) or, in forward order, with the errors of what is already quantised
 //! compensated ([`Against::Quantized`]): each site's matrices are rounded against the inputs the model
-//! produces with everything before them quantised (and its int8 activations and KV cache), after moving
-//! their float weights to the ones that best reproduce the float model's outputs from those inputs. With `X` the float model's inputs and `X̃`
-//! the quantised one's, `W* = W + W E (H̃ + λI)⁻¹`, `E = E[(x - x̃) x̃ᵀ]`, `H̃ = E[x̃ x̃ᵀ]`, minimises
-//! `E|W x - W* x̃|²`, and `E|W x - Ŵ x̃|² = E|W x - W* x̃|² + E|(W* - Ŵ) x̃|²`, so GPTQ of `W*` against
-//! `H̃` minimises the whole error.
+//! produces with everything before them quantised (and its int8 activations and KV cache), after
+//! moving their float weights to the ones that best reproduce the float model's outputs from those
+//! inputs. With `x` the float model's inputs and `x̃` the quantised one's, `W* = W + W E (H̃ + λI)⁻¹`,
+//! `E = E[(x - x̃) x̃ᵀ]`, `H̃ = E[x̃ x̃ᵀ]`, minimises `E|W x - W* x̃|²` (up to the damping `λ`), and
+//! `E|W x - Ŵ x̃|² = E|W x - W* x̃|² + E|(W* - Ŵ) x̃|²`, so GPTQ of `W*` against `H̃` minimises the
+//! whole error.
 
 use std::collections::BTreeMap;
 
@@ -154,4 +155,40 @@ pub fn requantize_tensors(
                 .ok_or_else(|| anyhow!("tensor {id} was not quantised"))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn the_shift_undoes_a_distortion_of_the_inputs() {
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        let (count, n) = (2000, 5);
+        let x = DMatrix::from_fn(count, n, |_, j| {
+            rng.random_range(-1.0..1.0) * (1.0 + j as f64)
+        });
+        // The quantised model's inputs: shrunk by 10% and with input 1 leaking into input 0.
+        let mut xq = &x * 0.9;
+        for t in 0..count {
+            xq[(t, 0)] += 0.2 * x[(t, 1)];
+        }
+        let w = DMatrix::from_fn(3, n, |_, _| rng.random_range(-1.0..1.0));
+        let (h, shift) = compensate(&x, &xq).unwrap();
+        assert!((&h - xq.transpose() * &xq / count as f64).amax() < 1e-12);
+        let w_star = &w + &w * shift.unwrap();
+        let err = |v: &DMatrix<f64>| (&x * w.transpose() - &xq * v.transpose()).norm();
+        assert!(
+            err(&w_star) < 0.05 * err(&w),
+            "{} vs {}",
+            err(&w_star),
+            err(&w)
+        );
+        // Nothing to undo: no shift.
+        let (_, none) = compensate(&x, &x).unwrap();
+        assert!(none.unwrap().amax() < 1e-12);
+        assert!(compensate(&x, &xq.rows(0, 10).into_owned()).is_err());
+    }
 }
