@@ -3,8 +3,10 @@
 //! rows go through the core's own encoders ([`microlens::quant::encode`]), so the host rounds exactly as
 //! the device does; the way back goes through the core's [`Matrix`] reader.
 //!
-//! Integer weights are rounded to nearest, or with GPTQ ([`gptq`]) against the inputs each matrix sees
-//! on calibration sequences ([`calibration`]): the same layout and scales' format either way.
+//! Integer weights are rounded to nearest, or with GPTQ ([`gptq`]): over the whole model
+//! ([`compensation`]), each matrix against the inputs it sees on calibration sequences
+//! ([`calibration`]) and the tables `W_E`/`W_pos` against the output Fisher ([`embedding`]). The
+//! layout and the scales' format are the same either way, so the device maths is too.
 
 pub mod calibration;
 pub mod compensation;
