@@ -16,6 +16,7 @@ fn blob(name: &str, processing: ProcessingOptions) -> Vec<u8> {
         config: None,
         dtype: DType::F32,
         processing,
+        rounding: None,
     };
     convert(&checkpoint(name), &opts)
         .unwrap_or_else(|e| panic!("{name}: {e:#}"))
@@ -136,6 +137,7 @@ fn pth_and_safetensors_checkpoints_give_the_same_blob() {
         config: None,
         dtype: DType::F32,
         processing: ProcessingOptions::default(),
+        rounding: None,
     };
     let from_pth = convert(&fixture_dir("attn_only_2l").join("model.pth"), &opts)
         .unwrap()

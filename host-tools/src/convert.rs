@@ -10,9 +10,10 @@ use microlens::tensors::Catalogue;
 use microlens::{Config, DType, Model, Positional, TensorKind};
 
 use crate::checkpoint;
-use crate::encode::{encode_tensor, encoder_for, MatrixEncoder};
+use crate::encode::{encode_tensor, encoder_for, F32Encoder, MatrixEncoder};
 use crate::fold::{process_weights, ProcessingOptions};
 use crate::layout::{check_tl_shape, tl_to_blob};
+use crate::quantize::{requantize_with, Rounding};
 use crate::shortformer;
 use crate::state_dict::StateDict;
 use crate::tl_config;
@@ -26,6 +27,8 @@ pub struct ConvertOptions {
     pub dtype: DType,
     /// Which TransformerLens processing steps to apply.
     pub processing: ProcessingOptions,
+    /// How integer weights are rounded; `None`: [`Rounding::default_for`] the dtype.
+    pub rounding: Option<Rounding>,
 }
 
 impl Default for ConvertOptions {
@@ -34,6 +37,7 @@ impl Default for ConvertOptions {
             config: None,
             dtype: DType::F32,
             processing: ProcessingOptions::default(),
+            rounding: None,
         }
     }
 }
@@ -66,13 +70,33 @@ pub fn config_path(checkpoint: &Path, opts: &ConvertOptions) -> PathBuf {
     }
 }
 
-/// Converts a checkpoint file to blob bytes (nothing is written).
+impl ConvertOptions {
+    /// The rounding asked for, or the dtype's default.
+    pub fn rounding(&self) -> Rounding {
+        self.rounding
+            .clone()
+            .unwrap_or_else(|| Rounding::default_for(self.dtype))
+    }
+}
+
+/// Converts a checkpoint file to blob bytes (nothing is written). GPTQ rounding converts to `f32` first,
+/// calibrates on that model and re-encodes its matrices.
 pub fn convert(checkpoint: &Path, opts: &ConvertOptions) -> Result<Conversion> {
     let encoder = encoder_for(opts.dtype)?;
     let cfg = tl_config::load(&config_path(checkpoint, opts))?.config;
     let sd = checkpoint::load(checkpoint, &cfg)
         .with_context(|| format!("checkpoint {}", checkpoint.display()))?;
-    convert_state_dict(sd, &cfg, &opts.processing, encoder.as_ref())
+    let rounding = opts.rounding();
+    if rounding == Rounding::Nearest || !matches!(opts.dtype, DType::I8 | DType::I4) {
+        return convert_state_dict(sd, &cfg, &opts.processing, encoder.as_ref());
+    }
+    let float = convert_state_dict(sd, &cfg, &opts.processing, &F32Encoder)?;
+    let model = Model::from_bytes(&float.blob)
+        .map_err(|e| anyhow::anyhow!("the written blob does not read back: {e}"))?;
+    let blob = requantize_with(&model, opts.dtype, encoder.activations(), &rounding)?;
+    Model::from_bytes(&blob)
+        .map_err(|e| anyhow::anyhow!("the written blob does not read back: {e}"))?;
+    Ok(Conversion { blob, ..float })
 }
 
 /// Converts a TL state dict of `cfg` (unprocessed, TL names and shapes) to blob bytes.

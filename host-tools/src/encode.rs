@@ -1,7 +1,7 @@
 //! Encoding blob-layout values into a blob tensor: vectors are always `f32`; matrices go through a
 //! [`MatrixEncoder`] chosen by the requested storage type, so a quantiser plugs in per matrix.
 
-use anyhow::{bail, ensure, Result};
+use anyhow::{bail, Context, Result};
 use microlens::blob::{Activations, TensorData};
 use microlens::{DType, TensorId};
 
@@ -70,15 +70,7 @@ pub fn encode_tensor(
     shape: [usize; 2],
     values: &[f32],
 ) -> Result<TensorData> {
-    ensure!(
-        values.len() == shape[0] * shape[1],
-        "tensor {id}: {} values for shape {shape:?}",
-        values.len()
-    );
-    ensure!(
-        values.iter().all(|v| v.is_finite()),
-        "tensor {id} has a NaN or infinite value after processing"
-    );
+    crate::quantize::check_values(id, shape, values).context("after processing")?;
     if id.kind.is_matrix() {
         encoder.encode(id, shape, values)
     } else {

@@ -1,12 +1,13 @@
 //! Fidelity of quantised models, measured with `microlens fidelity`'s own code: every TransformerLens
 //! fixture (converted with TransformerLens's processing) and the shipped induction model, as `f32` and
 //! as f16, i8 (W8A8, int8 KV cache) and i4 (W4A8), on 200 random induction sequences of `n_ctx` tokens
-//! (seed 0).
+//! (seed 0). The integer weights are rounded as `microlens convert` rounds them by default: GPTQ,
+//! calibrated on other random sequences (seed 1).
 //!
 //! `issue_targets` asserts the issue's targets as written. Several are out of reach (see the README,
-//! "Quantisation and fidelity": the logit noise of 8-bit weights flips the arg-max at positions where a
-//! model's next-token distribution is nearly flat, and int8 queries and keys move sharp attention rows
-//! by more than 1/256), so it is ignored and run with `cargo test -- --ignored` to see the gap.
+//! "Quantisation and fidelity": the logit noise of int8 activations and weights flips the arg-max at
+//! positions where a model's next-token distribution is nearly flat, and int8 queries and keys move
+//! sharp attention rows by more than 1/256, whatever the weights), so it is ignored and run with `cargo test -- --ignored` to see the gap.
 //! `measured_fidelity_does_not_regress` keeps the figures measured today: ceilings just above them, not
 //! targets.
 
@@ -17,7 +18,13 @@ use std::path::PathBuf;
 use microlens::{DType, Model};
 use microlens_host::convert::{convert, ConvertOptions};
 use microlens_host::fidelity::{compare, induction_sequences, Report};
-use microlens_host::quantize::{default_activations, requantize};
+use microlens_host::quantize::{default_activations, requantize_with, Rounding};
+
+/// `reference` re-encoded as `dtype` as `microlens convert --dtype` does by default (GPTQ for i8/i4).
+fn requantize(reference: &Model<'_>, dtype: DType) -> Vec<u8> {
+    let rounding = Rounding::default_for(dtype);
+    requantize_with(reference, dtype, default_activations(dtype), &rounding).unwrap()
+}
 
 /// The shipped induction model, converted to `f32`.
 fn shipped() -> Vec<u8> {
@@ -44,7 +51,7 @@ fn models() -> Vec<(&'static str, Vec<u8>)> {
 /// `fidelity reference.mlb <reference as dtype>` on the default sequences.
 fn fidelity(reference: &[u8], dtype: DType) -> (Report, usize) {
     let reference = Model::from_bytes(reference).unwrap();
-    let candidate = requantize(&reference, dtype, default_activations(dtype)).unwrap();
+    let candidate = requantize(&reference, dtype);
     let bytes = candidate.len();
     let candidate = Model::from_bytes(&candidate).unwrap();
     let cfg = reference.config();
@@ -165,19 +172,19 @@ fn measured_fidelity_does_not_regress() {
         (
             DType::I8,
             Limits {
-                mean_kl: 1.9e-3,
-                top1: 0.965,
-                attention: 0.2,
-                induction: 1e-3,
+                mean_kl: 1.2e-3,
+                top1: 0.97,
+                attention: 0.14,
+                induction: 3e-4,
             },
         ),
         (
             DType::I4,
             Limits {
-                mean_kl: 0.3,
-                top1: 0.63,
-                attention: 1.0,
-                induction: 0.01,
+                mean_kl: 0.12,
+                top1: 0.75,
+                attention: 0.95,
+                induction: 5e-3,
             },
         ),
     ] {
@@ -190,7 +197,7 @@ fn measured_fidelity_does_not_regress() {
 fn the_shipped_int8_blob_is_at_most_0_27_of_the_f32_blob() {
     let f32_blob = shipped();
     let model = Model::from_bytes(&f32_blob).unwrap();
-    let i8_blob = requantize(&model, DType::I8, default_activations(DType::I8)).unwrap();
+    let i8_blob = requantize(&model, DType::I8);
     let ratio = i8_blob.len() as f64 / f32_blob.len() as f64;
     println!(
         "int8 {} B / f32 {} B = {ratio:.4}",
@@ -205,7 +212,8 @@ const FIRMWARE_PROMPT: &str = "28,11,60,6,41,4,14,28,22,17,44,38,61,63,28,35,57,
     23,56,22,18,37,8,24,44,38,61,63,28,35,57,62,45,33,15,40,16,14,12,19,1,25,53,11,23,56,22,18,37,8,24";
 
 /// The logits hashes QEMU's Cortex-M4F printed for the shipped model on the firmware's prompt
-/// (`cargo xtask firmware --dtype ...`): the host computes the same bits.
+/// (`cargo xtask firmware --dtype ...`, which converts with the default rounding): the host computes
+/// the same bits.
 #[test]
 fn shipped_model_hashes_equal_the_device_ones() {
     let f32_blob = shipped();
@@ -214,10 +222,10 @@ fn shipped_model_hashes_equal_the_device_ones() {
     for (dtype, device) in [
         (DType::F32, "de9e11fb6ffc5d19"),
         (DType::F16, "5a32819437778680"),
-        (DType::I8, "2132cc987b979a42"),
-        (DType::I4, "0b39f8252c7ce32f"),
+        (DType::I8, "ea0ef3609ac3ddb9"),
+        (DType::I4, "18abe33f481fc9ff"),
     ] {
-        let blob = requantize(&model, dtype, default_activations(dtype)).unwrap();
+        let blob = requantize(&model, dtype);
         let out = microlens_host::run::run_blob(&blob, &tokens).unwrap();
         let hash = microlens_host::hash::logits_hash(out.logits.iter().map(Vec::as_slice));
         assert_eq!(format!("{hash:016x}"), device, "{}", dtype.name());

@@ -3,13 +3,15 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{bail, ensure, Result};
 use microlens::blob::Processing;
-use microlens::{Normalization, Positional};
+use microlens::{DType, Normalization, Positional};
 
 use crate::convert::{config_path, convert_to_file, ConvertOptions};
 use crate::encode::parse_dtype;
 use crate::fold::ProcessingOptions;
+use crate::quantize::calibration::{Source, DEFAULT_SEED, DEFAULT_SEQUENCES};
+use crate::quantize::{Against, GptqOptions, Rounding};
 use crate::tl_config::normalization_name;
 
 /// Arguments.
@@ -40,6 +42,72 @@ pub struct Args {
     /// Do not fold b_V into b_O.
     #[arg(long)]
     pub no_fold_value_biases: bool,
+    /// Rounding of i8/i4 weights: nearest, or gptq (error-compensating, against the inputs each matrix
+    /// sees on calibration sequences run through the f32 model) [default: gptq for i8 and i4].
+    #[arg(long)]
+    pub rounding: Option<String>,
+    /// GPTQ: number of random repeated-segment calibration sequences of n_ctx tokens [default: 256].
+    #[arg(long)]
+    pub calibration_sequences: Option<usize>,
+    /// GPTQ: seed of the random calibration sequences [default: 1; fidelity evaluates on seed 0].
+    #[arg(long)]
+    pub calibration_seed: Option<u64>,
+    /// GPTQ: calibrate on these sequences instead (one per line, comma-separated token ids).
+    #[arg(long)]
+    pub calibration_tokens: Option<PathBuf>,
+    /// GPTQ: round each matrix against the float model's inputs (float: plain GPTQ), or in forward order
+    /// against the inputs of the model quantised so far, as the device multiplies them, compensating its
+    /// errors (quantized) [default: quantized].
+    #[arg(long)]
+    pub calibration_inputs: Option<String>,
+}
+
+/// The rounding the arguments ask for (`None`: the dtype's default), refusing calibration options
+/// where nothing is calibrated.
+fn rounding(args: &Args, dtype: DType) -> Result<Option<Rounding>> {
+    let calibrated = args.calibration_sequences.is_some()
+        || args.calibration_seed.is_some()
+        || args.calibration_tokens.is_some()
+        || args.calibration_inputs.is_some();
+    let asked = match args.rounding.as_deref() {
+        None => None,
+        Some("nearest") => Some(Rounding::Nearest),
+        Some("gptq") => Some(Rounding::Gptq(GptqOptions::default())),
+        Some(other) => bail!("unknown rounding {other:?} (nearest or gptq)"),
+    };
+    let rounding = asked
+        .clone()
+        .unwrap_or_else(|| Rounding::default_for(dtype));
+    let Rounding::Gptq(mut opts) = rounding else {
+        ensure!(
+            !calibrated,
+            "the --calibration-* options need --rounding gptq and --dtype i8 or i4"
+        );
+        return Ok(asked);
+    };
+    ensure!(
+        !calibrated || matches!(dtype, DType::I8 | DType::I4),
+        "the --calibration-* options need --dtype i8 or i4"
+    );
+    ensure!(
+        args.calibration_tokens.is_none()
+            || (args.calibration_sequences.is_none() && args.calibration_seed.is_none()),
+        "--calibration-tokens replaces --calibration-sequences and --calibration-seed"
+    );
+    opts.source = match &args.calibration_tokens {
+        Some(path) => Source::File(path.clone()),
+        None => Source::Random {
+            sequences: args.calibration_sequences.unwrap_or(DEFAULT_SEQUENCES),
+            seed: args.calibration_seed.unwrap_or(DEFAULT_SEED),
+        },
+    };
+    opts.against = match args.calibration_inputs.as_deref() {
+        None => Against::default(),
+        Some("float") => Against::Float,
+        Some("quantized") => Against::Quantized,
+        Some(other) => bail!("unknown calibration inputs {other:?} (float or quantized)"),
+    };
+    Ok(Some(Rounding::Gptq(opts)))
 }
 
 /// One line per step: applied, turned off, or not applicable to this normalisation.
@@ -80,9 +148,12 @@ fn describe(p: &Processing, asked: &ProcessingOptions, after: Normalization) -> 
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
+    let dtype = parse_dtype(&args.dtype)?;
+    let rounding = rounding(&args, dtype)?;
     let opts = ConvertOptions {
         config: args.config,
-        dtype: parse_dtype(&args.dtype)?,
+        dtype,
+        rounding,
         processing: ProcessingOptions {
             fold_ln: !args.no_fold_ln,
             center_writing_weights: !args.no_center_writing_weights,
@@ -92,11 +163,15 @@ pub fn run(args: Args) -> Result<()> {
     };
     let c = convert_to_file(&args.checkpoint, &args.output, &opts)?;
     println!(
-        "wrote {}: {} parameters, {} bytes ({} matrices, {} activations), config from {}",
+        "wrote {}: {} parameters, {} bytes ({} matrices{}, {} activations), config from {}",
         args.output.display(),
         c.n_params,
         c.blob.len(),
         opts.dtype.name(),
+        match opts.dtype {
+            DType::I8 | DType::I4 => format!(" rounded {}", opts.rounding().name()),
+            _ => String::new(),
+        },
         crate::quantize::default_activations(opts.dtype).name(),
         config_path(&args.checkpoint, &opts).display()
     );

@@ -4,4 +4,4 @@
 mod bad_inputs;
 mod checkpoints;
 mod processing;
-mod random_model;
+pub(crate) mod random_model;

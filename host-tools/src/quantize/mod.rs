@@ -2,6 +2,16 @@
 //! `i4` (symmetric, one scale per group of 32 along each row, two values per byte) blob tensors. The
 //! rows go through the core's own encoders ([`microlens::quant::encode`]), so the host rounds exactly as
 //! the device does; the way back goes through the core's [`Matrix`] reader.
+//!
+//! Integer weights are rounded to nearest, or with GPTQ ([`gptq`]): over the whole model
+//! ([`compensation`]), each matrix against the inputs it sees on calibration sequences
+//! ([`calibration`]) and the tables `W_E`/`W_pos` against the output Fisher ([`embedding`]). The
+//! layout and the scales' format are the same either way, so the device maths is too.
+
+pub mod calibration;
+pub mod compensation;
+pub mod embedding;
+pub mod gptq;
 
 use anyhow::{anyhow, ensure, Result};
 use microlens::blob::{Activations, TensorData, I4_GROUP};
@@ -21,16 +31,10 @@ pub fn default_activations(dtype: DType) -> Activations {
     }
 }
 
-/// Encodes a `[rows, cols]` matrix of row-major `values` as `dtype`.
-pub fn encode_matrix(
-    id: TensorId,
-    shape: [usize; 2],
-    values: &[f32],
-    dtype: DType,
-) -> Result<TensorData> {
-    let [rows, cols] = shape;
+/// Refuses `values` that do not fill `shape` or hold a NaN or infinite value.
+pub(crate) fn check_values(id: TensorId, shape: [usize; 2], values: &[f32]) -> Result<()> {
     ensure!(
-        values.len() == rows * cols,
+        values.len() == shape[0] * shape[1],
         "tensor {id}: {} values for shape {shape:?}",
         values.len()
     );
@@ -38,6 +42,18 @@ pub fn encode_matrix(
         values.iter().all(|v| v.is_finite()),
         "tensor {id} has a NaN or infinite value"
     );
+    Ok(())
+}
+
+/// Encodes a `[rows, cols]` matrix of row-major `values` as `dtype`.
+pub fn encode_matrix(
+    id: TensorId,
+    shape: [usize; 2],
+    values: &[f32],
+    dtype: DType,
+) -> Result<TensorData> {
+    check_values(id, shape, values)?;
+    let [rows, cols] = shape;
     let len = dtype
         .data_len(rows, cols)
         .ok_or_else(|| anyhow!("tensor {id} is too large"))?;
@@ -133,30 +149,111 @@ impl MatrixEncoder for Quantizer {
     }
 }
 
+/// Tensor `id` of a model, a matrix dequantised to `f32` values and re-encoded as `dtype` (rounded to
+/// nearest), a vector as `f32`.
+pub(crate) fn requantize_tensor(
+    model: &Model<'_>,
+    id: TensorId,
+    dtype: DType,
+) -> Result<TensorData> {
+    let cfg = model.config();
+    let (shape, missing) = (id.shape(cfg), || anyhow!("the model has no tensor {id}"));
+    if id.kind.is_matrix() {
+        let m = model.matrix(id).ok_or_else(missing)?;
+        encode_matrix(id, shape, &matrix_values(&m), dtype)
+    } else {
+        let v: Vec<f32> = model.vector(id).ok_or_else(missing)?.iter().collect();
+        encode_matrix(id, shape, &v, DType::F32)
+    }
+}
+
 /// Every tensor of a model, matrices dequantised to `f32` values and re-encoded as `dtype`.
 pub fn requantize_tensors(model: &Model<'_>, dtype: DType) -> Result<Vec<TensorData>> {
-    let cfg = model.config();
-    Catalogue::new(cfg)
+    Catalogue::new(model.config())
         .ids()
-        .map(|id| {
-            let (shape, missing) = (id.shape(cfg), || anyhow!("the model has no tensor {id}"));
-            if id.kind.is_matrix() {
-                let m = model.matrix(id).ok_or_else(missing)?;
-                encode_matrix(id, shape, &matrix_values(&m), dtype)
-            } else {
-                let v: Vec<f32> = model.vector(id).ok_or_else(missing)?.iter().collect();
-                encode_matrix(id, shape, &v, DType::F32)
-            }
-        })
+        .map(|id| requantize_tensor(model, id, dtype))
         .collect()
 }
 
-/// A blob with the same config and processing as `model`, its matrices re-encoded as `dtype` and run with
-/// `activations`. From an `f32` blob this is exactly what converting the checkpoint as `dtype` gives.
+/// A blob with the same config and processing as `model`, its matrices re-encoded as `dtype` (rounded
+/// to nearest) and run with `activations`. From an `f32` blob this is exactly what converting the
+/// checkpoint as `dtype` with `--rounding nearest` gives.
 pub fn requantize(model: &Model<'_>, dtype: DType, activations: Activations) -> Result<Vec<u8>> {
     let tensors = requantize_tensors(model, dtype)?;
-    microlens::blob::write(model.config(), *model.processing(), activations, &tensors)
+    write_blob(model, activations, &tensors)
+}
+
+fn write_blob(
+    model: &Model<'_>,
+    activations: Activations,
+    tensors: &[TensorData],
+) -> Result<Vec<u8>> {
+    microlens::blob::write(model.config(), *model.processing(), activations, tensors)
         .map_err(|e| anyhow!("cannot write the blob: {e}"))
+}
+
+/// How integer weights are rounded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rounding {
+    /// Each weight to its nearest integer step.
+    Nearest,
+    /// GPTQ against calibration inputs.
+    Gptq(GptqOptions),
+}
+
+/// GPTQ's calibration.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GptqOptions {
+    /// The calibration tokens.
+    pub source: calibration::Source,
+    /// Which inputs each matrix is rounded against.
+    pub against: Against,
+}
+
+/// Which inputs GPTQ rounds each matrix against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Against {
+    /// The float model's (plain GPTQ, every matrix on its own).
+    Float,
+    /// The model's own, in forward order: the inputs of the model quantised so far, as the device
+    /// multiplies them, with its errors compensated ([`compensation`]).
+    #[default]
+    Quantized,
+}
+
+impl Rounding {
+    /// The rounding `microlens convert --dtype` uses unless told otherwise.
+    pub fn default_for(dtype: DType) -> Rounding {
+        match dtype {
+            DType::I8 | DType::I4 => Rounding::Gptq(GptqOptions::default()),
+            DType::F32 | DType::F16 => Rounding::Nearest,
+        }
+    }
+
+    /// `nearest` or `gptq`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Rounding::Nearest => "nearest",
+            Rounding::Gptq(_) => "gptq",
+        }
+    }
+}
+
+/// [`requantize`] with `rounding` for integer matrices (`f16` and `f32` have nothing to round). GPTQ
+/// calibrates on `model` itself, which should be the `f32` original.
+pub fn requantize_with(
+    model: &Model<'_>,
+    dtype: DType,
+    activations: Activations,
+    rounding: &Rounding,
+) -> Result<Vec<u8>> {
+    let opts = match rounding {
+        Rounding::Gptq(opts) if matches!(dtype, DType::I8 | DType::I4) => opts,
+        _ => return requantize(model, dtype, activations),
+    };
+    let seqs = opts.source.sequences(model)?;
+    let tensors = compensation::requantize_tensors(model, dtype, activations, &seqs, opts.against)?;
+    write_blob(model, activations, &tensors)
 }
 
 /// Flash and RAM of a model stored as one dtype.

@@ -1,0 +1,421 @@
+//! Calibration for GPTQ: the input of every matrix that multiplies an activation, recorded by running a
+//! model through the core's own `Session` with hooks on token sequences (by default random
+//! repeated-segment sequences like `fidelity`'s, with another seed).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{ensure, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use microlens::math::norm::affine;
+use microlens::quant::activations::{dequantize, quantize};
+use microlens::{HookKind, HookKinds, HookPoint, Hooks, Model, Normalization};
+use microlens::{TensorId, TensorKind};
+
+use crate::fidelity::{induction_sequences, read_token_file};
+
+/// An activation that matrices read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Site {
+    /// The normalised residual stream of a block, read by its `W_Q`, `W_K` and `W_V`.
+    Attn(usize),
+    /// `z` of every head of a block, concatenated, read by its `W_O`.
+    Z(usize),
+    /// The normalised residual stream read by a block's `W_in`.
+    MlpIn(usize),
+    /// The activated hidden layer read by a block's `W_out`.
+    MlpHidden(usize),
+    /// The final normalised residual stream, read by `W_U`.
+    Unembed,
+}
+
+impl Site {
+    /// The activation matrix `id` multiplies; `None` for the lookup tables (`W_E`, `W_pos`, the
+    /// shortformer `pos_Q`/`pos_K`) and for vectors.
+    pub fn of(id: TensorId) -> Option<Site> {
+        let l = id.layer;
+        Some(match id.kind {
+            TensorKind::WQ | TensorKind::WK | TensorKind::WV => Site::Attn(l),
+            TensorKind::WO => Site::Z(l),
+            TensorKind::WIn => Site::MlpIn(l),
+            TensorKind::WOut => Site::MlpHidden(l),
+            TensorKind::WU => Site::Unembed,
+            _ => return None,
+        })
+    }
+}
+
+/// What a site's inputs are taken as: the float values, or their per-token int8 rounding (what the
+/// device's integer kernels multiply).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inputs {
+    /// The `f32` activations.
+    Float,
+    /// The activations rounded per token to int8 and back (`s = max|x| / 127`), as int8-activation
+    /// models multiply them.
+    Int8,
+}
+
+impl Inputs {
+    /// How a model computing with `activations` multiplies its matrix inputs.
+    pub fn of(activations: microlens::Activations) -> Inputs {
+        match activations {
+            microlens::Activations::F32 => Inputs::Float,
+            microlens::Activations::I8 => Inputs::Int8,
+        }
+    }
+}
+
+/// Where calibration tokens come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `sequences` random repeated-segment sequences of `n_ctx` tokens (as `fidelity` makes them).
+    Random {
+        /// How many.
+        sequences: usize,
+        /// Their seed.
+        seed: u64,
+    },
+    /// One sequence per line of comma-separated token ids.
+    File(PathBuf),
+}
+
+/// Default number of random calibration sequences.
+pub const DEFAULT_SEQUENCES: usize = 256;
+/// Default seed of the random calibration sequences (`fidelity` evaluates on seed 0).
+pub const DEFAULT_SEED: u64 = 1;
+
+impl Default for Source {
+    fn default() -> Self {
+        Source::Random {
+            sequences: DEFAULT_SEQUENCES,
+            seed: DEFAULT_SEED,
+        }
+    }
+}
+
+impl Source {
+    /// The token sequences for `model`, checked against it (not empty, at most `n_ctx` long, every token
+    /// below `d_vocab`).
+    pub fn sequences(&self, model: &Model<'_>) -> Result<Vec<Vec<u32>>> {
+        let cfg = model.config();
+        let seqs = match self {
+            Source::Random { sequences, seed } => {
+                ensure!(*sequences > 0, "calibration needs at least one sequence");
+                induction_sequences(*sequences, cfg.n_ctx, cfg.d_vocab, *seed)
+            }
+            Source::File(path) => {
+                let seqs = read_token_file(path).context("calibration tokens")?;
+                for (i, s) in seqs.iter().enumerate() {
+                    crate::run::check_tokens(model, s).with_context(|| {
+                        format!("calibration tokens {}:{}", path.display(), i + 1)
+                    })?;
+                }
+                seqs
+            }
+        };
+        Ok(seqs)
+    }
+}
+
+/// The points the collector reads.
+const KINDS: HookKinds = HookKinds::of(&[
+    HookKind::ResidPre,
+    HookKind::Ln1Normalized,
+    HookKind::Z,
+    HookKind::ResidMid,
+    HookKind::Ln2Normalized,
+    HookKind::MlpPost,
+    HookKind::ResidPost,
+    HookKind::LnFinalNormalized,
+]);
+
+/// Hooks that hand every matrix input of a forward step, with its site, to `sink`.
+struct Collector<'a, 'm, F> {
+    model: &'a Model<'m>,
+    inputs: Inputs,
+    sink: F,
+    /// The heads' `z` of the current layer, filled head by head.
+    z: Vec<f32>,
+}
+
+impl<F> Collector<'_, '_, F> {
+    /// The site of a hook point and, for a normalised point, its norm's weight and bias ids; `None` for
+    /// points that feed no matrix in this model.
+    fn site(&self, p: HookPoint) -> Option<(Site, Option<[TensorKind; 2]>)> {
+        let cfg = self.model.config();
+        let no_norm = !cfg.normalization.is_some();
+        let last = p.layer + 1 == cfg.n_layers;
+        Some(match p.kind {
+            HookKind::ResidPre if no_norm => (Site::Attn(p.layer), None),
+            HookKind::ResidMid if no_norm => (Site::MlpIn(p.layer), None),
+            HookKind::ResidPost if no_norm && last => (Site::Unembed, None),
+            HookKind::Ln1Normalized => (
+                Site::Attn(p.layer),
+                Some([TensorKind::Ln1W, TensorKind::Ln1B]),
+            ),
+            HookKind::Ln2Normalized => (
+                Site::MlpIn(p.layer),
+                Some([TensorKind::Ln2W, TensorKind::Ln2B]),
+            ),
+            HookKind::LnFinalNormalized => (
+                Site::Unembed,
+                Some([TensorKind::LnFinalW, TensorKind::LnFinalB]),
+            ),
+            HookKind::MlpPost => (Site::MlpHidden(p.layer), None),
+            HookKind::Z => (Site::Z(p.layer), None),
+            _ => return None,
+        })
+    }
+}
+
+impl<F: FnMut(Site, &[f32])> Hooks for Collector<'_, '_, F> {
+    fn wants(&self, kind: HookKind) -> bool {
+        KINDS.contains(kind)
+    }
+
+    fn hook(&mut self, p: HookPoint, act: &mut [f32]) {
+        let Some((site, norm)) = self.site(p) else {
+            return;
+        };
+        let cfg = *self.model.config();
+        let mut x = act.to_vec();
+        if site == Site::Z(p.layer) {
+            let d = cfg.d_head;
+            self.z.resize(cfg.n_heads * d, 0.0);
+            self.z[p.head * d..(p.head + 1) * d].copy_from_slice(act);
+            if p.head + 1 < cfg.n_heads {
+                return;
+            }
+            x = self.z.clone();
+        }
+        // RMSNorm's hook_normalized comes before its weight: apply it, as the matrix sees it.
+        let rms = matches!(cfg.normalization, Normalization::RMS);
+        if let (Some([w, b]), true) = (norm, rms) {
+            let id = |kind| match kind {
+                TensorKind::LnFinalW | TensorKind::LnFinalB => TensorId::global(kind),
+                _ => TensorId::layer(kind, p.layer),
+            };
+            affine(self.model.vector(id(w)), self.model.vector(id(b)), &mut x);
+        }
+        if self.inputs == Inputs::Int8 {
+            let mut q = vec![0i8; x.len()];
+            let qx = quantize(&x, &mut q);
+            let scale = qx.scale;
+            dequantize(&q, scale, &mut x);
+        }
+        (self.sink)(site, &x);
+    }
+}
+
+/// Runs `seqs` through `model` (each from position 0) and hands every matrix input (taken as
+/// `inputs`) to `sink`, in forward order, with a progress bar on a terminal.
+fn collect(
+    model: &Model<'_>,
+    seqs: &[Vec<u32>],
+    inputs: Inputs,
+    sink: impl FnMut(Site, &[f32]),
+) -> Result<()> {
+    ensure!(!seqs.is_empty(), "calibration needs at least one sequence");
+    let mut c = Collector {
+        model,
+        inputs,
+        sink,
+        z: Vec::new(),
+    };
+    let bar = ProgressBar::new(seqs.len() as u64);
+    bar.set_style(ProgressStyle::with_template(
+        "calibrating {bar:30} {pos}/{len} sequences [{elapsed_precise}]",
+    )?);
+    for (i, tokens) in seqs.iter().enumerate() {
+        crate::run::run_with_hooks(model, tokens, &mut c)
+            .with_context(|| format!("calibration sequence {}", i + 1))?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// Every input of `sites` over `seqs`, per site row after row (`[tokens][width]`) in token order.
+pub fn record(
+    model: &Model<'_>,
+    seqs: &[Vec<u32>],
+    inputs: Inputs,
+    sites: &[Site],
+) -> Result<BTreeMap<Site, Vec<f32>>> {
+    let mut rows: BTreeMap<Site, Vec<f32>> = BTreeMap::new();
+    collect(model, seqs, inputs, |s, x| {
+        if sites.contains(&s) {
+            rows.entry(s).or_default().extend_from_slice(x);
+        }
+    })?;
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::convert::convert_state_dict;
+    use crate::encode::F32Encoder;
+    use crate::fold::ProcessingOptions;
+    use crate::tests::random_model::{config, state_dict, NORMS};
+    use microlens::Positional;
+
+    /// `sum (y - b)(y - b)ᵀ` of every `V` (all heads) and logits vector of a run: the outputs of `W_V`
+    /// and `W_U` without their biases.
+    #[derive(Default)]
+    struct Outputs {
+        v: Vec<f32>,
+        sums: BTreeMap<Site, Vec<f64>>,
+        b_v: Vec<f32>,
+        b_u: Vec<f32>,
+        n_heads: usize,
+    }
+
+    impl Outputs {
+        fn add(&mut self, site: Site, y: &[f32], b: &[f32]) {
+            let m = self
+                .sums
+                .entry(site)
+                .or_insert(vec![0.0; y.len() * y.len()]);
+            let y: Vec<f64> = y.iter().zip(b).map(|(y, b)| (y - b) as f64).collect();
+            for (i, yi) in y.iter().enumerate() {
+                for (j, yj) in y.iter().enumerate() {
+                    m[i * y.len() + j] += yi * yj;
+                }
+            }
+        }
+    }
+
+    impl Hooks for Outputs {
+        fn wants(&self, kind: HookKind) -> bool {
+            matches!(kind, HookKind::V | HookKind::Logits)
+        }
+        fn hook(&mut self, p: HookPoint, act: &mut [f32]) {
+            if p.kind == HookKind::Logits {
+                let b = self.b_u.clone();
+                return self.add(Site::Unembed, act, &b);
+            }
+            if p.layer == 0 {
+                self.v.extend_from_slice(act);
+                if p.head + 1 == self.n_heads {
+                    let (v, b) = (std::mem::take(&mut self.v), self.b_v.clone());
+                    self.add(Site::Attn(0), &v, &b);
+                }
+            }
+        }
+    }
+
+    /// `E[x xᵀ]` of the rows of `x` (`[count][n]`), row-major.
+    fn second_moment(x: &[f32], n: usize) -> Vec<f64> {
+        let rows = x.len() / n;
+        let m = nalgebra::DMatrix::from_row_iterator(rows, n, x.iter().map(|&v| v as f64));
+        (m.transpose() * &m / rows as f64).as_slice().to_vec()
+    }
+
+    /// `W M Wᵀ` for `W` `[rows, n]` and `M` `[n, n]`.
+    fn sandwich(w: &[f32], m: &[f64], n: usize) -> Vec<f64> {
+        let rows = w.len() / n;
+        let w = nalgebra::DMatrix::from_row_slice(
+            rows,
+            n,
+            &w.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+        );
+        let m = nalgebra::DMatrix::from_row_slice(n, n, m);
+        let p = &w * m * w.transpose();
+        (0..rows)
+            .flat_map(|i| (0..rows).map(move |j| (i, j)))
+            .map(|(i, j)| p[(i, j)])
+            .collect()
+    }
+
+    #[test]
+    fn moments_are_those_of_what_the_matrices_multiply() {
+        for norm in NORMS {
+            for mlp in [false, true] {
+                let cfg = config(norm, Positional::Standard, mlp);
+                let sd = state_dict(&cfg, 5);
+                let blob = convert_state_dict(sd, &cfg, &ProcessingOptions::none(), &F32Encoder)
+                    .unwrap()
+                    .blob;
+                let model = Model::from_bytes(&blob).unwrap();
+                let cfg = *model.config();
+                let seqs = Source::default().sequences(&model).unwrap();
+                let seqs = &seqs[..8];
+                let ids: Vec<_> = microlens::tensors::Catalogue::new(&cfg).ids().collect();
+                let sites: Vec<Site> = ids.iter().filter_map(|&id| Site::of(id)).collect();
+                let rec = record(&model, seqs, Inputs::Float, &sites).unwrap();
+                let tokens: usize = seqs.iter().map(Vec::len).sum();
+                for &id in &ids {
+                    if let Some(site) = Site::of(id) {
+                        let n = id.shape(&cfg)[1];
+                        assert_eq!(rec[&site].len(), tokens * n, "{id}");
+                    }
+                }
+                let vector = |id| model.vector(id).unwrap().iter().collect::<Vec<f32>>();
+                let mut out = Outputs {
+                    b_v: vector(TensorId::layer(TensorKind::BV, 0)),
+                    b_u: vector(TensorId::global(TensorKind::BU)),
+                    n_heads: cfg.n_heads,
+                    ..Outputs::default()
+                };
+                for s in seqs {
+                    crate::run::run_with_hooks(&model, s, &mut out).unwrap();
+                }
+                for (site, id) in [
+                    (Site::Attn(0), TensorId::layer(TensorKind::WV, 0)),
+                    (Site::Unembed, TensorId::global(TensorKind::WU)),
+                ] {
+                    let w = crate::quantize::matrix_values(&model.matrix(id).unwrap());
+                    let n = id.shape(&cfg)[1];
+                    let want = sandwich(&w, &second_moment(&rec[&site], n), n);
+                    for (a, b) in out.sums[&site].iter().zip(&want) {
+                        let got = a / tokens as f64;
+                        assert!(
+                            (got - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                            "{norm:?} {id}: {got} vs {b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bad_calibration_tokens_are_refused() {
+        let cfg = config(Normalization::LN, Positional::Standard, false);
+        let blob = convert_state_dict(
+            state_dict(&cfg, 1),
+            &cfg,
+            &ProcessingOptions::default(),
+            &F32Encoder,
+        )
+        .unwrap()
+        .blob;
+        let model = Model::from_bytes(&blob).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let err = |text: &str| {
+            let path = dir.path().join("tokens.txt");
+            std::fs::write(&path, text).unwrap();
+            format!("{:#}", Source::File(path).sequences(&model).unwrap_err())
+        };
+        assert!(
+            err("1,2,99\n").contains("out of range"),
+            "{}",
+            err("1,2,99\n")
+        );
+        assert!(
+            err("1,2,x\n").contains("tokens.txt:1"),
+            "{}",
+            err("1,2,x\n")
+        );
+        assert!(err("\n\n").contains("no token sequence"), "{}", err("\n"));
+        assert!(err(&format!("{}1", "1,".repeat(19))).contains("n_ctx"));
+        let none = Source::Random {
+            sequences: 0,
+            seed: 1,
+        };
+        assert!(none.sequences(&model).is_err());
+        assert!(record(&model, &[], Inputs::Float, &[Site::Unembed]).is_err());
+    }
+}

@@ -1,0 +1,185 @@
+//! `microlens convert --rounding`: GPTQ is the default for i8/i4, deterministic for a seed, and bad
+//! calibration input is a one-line error that writes nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use microlens::{Activations, DType, Model};
+use microlens_host::quantize::requantize;
+
+fn checkpoint() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gpt2_like/model.safetensors")
+}
+
+fn convert(out: &Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_microlens"))
+        .arg("convert")
+        .arg(checkpoint())
+        .arg("-o")
+        .arg(out)
+        .args(extra)
+        .output()
+        .expect("microlens runs")
+}
+
+fn converted(dir: &Path, name: &str, extra: &[&str]) -> Vec<u8> {
+    let out = dir.join(name);
+    let o = convert(&out, extra);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::read(out).unwrap()
+}
+
+/// Fails with one line on stderr that mentions `mentions`, and writes nothing.
+fn refused(dir: &Path, extra: &[&str], mentions: &str) {
+    let out = dir.join("refused.mlb");
+    let o = convert(&out, extra);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{extra:?} succeeded");
+    assert_eq!(err.trim_end().lines().count(), 1, "stderr: {err}");
+    assert!(
+        err.contains(mentions),
+        "{err:?} does not mention {mentions:?}"
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn gptq_is_the_default_and_deterministic() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let f32_blob = converted(d, "f32.mlb", &[]);
+    for dtype in ["i8", "i4"] {
+        let gptq = converted(d, "a.mlb", &["--dtype", dtype]);
+        assert_eq!(
+            gptq,
+            converted(d, "b.mlb", &["--dtype", dtype, "--rounding", "gptq"])
+        );
+        let seeded = ["--dtype", dtype, "--calibration-seed", "1"];
+        assert_eq!(
+            gptq,
+            converted(d, "c.mlb", &seeded),
+            "seed 1 is the default"
+        );
+        let other = converted(d, "d.mlb", &["--dtype", dtype, "--calibration-seed", "2"]);
+        assert_ne!(gptq, other, "another seed calibrates on other sequences");
+        assert_eq!(other.len(), gptq.len());
+        let plain = converted(
+            d,
+            "f.mlb",
+            &["--dtype", dtype, "--calibration-inputs", "float"],
+        );
+        assert_ne!(gptq, plain);
+        let nearest = converted(d, "e.mlb", &["--dtype", dtype, "--rounding", "nearest"]);
+        assert_ne!(gptq, nearest);
+        let dt = if dtype == "i8" { DType::I8 } else { DType::I4 };
+        let model = Model::from_bytes(&f32_blob).unwrap();
+        assert_eq!(nearest, requantize(&model, dt, Activations::I8).unwrap());
+    }
+    // f16 and f32 have nothing to round: gptq changes nothing.
+    let f16 = converted(d, "f16.mlb", &["--dtype", "f16"]);
+    assert_eq!(
+        f16,
+        converted(d, "g.mlb", &["--dtype", "f16", "--rounding", "gptq"])
+    );
+}
+
+#[test]
+fn calibration_tokens_from_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let tokens = d.join("tokens.txt");
+    std::fs::write(&tokens, "1,2,3,4,1,2,3,4\n5,6,7,5,6,7,5,6,7\n").unwrap();
+    let t = tokens.to_str().unwrap();
+    let a = converted(d, "a.mlb", &["--dtype", "i8", "--calibration-tokens", t]);
+    assert_eq!(
+        a,
+        converted(d, "b.mlb", &["--dtype", "i8", "--calibration-tokens", t])
+    );
+    assert_ne!(a, converted(d, "c.mlb", &["--dtype", "i8"]));
+}
+
+#[test]
+fn bad_calibration_input_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = |name: &str, text: &str| {
+        let p = d.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let range = file("range.txt", "1,2,3\n4,999,5\n");
+    refused(
+        d,
+        &["--dtype", "i8", "--calibration-tokens", &range],
+        "range.txt:2",
+    );
+    let junk = file("junk.txt", "1,two,3\n");
+    refused(
+        d,
+        &["--dtype", "i4", "--calibration-tokens", &junk],
+        "junk.txt:1",
+    );
+    let empty = file("empty.txt", "\n");
+    refused(
+        d,
+        &["--dtype", "i8", "--calibration-tokens", &empty],
+        "no token sequence",
+    );
+    let long = file("long.txt", &format!("{}1\n", "1,".repeat(40)));
+    refused(
+        d,
+        &["--dtype", "i8", "--calibration-tokens", &long],
+        "n_ctx",
+    );
+    let missing = d.join("absent.txt");
+    let missing = missing.to_str().unwrap();
+    refused(
+        d,
+        &["--dtype", "i8", "--calibration-tokens", missing],
+        "absent.txt",
+    );
+    refused(
+        d,
+        &["--dtype", "i8", "--calibration-sequences", "0"],
+        "at least one",
+    );
+    refused(
+        d,
+        &["--dtype", "i8", "--rounding", "best"],
+        "unknown rounding",
+    );
+    refused(
+        d,
+        &["--dtype", "f16", "--calibration-seed", "3"],
+        "--rounding gptq",
+    );
+    refused(
+        d,
+        &[
+            "--dtype",
+            "i8",
+            "--rounding",
+            "nearest",
+            "--calibration-seed",
+            "3",
+        ],
+        "--rounding gptq",
+    );
+    refused(
+        d,
+        &["--dtype", "i8", "--calibration-inputs", "fp8"],
+        "float or quantized",
+    );
+    refused(
+        d,
+        &[
+            "--dtype",
+            "i8",
+            "--calibration-tokens",
+            &range,
+            "--calibration-seed",
+            "2",
+        ],
+        "replaces",
+    );
+}
