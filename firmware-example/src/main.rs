@@ -24,9 +24,9 @@ mod prompt;
 mod scores;
 mod stack;
 
-use microlens::analysis::HeadAblation;
+use microlens::analysis::{Head, HeadAblation};
 use microlens::blob::Aligned;
-use microlens::{Hooks, Model, Session};
+use microlens::{Config, Hooks, Model, Session};
 use static_cell::ConstStaticCell;
 
 use crate::board::Counter;
@@ -65,30 +65,74 @@ fn main() -> ! {
     }
 }
 
+/// The whole demo. Each phase is a function of its own that is not inlined, so that its locals live
+/// only while it runs: under the forward pass (which sets the stack high-water mark) this frame holds
+/// just the session, the prompt and the results carried between phases.
 fn run() -> Result<(), FirmwareError> {
     let cp = cortex_m::Peripherals::take().ok_or(FirmwareError::PeripheralsTaken)?;
     let mut counter = Counter::start(cp);
+    let mut session = open()?;
+    let prompt = prompt(session.model().config());
 
+    // 1. The plain forward pass: accuracy, logits hash and cost per token (the steps alone are timed).
+    let (hash, spent) = plain_pass(&mut session, &prompt, &mut counter)?;
+    // 2. Previous-token and induction scores, from the attention patterns.
+    let (heads, n_heads) = score_heads(&mut session, &prompt)?;
+    // 3. Every induction head, zero-ablated together.
+    ablate(&mut session, &prompt, &heads[..n_heads])?;
+
+    // 4. The logits hash, the cost and the stack.
+    defmt::println!("logits_hash={=u64:016x}", hash);
+    let n_tokens = prompt.tokens().len().max(1) as u64;
+    board::print_cost_per_token(spent / n_tokens);
+    let stack = stack::high_water();
+    defmt::println!("stack_bytes={=usize}", stack);
+    if stack > stack::reserve() {
+        return Err(FirmwareError::StackOverReserve {
+            used: stack,
+            reserve: stack::reserve(),
+        });
+    }
+    Ok(())
+}
+
+/// The model, read in place from flash, in a session over the static KV cache and workspace.
+#[inline(never)]
+fn open() -> Result<Session<'static, 'static>, FirmwareError> {
     let model = Model::from_bytes(&BLOB.0)?;
     let (kv, ws) = (KV.try_take(), WS.try_take());
     let (Some(kv), Some(ws)) = (kv, ws) else {
         return Err(FirmwareError::BuffersTaken);
     };
-    let mut session = Session::new(&model, kv, ws)?;
     defmt::println!("blob_bytes={=usize}", model.blob_len());
+    Ok(Session::new(&model, kv, ws)?)
+}
 
-    let prompt = Prompt::generate(model::SEED, model.config());
+/// The seeded prompt, printed.
+#[inline(never)]
+fn prompt(cfg: &Config) -> Prompt {
+    let prompt = Prompt::generate(model::SEED, cfg);
     line::print_tokens("prompt=", prompt.tokens());
     defmt::println!("prefix_len={=usize}", prompt.prefix_len());
     defmt::println!("segment_len={=usize}", prompt.segment_len());
+    prompt
+}
 
-    // 1. The plain forward pass: accuracy, logits hash and cost per token (the steps alone are timed).
+/// The prompt without hooks: prints the accuracy, returns the logits hash and the instructions (or
+/// cycles) the steps took.
+#[inline(never)]
+fn plain_pass(
+    session: &mut Session<'_, '_>,
+    prompt: &Prompt,
+    counter: &mut Counter,
+) -> Result<(u64, u64), FirmwareError> {
     let mut tally = Tally::default();
     let mut hash = Fnv1a64::new();
     let mut spent = 0u64;
     // No hooks, through the same `&mut dyn Hooks` type as the hooked passes: one copy of the forward
     // pass in flash (each hook point then costs one virtual `wants` call that says no).
     let mut none: &mut dyn Hooks = &mut ();
+    session.reset();
     for (pos, &token) in prompt.tokens().iter().enumerate() {
         let t0 = counter.now();
         let logits = session.step_with(token, &mut none)?;
@@ -98,17 +142,24 @@ fn run() -> Result<(), FirmwareError> {
             tally.add(argmax(logits) == target);
         }
     }
-    let n_tokens = prompt.tokens().len().max(1) as u64;
     defmt::println!(
         "accuracy={=f32} ({=u32}/{=u32})",
         tally.fraction(),
         tally.correct,
         tally.total
     );
+    Ok((hash.finish(), spent))
+}
 
-    // 2. Previous-token and induction scores, from the attention patterns.
-    let mut sums = HeadScores::new(&prompt);
-    run_prompt(&mut session, &prompt, &mut sums, &mut |_, _| {})?;
+/// Prints every head's previous-token and induction scores and returns the induction heads (see
+/// [`Scores::induction_heads`](scores::Scores::induction_heads)).
+#[inline(never)]
+fn score_heads(
+    session: &mut Session<'_, '_>,
+    prompt: &Prompt,
+) -> Result<([Head; model::N_LAYERS * model::N_HEADS], usize), FirmwareError> {
+    let mut sums = HeadScores::new(prompt);
+    run_prompt(session, prompt, &mut sums, &mut |_, _| {})?;
     let scores = sums.scores();
     for layer in 0..model::N_LAYERS {
         defmt::println!(
@@ -122,15 +173,21 @@ fn run() -> Result<(), FirmwareError> {
             &scores.induction[layer][..]
         );
     }
+    Ok(scores.induction_heads(INDUCTION_THRESHOLD))
+}
 
-    // 3. Every induction head, zero-ablated together.
-    let (heads, n_heads) = scores.induction_heads(INDUCTION_THRESHOLD);
-    let heads = &heads[..n_heads];
+/// Runs the prompt with `heads` zero-ablated and prints the accuracy that remains.
+#[inline(never)]
+fn ablate(
+    session: &mut Session<'_, '_>,
+    prompt: &Prompt,
+    heads: &[Head],
+) -> Result<(), FirmwareError> {
     line::print_heads("ablated_heads=", heads);
     let mut ablated = Tally::default();
     run_prompt(
-        &mut session,
-        &prompt,
+        session,
+        prompt,
         &mut HeadAblation::zero(heads),
         &mut |pos, logits| {
             if let Some(target) = prompt.repeated_target(pos) {
@@ -144,18 +201,6 @@ fn run() -> Result<(), FirmwareError> {
         ablated.correct,
         ablated.total
     );
-
-    // 4. The logits hash, the cost and the stack.
-    defmt::println!("logits_hash={=u64:016x}", hash.finish());
-    board::print_cost_per_token(spent / n_tokens);
-    let stack = stack::high_water();
-    defmt::println!("stack_bytes={=usize}", stack);
-    if stack > stack::reserve() {
-        return Err(FirmwareError::StackOverReserve {
-            used: stack,
-            reserve: stack::reserve(),
-        });
-    }
     Ok(())
 }
 
