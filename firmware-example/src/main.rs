@@ -27,7 +27,7 @@ mod stack;
 use microlens::analysis::{Head, HeadAblation};
 use microlens::blob::Aligned;
 use microlens::{Config, Hooks, Model, Session};
-use static_cell::ConstStaticCell;
+use static_cell::{ConstStaticCell, StaticCell};
 
 use crate::board::Counter;
 use crate::error::FirmwareError;
@@ -52,6 +52,9 @@ static BLOB: &Aligned<[u8]> = &Aligned(*include_bytes!(env!("MICROLENS_BLOB_PATH
 static KV: ConstStaticCell<[f32; model::KV_LEN]> = ConstStaticCell::new([0.0; model::KV_LEN]);
 /// The forward pass's activations.
 static WS: ConstStaticCell<[f32; model::WS_LEN]> = ConstStaticCell::new([0.0; model::WS_LEN]);
+/// The session over them. A static rather than a local of `run`: built in place, it is not copied out of
+/// `open`'s result into a second slot of `run`'s frame, which lies under every forward pass.
+static SESSION: StaticCell<Session<'static, 'static>> = StaticCell::new();
 
 #[cortex_m_rt::entry]
 fn main() -> ! {
@@ -71,15 +74,15 @@ fn main() -> ! {
 fn run() -> Result<(), FirmwareError> {
     let cp = cortex_m::Peripherals::take().ok_or(FirmwareError::PeripheralsTaken)?;
     let mut counter = Counter::start(cp);
-    let mut session = open()?;
+    let session = open()?;
     let prompt = prompt(session.model().config());
 
     // 1. The plain forward pass: accuracy, logits hash and cost per token (the steps alone are timed).
-    let (hash, spent) = plain_pass(&mut session, &prompt, &mut counter)?;
+    let (hash, spent) = plain_pass(session, &prompt, &mut counter)?;
     // 2. Previous-token and induction scores, from the attention patterns.
-    let (heads, n_heads) = score_heads(&mut session, &prompt)?;
+    let (heads, n_heads) = score_heads(session, &prompt)?;
     // 3. Every induction head, zero-ablated together.
-    ablate(&mut session, &prompt, &heads[..n_heads])?;
+    ablate(session, &prompt, &heads[..n_heads])?;
 
     // 4. The logits hash, the cost and the stack.
     defmt::println!("logits_hash={=u64:016x}", hash);
@@ -96,16 +99,17 @@ fn run() -> Result<(), FirmwareError> {
     Ok(())
 }
 
-/// The model, read in place from flash, in a session over the static KV cache and workspace.
+/// The model, read in place from flash, in the static session over the static KV cache and workspace.
 #[inline(never)]
-fn open() -> Result<Session<'static, 'static>, FirmwareError> {
+fn open() -> Result<&'static mut Session<'static, 'static>, FirmwareError> {
     let model = Model::from_bytes(&BLOB.0)?;
     let (kv, ws) = (KV.try_take(), WS.try_take());
     let (Some(kv), Some(ws)) = (kv, ws) else {
         return Err(FirmwareError::BuffersTaken);
     };
     defmt::println!("blob_bytes={=usize}", model.blob_len());
-    Ok(Session::new(&model, kv, ws)?)
+    let session = Session::new(&model, kv, ws)?;
+    SESSION.try_init(session).ok_or(FirmwareError::BuffersTaken)
 }
 
 /// The seeded prompt, printed.
@@ -135,7 +139,7 @@ fn plain_pass(
     session.reset();
     for (pos, &token) in prompt.tokens().iter().enumerate() {
         let t0 = counter.now();
-        let logits = session.step_with(token, &mut none)?;
+        let logits = session.step_with(u32::from(token), &mut none)?;
         spent += counter.now() - t0;
         hash.write_f32s(logits);
         if let Some(target) = prompt.repeated_target(pos) {
@@ -151,15 +155,22 @@ fn plain_pass(
     Ok((hash.finish(), spent))
 }
 
-/// Prints every head's previous-token and induction scores and returns the induction heads (see
-/// [`Scores::induction_heads`](scores::Scores::induction_heads)).
+/// Runs the prompt with a `hook_pattern` hook that sums every head's scores, prints them and returns
+/// the induction heads (see [`Scores::induction_heads`](scores::Scores::induction_heads)).
 #[inline(never)]
-fn score_heads(
-    session: &mut Session<'_, '_>,
-    prompt: &Prompt,
-) -> Result<([Head; model::N_LAYERS * model::N_HEADS], usize), FirmwareError> {
+fn score_heads(session: &mut Session<'_, '_>, prompt: &Prompt) -> Result<Heads, FirmwareError> {
     let mut sums = HeadScores::new(prompt);
     run_prompt(session, prompt, &mut sums, &mut |_, _| {})?;
+    Ok(print_scores(&sums))
+}
+
+/// The heads of the model, the first `.1` of them chosen.
+type Heads = ([Head; model::N_LAYERS * model::N_HEADS], usize);
+
+/// Prints the scores summed by `sums` and returns the induction heads; not inlined, so that the
+/// scores are not in `score_heads`'s frame under the forward pass.
+#[inline(never)]
+fn print_scores(sums: &HeadScores) -> Heads {
     let scores = sums.scores();
     for layer in 0..model::N_LAYERS {
         defmt::println!(
@@ -173,7 +184,7 @@ fn score_heads(
             &scores.induction[layer][..]
         );
     }
-    Ok(scores.induction_heads(INDUCTION_THRESHOLD))
+    scores.induction_heads(INDUCTION_THRESHOLD)
 }
 
 /// Runs the prompt with `heads` zero-ablated and prints the accuracy that remains.
@@ -216,6 +227,8 @@ fn run_prompt(
     on_logits: &mut dyn FnMut(usize, &[f32]),
 ) -> Result<(), FirmwareError> {
     session.reset();
-    session.run(prompt.tokens(), &mut hooks, on_logits)?;
+    for (pos, &token) in prompt.tokens().iter().enumerate() {
+        on_logits(pos, session.step_with(u32::from(token), &mut hooks)?);
+    }
     Ok(())
 }
