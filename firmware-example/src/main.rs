@@ -70,7 +70,7 @@ fn main() -> ! {
 
 /// The whole demo. Each phase is a function of its own that is not inlined, so that its locals live
 /// only while it runs: under the forward pass (which sets the stack high-water mark) this frame holds
-/// just the session, the prompt and the results carried between phases.
+/// just the prompt, the results carried between phases and a reference to the (static) session.
 fn run() -> Result<(), FirmwareError> {
     let cp = cortex_m::Peripherals::take().ok_or(FirmwareError::PeripheralsTaken)?;
     let mut counter = Counter::start(cp);
