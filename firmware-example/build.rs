@@ -82,16 +82,29 @@ fn model_consts(manifest_dir: &Path, out: &Path) -> Result<(), String> {
          /// Context length: the longest prompt.\n\
          pub const N_CTX: usize = {ctx};\n\
          /// Seed of the prompt generator.\n\
-         pub const SEED: u64 = {seed:#x};\n",
+         pub const SEED: u64 = {seed:#x};\n\
+         /// A token of the prompt: the narrowest unsigned integer that holds every token id.\n\
+         pub type Token = {token};\n",
         kv = model.kv_cache_len(),
         ws = model.workspace_len(),
         layers = cfg.n_layers,
         heads = cfg.n_heads,
         ctx = cfg.n_ctx,
+        token = token_type(cfg.d_vocab),
     );
     fs::write(out.join("model.rs"), consts).map_err(|e| e.to_string())?;
     println!("cargo:rustc-env=MICROLENS_BLOB_PATH={path}");
     Ok(())
+}
+
+/// The narrowest unsigned integer type holding every token below `d_vocab`: the prompt is stored in it,
+/// so it takes a quarter of the stack `u32` tokens would with a small vocabulary.
+fn token_type(d_vocab: usize) -> &'static str {
+    match d_vocab {
+        0..=0x100 => "u8",
+        0x101..=0x1_0000 => "u16",
+        _ => "u32",
+    }
 }
 
 /// Fails unless every microlens capability the blob needs is enabled (a feature of this crate of the

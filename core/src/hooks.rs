@@ -195,6 +195,61 @@ impl HookKinds {
     pub const fn contains(self, kind: HookKind) -> bool {
         self.0 & (1 << kind as u32) != 0
     }
+
+    /// The kinds named in `list`, comma-separated [`HookKind::suffix`]es (`"attn.hook_pattern,attn.hook_z"`).
+    /// `const`, for [`COMPILED`]: an unknown name is an error at compile time.
+    pub const fn parse(list: &str) -> HookKinds {
+        let b = list.as_bytes();
+        let (mut set, mut start) = (HookKinds::NONE, 0);
+        while start < b.len() {
+            let mut end = start;
+            while end < b.len() && b[end] != b',' {
+                end += 1;
+            }
+            set = set.with(kind_named(b, start, end));
+            start = end + 1;
+        }
+        set
+    }
+}
+
+/// The kind whose suffix is `b[start..end]`; panics (a compile-time error in `const`) if none is.
+const fn kind_named(b: &[u8], start: usize, end: usize) -> HookKind {
+    let mut k = 0;
+    while k < HookKind::ALL.len() {
+        let name = HookKind::ALL[k].suffix().as_bytes();
+        if name.len() == end - start {
+            let mut i = 0;
+            while i < name.len() && name[i] == b[start + i] {
+                i += 1;
+            }
+            if i == name.len() {
+                return HookKind::ALL[k];
+            }
+        }
+        k += 1;
+    }
+    panic!("MICROLENS_HOOK_POINTS: unknown hook point (see HookKind::suffix)")
+}
+
+/// The hook points this build of the forward pass calls at all: every one, unless the environment
+/// variable `MICROLENS_HOOK_POINTS` is set when the crate is compiled, to a comma-separated list of
+/// [`HookKind::suffix`]es (none with the feature `strip-hooks`). A firmware that knows which points
+/// its hooks use leaves the others out of its flash; a hook at a left-out point is never called,
+/// whatever its [`Hooks::wants`] says.
+pub const COMPILED: HookKinds = if cfg!(feature = "strip-hooks") {
+    HookKinds::NONE
+} else {
+    match option_env!("MICROLENS_HOOK_POINTS") {
+        Some(list) => HookKinds::parse(list),
+        None => HookKinds::ALL,
+    }
+};
+
+/// Whether the forward pass calls `hooks` at points of `kind`: compiled in ([`COMPILED`]) and wanted.
+#[inline(always)]
+pub(crate) fn wanted<H: Hooks>(hooks: &H, kind: HookKind) -> bool {
+    COMPILED.contains(kind) && hooks.wants(kind)
 }
 
 /// One activation: a kind at a layer, head and position.
@@ -274,15 +329,10 @@ impl<A: Hooks, B: Hooks> Hooks for (A, B) {
     }
 }
 
-/// Calls `hooks` at `point` if it wants that kind. With the feature `strip-hooks` (the baseline of the
-/// hooks benchmark, never for real use) it does nothing at all, as if the forward had no hook points.
+/// Calls `hooks` at `point` if the build has that kind ([`COMPILED`]) and `hooks` wants it. With the
+/// feature `strip-hooks` (the baseline of the hooks benchmark, never for real use) it does nothing at
+/// all, as if the forward had no hook points.
 #[inline(always)]
-#[cfg(feature = "strip-hooks")]
-pub(crate) fn call<H: Hooks>(_: &mut H, _: HookKind, _: usize, _: usize, _: usize, _: &mut [f32]) {}
-
-/// Calls `hooks` at `point` if it wants that kind.
-#[inline(always)]
-#[cfg(not(feature = "strip-hooks"))]
 pub(crate) fn call<H: Hooks>(
     hooks: &mut H,
     kind: HookKind,
@@ -291,7 +341,7 @@ pub(crate) fn call<H: Hooks>(
     pos: usize,
     act: &mut [f32],
 ) {
-    if hooks.wants(kind) {
+    if wanted(hooks, kind) {
         hooks.hook(
             HookPoint {
                 kind,
@@ -301,5 +351,30 @@ pub(crate) fn call<H: Hooks>(
             },
             act,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hook_point_lists_parse_by_suffix() {
+        let set = HookKinds::parse("attn.hook_pattern,attn.hook_z");
+        assert_eq!(set, HookKinds::of(&[HookKind::Pattern, HookKind::Z]));
+        assert_eq!(HookKinds::parse(""), HookKinds::NONE);
+        assert_eq!(
+            HookKinds::parse("logits,"),
+            HookKinds::of(&[HookKind::Logits])
+        );
+        for kind in HookKind::ALL {
+            assert_eq!(HookKinds::parse(kind.suffix()), HookKinds::of(&[kind]));
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "unknown hook point")]
+    fn an_unknown_hook_point_is_refused() {
+        HookKinds::parse("attn.hook_patern");
     }
 }

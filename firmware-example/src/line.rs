@@ -2,7 +2,7 @@
 
 use microlens::analysis::Head;
 
-use crate::model::{N_CTX, N_HEADS, N_LAYERS};
+use crate::model::{Token, N_CTX, N_HEADS, N_LAYERS};
 
 /// Longest decimal `u32` plus a comma.
 const TOKEN_CHARS: usize = 11;
@@ -55,13 +55,13 @@ impl<const N: usize> Line<N> {
 /// Prints `{prefix}t0,t1,...` as one defmt line. Not inlined: its buffer lives only during the call,
 /// not in the caller's frame under the forward pass (which sets the stack high-water mark).
 #[inline(never)]
-pub fn print_tokens(prefix: &str, tokens: &[u32]) {
+pub fn print_tokens(prefix: &str, tokens: &[Token]) {
     let mut line = Line::<{ N_CTX * TOKEN_CHARS }>::new();
     for (i, &t) in tokens.iter().enumerate() {
         if i > 0 {
             line.push(b',');
         }
-        line.decimal(t);
+        line.decimal(u32::from(t));
     }
     line.print(prefix);
 }

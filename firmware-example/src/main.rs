@@ -24,10 +24,10 @@ mod prompt;
 mod scores;
 mod stack;
 
-use microlens::analysis::HeadAblation;
+use microlens::analysis::{Head, HeadAblation};
 use microlens::blob::Aligned;
-use microlens::{Hooks, Model, Session};
-use static_cell::ConstStaticCell;
+use microlens::{Config, Hooks, Model, Session};
+use static_cell::{ConstStaticCell, StaticCell};
 
 use crate::board::Counter;
 use crate::error::FirmwareError;
@@ -52,6 +52,9 @@ static BLOB: &Aligned<[u8]> = &Aligned(*include_bytes!(env!("MICROLENS_BLOB_PATH
 static KV: ConstStaticCell<[f32; model::KV_LEN]> = ConstStaticCell::new([0.0; model::KV_LEN]);
 /// The forward pass's activations.
 static WS: ConstStaticCell<[f32; model::WS_LEN]> = ConstStaticCell::new([0.0; model::WS_LEN]);
+/// The session over them. A static rather than a local of `run`: built in place, it is not copied out of
+/// `open`'s result into a second slot of `run`'s frame, which lies under every forward pass.
+static SESSION: StaticCell<Session<'static, 'static>> = StaticCell::new();
 
 #[cortex_m_rt::entry]
 fn main() -> ! {
@@ -65,50 +68,109 @@ fn main() -> ! {
     }
 }
 
+/// The whole demo. Each phase is a function of its own that is not inlined, so that its locals live
+/// only while it runs: under the forward pass (which sets the stack high-water mark) this frame holds
+/// just the prompt, the results carried between phases and a reference to the (static) session.
 fn run() -> Result<(), FirmwareError> {
     let cp = cortex_m::Peripherals::take().ok_or(FirmwareError::PeripheralsTaken)?;
     let mut counter = Counter::start(cp);
+    let session = open()?;
+    let prompt = prompt(session.model().config());
 
+    // 1. The plain forward pass: accuracy, logits hash and cost per token (the steps alone are timed).
+    let (hash, spent) = plain_pass(session, &prompt, &mut counter)?;
+    // 2. Previous-token and induction scores, from the attention patterns.
+    let (heads, n_heads) = score_heads(session, &prompt)?;
+    // 3. Every induction head, zero-ablated together.
+    ablate(session, &prompt, &heads[..n_heads])?;
+
+    // 4. The logits hash, the cost and the stack.
+    defmt::println!("logits_hash={=u64:016x}", hash);
+    let n_tokens = prompt.tokens().len().max(1) as u64;
+    board::print_cost_per_token(spent / n_tokens);
+    let stack = stack::high_water();
+    defmt::println!("stack_bytes={=usize}", stack);
+    if stack > stack::reserve() {
+        return Err(FirmwareError::StackOverReserve {
+            used: stack,
+            reserve: stack::reserve(),
+        });
+    }
+    Ok(())
+}
+
+/// The model, read in place from flash, in the static session over the static KV cache and workspace.
+#[inline(never)]
+fn open() -> Result<&'static mut Session<'static, 'static>, FirmwareError> {
     let model = Model::from_bytes(&BLOB.0)?;
     let (kv, ws) = (KV.try_take(), WS.try_take());
     let (Some(kv), Some(ws)) = (kv, ws) else {
         return Err(FirmwareError::BuffersTaken);
     };
-    let mut session = Session::new(&model, kv, ws)?;
     defmt::println!("blob_bytes={=usize}", model.blob_len());
+    let session = Session::new(&model, kv, ws)?;
+    SESSION.try_init(session).ok_or(FirmwareError::BuffersTaken)
+}
 
-    let prompt = Prompt::generate(model::SEED, model.config());
+/// The seeded prompt, printed.
+#[inline(never)]
+fn prompt(cfg: &Config) -> Prompt {
+    let prompt = Prompt::generate(model::SEED, cfg);
     line::print_tokens("prompt=", prompt.tokens());
     defmt::println!("prefix_len={=usize}", prompt.prefix_len());
     defmt::println!("segment_len={=usize}", prompt.segment_len());
+    prompt
+}
 
-    // 1. The plain forward pass: accuracy, logits hash and cost per token (the steps alone are timed).
+/// The prompt without hooks: prints the accuracy, returns the logits hash and the instructions (or
+/// cycles) the steps took.
+#[inline(never)]
+fn plain_pass(
+    session: &mut Session<'_, '_>,
+    prompt: &Prompt,
+    counter: &mut Counter,
+) -> Result<(u64, u64), FirmwareError> {
     let mut tally = Tally::default();
     let mut hash = Fnv1a64::new();
     let mut spent = 0u64;
     // No hooks, through the same `&mut dyn Hooks` type as the hooked passes: one copy of the forward
     // pass in flash (each hook point then costs one virtual `wants` call that says no).
     let mut none: &mut dyn Hooks = &mut ();
+    session.reset();
     for (pos, &token) in prompt.tokens().iter().enumerate() {
         let t0 = counter.now();
-        let logits = session.step_with(token, &mut none)?;
+        let logits = session.step_with(u32::from(token), &mut none)?;
         spent += counter.now() - t0;
         hash.write_f32s(logits);
         if let Some(target) = prompt.repeated_target(pos) {
             tally.add(argmax(logits) == target);
         }
     }
-    let n_tokens = prompt.tokens().len().max(1) as u64;
     defmt::println!(
         "accuracy={=f32} ({=u32}/{=u32})",
         tally.fraction(),
         tally.correct,
         tally.total
     );
+    Ok((hash.finish(), spent))
+}
 
-    // 2. Previous-token and induction scores, from the attention patterns.
-    let mut sums = HeadScores::new(&prompt);
-    run_prompt(&mut session, &prompt, &mut sums, &mut |_, _| {})?;
+/// Runs the prompt with a `hook_pattern` hook that sums every head's scores, prints them and returns
+/// the induction heads (see [`Scores::induction_heads`](scores::Scores::induction_heads)).
+#[inline(never)]
+fn score_heads(session: &mut Session<'_, '_>, prompt: &Prompt) -> Result<Heads, FirmwareError> {
+    let mut sums = HeadScores::new(prompt);
+    run_prompt(session, prompt, &mut sums, &mut |_, _| {})?;
+    Ok(print_scores(&sums))
+}
+
+/// The heads of the model, the first `.1` of them chosen.
+type Heads = ([Head; model::N_LAYERS * model::N_HEADS], usize);
+
+/// Prints the scores summed by `sums` and returns the induction heads; not inlined, so that the
+/// scores are not in `score_heads`'s frame under the forward pass.
+#[inline(never)]
+fn print_scores(sums: &HeadScores) -> Heads {
     let scores = sums.scores();
     for layer in 0..model::N_LAYERS {
         defmt::println!(
@@ -122,15 +184,21 @@ fn run() -> Result<(), FirmwareError> {
             &scores.induction[layer][..]
         );
     }
+    scores.induction_heads(INDUCTION_THRESHOLD)
+}
 
-    // 3. Every induction head, zero-ablated together.
-    let (heads, n_heads) = scores.induction_heads(INDUCTION_THRESHOLD);
-    let heads = &heads[..n_heads];
+/// Runs the prompt with `heads` zero-ablated and prints the accuracy that remains.
+#[inline(never)]
+fn ablate(
+    session: &mut Session<'_, '_>,
+    prompt: &Prompt,
+    heads: &[Head],
+) -> Result<(), FirmwareError> {
     line::print_heads("ablated_heads=", heads);
     let mut ablated = Tally::default();
     run_prompt(
-        &mut session,
-        &prompt,
+        session,
+        prompt,
         &mut HeadAblation::zero(heads),
         &mut |pos, logits| {
             if let Some(target) = prompt.repeated_target(pos) {
@@ -144,18 +212,6 @@ fn run() -> Result<(), FirmwareError> {
         ablated.correct,
         ablated.total
     );
-
-    // 4. The logits hash, the cost and the stack.
-    defmt::println!("logits_hash={=u64:016x}", hash.finish());
-    board::print_cost_per_token(spent / n_tokens);
-    let stack = stack::high_water();
-    defmt::println!("stack_bytes={=usize}", stack);
-    if stack > stack::reserve() {
-        return Err(FirmwareError::StackOverReserve {
-            used: stack,
-            reserve: stack::reserve(),
-        });
-    }
     Ok(())
 }
 
@@ -171,6 +227,8 @@ fn run_prompt(
     on_logits: &mut dyn FnMut(usize, &[f32]),
 ) -> Result<(), FirmwareError> {
     session.reset();
-    session.run(prompt.tokens(), &mut hooks, on_logits)?;
+    for (pos, &token) in prompt.tokens().iter().enumerate() {
+        on_logits(pos, session.step_with(u32::from(token), &mut hooks)?);
+    }
     Ok(())
 }

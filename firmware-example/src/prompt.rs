@@ -6,7 +6,7 @@
 
 use microlens::Config;
 
-use crate::model::N_CTX;
+use crate::model::{Token, N_CTX};
 
 /// SplitMix64: a tiny seeded generator, the same on every target.
 struct SplitMix64(u64);
@@ -28,7 +28,7 @@ impl SplitMix64 {
 
 /// A generated prompt and where its parts are.
 pub struct Prompt {
-    tokens: [u32; N_CTX],
+    tokens: [Token; N_CTX],
     prefix_len: usize,
     segment_len: usize,
 }
@@ -39,17 +39,17 @@ impl Prompt {
     pub fn generate(seed: u64, cfg: &Config) -> Self {
         let mut rng = SplitMix64(seed);
         let n_ctx = cfg.n_ctx.min(N_CTX);
-        let vocab = cfg.d_vocab.min(u32::MAX as usize);
+        let vocab = cfg.d_vocab.min(Token::MAX as usize + 1);
         let prefix_len = rng.below(n_ctx / 4 + 1);
         let segment_len = ((n_ctx - prefix_len) / 2).min(vocab);
-        let mut tokens = [0u32; N_CTX];
+        let mut tokens: [Token; N_CTX] = [0; N_CTX];
         for t in &mut tokens[..prefix_len] {
-            *t = rng.below(vocab) as u32;
+            *t = rng.below(vocab) as Token;
         }
         let segment = prefix_len..prefix_len + segment_len;
         for i in segment.clone() {
             tokens[i] = loop {
-                let t = rng.below(vocab) as u32;
+                let t = rng.below(vocab) as Token;
                 if !tokens[segment.start..i].contains(&t) {
                     break t;
                 }
@@ -67,7 +67,7 @@ impl Prompt {
     }
 
     /// The tokens.
-    pub fn tokens(&self) -> &[u32] {
+    pub fn tokens(&self) -> &[Token] {
         &self.tokens[..self.prefix_len + 2 * self.segment_len]
     }
 
@@ -90,6 +90,6 @@ impl Prompt {
     /// The token that the logits at `pos` should predict, if it is predictable by induction: the next
     /// token, when both are in the second copy.
     pub fn repeated_target(&self, pos: usize) -> Option<u32> {
-        (self.in_repeat(pos) && self.in_repeat(pos + 1)).then(|| self.tokens[pos + 1])
+        (self.in_repeat(pos) && self.in_repeat(pos + 1)).then(|| u32::from(self.tokens[pos + 1]))
     }
 }

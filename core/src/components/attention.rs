@@ -7,7 +7,7 @@ use super::block::AttnWeights;
 use crate::blob::Activations;
 use crate::config::{Config, Positional};
 use crate::features;
-use crate::hooks::{call, HookKind, Hooks};
+use crate::hooks::{call, wanted, HookKind, Hooks};
 use crate::kv_cache::KvCache;
 use crate::math::{rotary, softmax::softmax};
 use crate::quant::linear::Input;
@@ -23,7 +23,7 @@ fn per_head<H: Hooks>(
     d_head: usize,
     buf: &mut [f32],
 ) {
-    if hooks.wants(kind) {
+    if wanted(hooks, kind) {
         for (h, slice) in buf.chunks_exact_mut(d_head).enumerate() {
             call(hooks, kind, layer, h, pos, slice);
         }
@@ -97,7 +97,7 @@ pub fn forward<H: Hooks>(
     }
 
     let z = Input::new(ws.z, activations, ws.quant);
-    if hooks.wants(HookKind::Result) {
+    if wanted(hooks, HookKind::Result) {
         ws.attn_out.iter_mut().for_each(|o| *o = 0.0);
         for h in 0..cfg.n_heads {
             for (r, o) in ws.head_out.iter_mut().enumerate() {
