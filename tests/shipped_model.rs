@@ -12,6 +12,7 @@ use microlens_host::analysis::{
     head_scores, repeated_random_tokens, CircuitWeights, CompositionMode,
 };
 use microlens_host::convert::{convert, ConvertOptions};
+use microlens_host::fidelity::argmax;
 use microlens_host::run::{log_softmax, run_blob, run_model};
 use microlens_host::train::data::InductionData;
 use microlens_host::train::eval::best_copier;
@@ -156,10 +157,4 @@ fn circuits_show_a_previous_token_head_and_an_induction_head() {
     println!("ablation: direct {direct:.3}, with layer 0 {layer0:.3}, full {full:.3}");
     assert!(direct > 3.5 && layer0 > 3.5, "{table:?}");
     assert!(full < 0.5, "{table:?}");
-}
-
-fn argmax(logits: &[f32]) -> usize {
-    (0..logits.len())
-        .max_by(|&a, &b| logits[a].total_cmp(&logits[b]))
-        .unwrap()
 }

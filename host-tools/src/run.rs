@@ -79,16 +79,10 @@ pub fn run_blob(blob: &[u8], tokens: &[u32]) -> Result<RunOutput> {
     run_model(&Model::from_bytes(blob)?, tokens)
 }
 
-/// `log_softmax` of one logit row, computed in `f64`: `x_i - max - ln(sum_j e^(x_j - max))`.
+/// `log_softmax` of one logit row, computed in `f64` ([`crate::fidelity::log_softmax`]), as `f32`.
 pub fn log_softmax(logits: &[f32]) -> Vec<f32> {
-    let max = logits
-        .iter()
-        .fold(f64::NEG_INFINITY, |m, &x| m.max(x as f64));
-    let lse = max
-        + logits
-            .iter()
-            .map(|&x| (x as f64 - max).exp())
-            .sum::<f64>()
-            .ln();
-    logits.iter().map(|&x| (x as f64 - lse) as f32).collect()
+    crate::fidelity::log_softmax(logits)
+        .into_iter()
+        .map(|x| x as f32)
+        .collect()
 }

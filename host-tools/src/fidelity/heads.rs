@@ -2,7 +2,8 @@
 //! and the previous-token and induction scores of each (TransformerLens's `detect_head`, "mul": the
 //! attention on the detection pattern over all attention, averaged over sequences).
 
-use microlens::analysis::HeadPattern;
+use microlens::analysis::{Head, HeadDetector, HeadPattern, Ratio};
+use microlens::{HookKind, HookPoint, Hooks};
 use serde::Serialize;
 
 use super::metrics::js;
@@ -55,22 +56,21 @@ impl HeadFidelity {
     }
 }
 
-/// The score of one head's pattern on one sequence: attention on `pattern`'s targets over all attention.
+/// The score of one head's pattern on one sequence, `a[query][key]`: attention on `pattern`'s targets
+/// over all attention (TransformerLens's "mul"), computed by the core's [`HeadDetector`] fed the rows.
 pub fn detection_score(pattern: HeadPattern, tokens: &[u32], a: &[Vec<f32>]) -> f64 {
-    let (mut num, mut den) = (0.0f64, 0.0f64);
-    for (q, row) in a.iter().enumerate().take(tokens.len()) {
-        for (k, &v) in row.iter().enumerate().take(q + 1) {
-            den += v as f64;
-            if pattern.target(tokens, q, k) {
-                num += v as f64;
-            }
-        }
+    let mut acc = [Ratio::default()];
+    let mut detector = HeadDetector::new(pattern, tokens, &mut acc, 1);
+    for (pos, row) in a.iter().enumerate().take(tokens.len()) {
+        let point = HookPoint {
+            kind: HookKind::Pattern,
+            layer: 0,
+            head: 0,
+            pos,
+        };
+        detector.hook(point, &mut row[..row.len().min(pos + 1)].to_vec());
     }
-    if den == 0.0 {
-        0.0
-    } else {
-        num / den
-    }
+    f64::from(detector.score(Head::new(0, 0)))
 }
 
 /// Running sums of the pattern metrics of every head, `[layer * n_heads + head]`.
