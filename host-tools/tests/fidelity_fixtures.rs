@@ -8,8 +8,8 @@
 //! "Quantisation and fidelity": the logit noise of int8 activations and weights flips the arg-max at
 //! positions where a model's next-token distribution is nearly flat, and int8 queries and keys move
 //! sharp attention rows by more than 1/256, whatever the weights), so it is ignored and run with `cargo test -- --ignored` to see the gap.
-//! `measured_fidelity_does_not_regress` keeps the figures measured today: ceilings just above them, not
-//! targets.
+//! `measured_fidelity_does_not_regress` keeps the figures measured today, not targets: each model's mean
+//! KL within 25% of its own figure, the other metrics within the worst model's.
 
 mod common;
 
@@ -63,10 +63,11 @@ fn fidelity(reference: &[u8], dtype: DType) -> (Report, usize) {
 }
 
 /// Largest mean KL, smallest top-1 agreement, largest attention difference and largest induction score
-/// change a dtype may show.
+/// change a dtype may show; `mean_kl_by_model` overrides `mean_kl` for the models it names.
 #[derive(Clone, Copy, Debug)]
 struct Limits {
     mean_kl: f64,
+    mean_kl_by_model: &'static [(&'static str, f64)],
     top1: f64,
     attention: f64,
     induction: f64,
@@ -77,6 +78,11 @@ fn misses(models: &[(&str, Vec<u8>)], dtype: DType, limits: Limits, label: &str)
     let mut out = Vec::new();
     for (name, blob) in models {
         let (r, bytes) = fidelity(blob, dtype);
+        let mean_kl_limit = limits
+            .mean_kl_by_model
+            .iter()
+            .find(|(model, _)| model == name)
+            .map_or(limits.mean_kl, |&(_, kl)| kl);
         let m = &r.model;
         println!(
             "{name:24} {:3} {bytes:>7} B: mean KL {:.2e} (max {:.2e}) top-1 {:.4} (repeated part {:.4}) \
@@ -90,7 +96,7 @@ fn misses(models: &[(&str, Vec<u8>)], dtype: DType, limits: Limits, label: &str)
             r.induction_score_max_change
         );
         let checks = [
-            ("mean KL", m.mean_kl <= limits.mean_kl),
+            ("mean KL", m.mean_kl <= mean_kl_limit),
             ("top-1", m.top1_agreement >= limits.top1),
             ("attention", r.pattern_max_abs_diff <= limits.attention),
             (
@@ -113,6 +119,7 @@ fn issue_targets() {
     let mut all = Vec::new();
     let i8_worst = Limits {
         mean_kl: 1e-3,
+        mean_kl_by_model: &[],
         top1: 0.0,
         attention: NO_LIMIT,
         induction: NO_LIMIT,
@@ -122,6 +129,7 @@ fn issue_targets() {
             DType::F16,
             Limits {
                 mean_kl: 1e-6,
+                mean_kl_by_model: &[],
                 top1: 0.999,
                 attention: NO_LIMIT,
                 induction: NO_LIMIT,
@@ -132,6 +140,7 @@ fn issue_targets() {
             DType::I8,
             Limits {
                 mean_kl: 1e-4,
+                mean_kl_by_model: &[],
                 top1: 0.999,
                 attention: 1.0 / 256.0,
                 induction: 0.01,
@@ -143,6 +152,7 @@ fn issue_targets() {
             DType::I4,
             Limits {
                 mean_kl: 1e-2,
+                mean_kl_by_model: &[],
                 top1: 0.97,
                 attention: NO_LIMIT,
                 induction: NO_LIMIT,
@@ -164,6 +174,17 @@ fn measured_fidelity_does_not_regress() {
             DType::F16,
             Limits {
                 mean_kl: 1.6e-6,
+                mean_kl_by_model: &[
+                    ("attn_only_2l", 1.975e-07),
+                    ("gpt2_like", 2.337e-07),
+                    ("shortformer", 2.887e-07),
+                    ("lnpre_relu_3l", 2.138e-07),
+                    ("nonorm_1l", 8.500e-07),
+                    ("rotary_rms", 2.650e-07),
+                    ("rotary_adjacent_rmspre", 1.438e-07),
+                    ("hf_gpt2", 1.513e-06),
+                    ("induction-2l", 1.887e-07),
+                ],
                 top1: 0.997,
                 attention: 4.8e-3,
                 induction: 2e-5,
@@ -173,6 +194,17 @@ fn measured_fidelity_does_not_regress() {
             DType::I8,
             Limits {
                 mean_kl: 1.2e-3,
+                mean_kl_by_model: &[
+                    ("attn_only_2l", 2.037e-04),
+                    ("gpt2_like", 2.025e-04),
+                    ("shortformer", 2.375e-04),
+                    ("lnpre_relu_3l", 1.888e-04),
+                    ("nonorm_1l", 7.350e-04),
+                    ("rotary_rms", 1.725e-04),
+                    ("rotary_adjacent_rmspre", 8.763e-05),
+                    ("hf_gpt2", 1.337e-03),
+                    ("induction-2l", 2.100e-04),
+                ],
                 top1: 0.97,
                 attention: 0.14,
                 induction: 3e-4,
@@ -182,6 +214,17 @@ fn measured_fidelity_does_not_regress() {
             DType::I4,
             Limits {
                 mean_kl: 0.12,
+                mean_kl_by_model: &[
+                    ("attn_only_2l", 1.912e-02),
+                    ("gpt2_like", 1.912e-02),
+                    ("shortformer", 2.563e-02),
+                    ("lnpre_relu_3l", 1.463e-02),
+                    ("nonorm_1l", 6.938e-02),
+                    ("rotary_rms", 2.287e-02),
+                    ("rotary_adjacent_rmspre", 1.176e-02),
+                    ("hf_gpt2", 1.325e-01),
+                    ("induction-2l", 1.166e-02),
+                ],
                 top1: 0.75,
                 attention: 0.95,
                 induction: 5e-3,
