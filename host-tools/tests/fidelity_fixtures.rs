@@ -15,7 +15,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use microlens::{DType, Model};
+use microlens::{Activations, DType, Model};
 use microlens_host::convert::{convert, ConvertOptions};
 use microlens_host::fidelity::{compare, induction_sequences, Report};
 use microlens_host::quantize::{default_activations, requantize_with, Rounding};
@@ -272,5 +272,36 @@ fn shipped_model_hashes_equal_the_device_ones() {
         let out = microlens_host::run::run_blob(&blob, &tokens).unwrap();
         let hash = microlens_host::hash::logits_hash(out.logits.iter().map(Vec::as_slice));
         assert_eq!(format!("{hash:016x}"), device, "{}", dtype.name());
+    }
+}
+
+/// Where the shipped model's error comes from: its weights alone (integer weights, `f32` activations and
+/// KV cache), nearest and GPTQ rounding, against everything quantised. Prints the README's figures.
+#[test]
+#[ignore = "a measurement for the README, not a check: run with --ignored --nocapture"]
+fn shipped_model_error_sources() {
+    let reference = shipped();
+    let reference = Model::from_bytes(&reference).unwrap();
+    let cfg = reference.config();
+    let seqs = induction_sequences(200, cfg.n_ctx, cfg.d_vocab, 0);
+    for dtype in [DType::I8, DType::I4] {
+        for (label, rounding) in [
+            ("nearest", Rounding::Nearest),
+            ("gptq", Rounding::default_for(dtype)),
+        ] {
+            for activations in [Activations::F32, default_activations(dtype)] {
+                let blob = requantize_with(&reference, dtype, activations, &rounding).unwrap();
+                let candidate = Model::from_bytes(&blob).unwrap();
+                let r = compare(&reference, &candidate, &seqs, || {}).unwrap();
+                println!(
+                    "{} weights, {label:7} rounding, {:?} activations: mean KL {:.2e}, top-1 {:.4}, attention {:.3}",
+                    dtype.name(),
+                    activations,
+                    r.model.mean_kl,
+                    r.model.top1_agreement,
+                    r.pattern_max_abs_diff
+                );
+            }
+        }
     }
 }
