@@ -16,6 +16,7 @@
 #![no_main]
 
 mod board;
+mod div;
 mod error;
 mod eval;
 mod hash;
@@ -86,8 +87,8 @@ fn run() -> Result<(), FirmwareError> {
 
     // 4. The logits hash, the cost and the stack.
     defmt::println!("logits_hash={=u64:016x}", hash);
-    let n_tokens = prompt.tokens().len().max(1) as u64;
-    board::print_cost_per_token(spent / n_tokens);
+    let n_tokens = prompt.tokens().len().max(1) as u32;
+    board::print_cost_per_token(div::div_rem(spent, n_tokens).0);
     let stack = stack::high_water();
     defmt::println!("stack_bytes={=usize}", stack);
     if stack > stack::reserve() {

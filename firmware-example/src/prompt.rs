@@ -6,6 +6,7 @@
 
 use microlens::Config;
 
+use crate::div::div_rem;
 use crate::model::{Token, N_CTX};
 
 /// SplitMix64: a tiny seeded generator, the same on every target.
@@ -20,9 +21,9 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
-    /// Uniform in `0..n` (`n > 0`; the modulo bias is negligible for small `n`).
+    /// Uniform in `0..n` (`0 < n <= u32::MAX`; the modulo bias is negligible for small `n`).
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        div_rem(self.next(), n as u32).1 as usize
     }
 }
 
