@@ -26,8 +26,10 @@ use crate::error::{Error, Inconsistency};
 /// Alignment of the data section and of every tensor in it.
 pub const ALIGN: usize = 16;
 
-/// CRC-32/ISO-HDLC, the CRC of zlib, gzip and PNG.
-pub(crate) const CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
+/// CRC-32/ISO-HDLC, the CRC of zlib, gzip and PNG. Bit by bit, without a lookup table: the table would
+/// be 1 KB of flash, for a check made once when a blob is opened (a few instructions a bit).
+pub(crate) const CRC: crc::Crc<u32, crc::NoTable> =
+    crc::Crc::<u32, crc::NoTable>::new(&crc::CRC_32_ISO_HDLC);
 
 /// The CRC-32 the preamble records for a body (same as zlib's `crc32`).
 pub fn crc32(body: &[u8]) -> u32 {

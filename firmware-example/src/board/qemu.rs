@@ -63,11 +63,8 @@ pub fn print_cost_per_token(instructions: u64) {
 }
 
 #[panic_handler]
-fn panic(info: &core::panic::PanicInfo) -> ! {
-    match info.location() {
-        Some(at) => defmt::error!("panicked at {=str}:{=u32}", at.file(), at.line()),
-        None => defmt::error!("panicked"),
-    }
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    defmt::error!("panicked");
     super::exit(false)
 }
 
