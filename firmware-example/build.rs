@@ -27,7 +27,10 @@ fn main() {
     }
 }
 
-/// Copies the selected board's memory map to `OUT_DIR/memory.x`, where `link.x` finds it.
+/// Copies the selected board's memory map to `OUT_DIR/memory.x`, where `link.x` finds it, and writes
+/// an empty `OUT_DIR/device.x`, which `link.x` includes with cortex-m-rt's `device` feature (a board's
+/// PAC would provide its interrupt handlers there; the firmware has its own one-entry `__INTERRUPTS`,
+/// see `src/board/mod.rs`).
 fn memory_x(manifest_dir: &Path, out: &Path) -> Result<(), String> {
     let enabled: Vec<&str> = BOARDS
         .iter()
@@ -40,6 +43,8 @@ fn memory_x(manifest_dir: &Path, out: &Path) -> Result<(), String> {
     let src = manifest_dir.join("memory").join(format!("{board}.x"));
     println!("cargo:rerun-if-changed={}", src.display());
     fs::copy(&src, out.join("memory.x")).map_err(|e| format!("{}: {e}", src.display()))?;
+    fs::write(out.join("device.x"), "/* No device interrupt handlers: see build.rs. */\n")
+        .map_err(|e| format!("device.x: {e}"))?;
     println!("cargo:rustc-link-search={}", out.display());
     Ok(())
 }
