@@ -9,18 +9,16 @@ const TOKEN_CHARS: usize = 11;
 /// Longest `L<layer>H<head>` plus a comma.
 const HEAD_CHARS: usize = 2 * 10 + 3;
 
-/// A line of at most `N` bytes, appended to piece by piece (what does not fit is dropped).
-struct Line<const N: usize> {
-    buf: [u8; N],
+/// A line in a caller's buffer, appended to piece by piece (what does not fit is dropped). Not generic
+/// over the buffer's length: one copy of its methods in flash serves every line.
+struct Line<'a> {
+    buf: &'a mut [u8],
     len: usize,
 }
 
-impl<const N: usize> Line<N> {
-    fn new() -> Self {
-        Line {
-            buf: [0; N],
-            len: 0,
-        }
+impl<'a> Line<'a> {
+    fn new(buf: &'a mut [u8]) -> Self {
+        Line { buf, len: 0 }
     }
 
     fn push(&mut self, b: u8) {
@@ -50,7 +48,7 @@ impl<const N: usize> Line<N> {
         let bytes = self.buf.get(..self.len).unwrap_or_default();
         // Only ASCII digits, letters and commas are pushed. Checked all the same, but as ASCII: that
         // is a loop of a few bytes, where `str::from_utf8` links 0.6 KB of UTF-8 validation and tables.
-        let text = if bytes.is_ascii() {
+        let text = if bytes.iter().all(u8::is_ascii) {
             // SAFETY: ASCII is valid UTF-8.
             unsafe { core::str::from_utf8_unchecked(bytes) }
         } else {
@@ -64,7 +62,8 @@ impl<const N: usize> Line<N> {
 /// not in the caller's frame under the forward pass (which sets the stack high-water mark).
 #[inline(never)]
 pub fn print_tokens(prefix: &str, tokens: &[Token]) {
-    let mut line = Line::<{ N_CTX * TOKEN_CHARS }>::new();
+    let mut buf = [0; N_CTX * TOKEN_CHARS];
+    let mut line = Line::new(&mut buf);
     for (i, &t) in tokens.iter().enumerate() {
         if i > 0 {
             line.push(b',');
@@ -78,7 +77,8 @@ pub fn print_tokens(prefix: &str, tokens: &[Token]) {
 /// [`print_tokens`].
 #[inline(never)]
 pub fn print_heads(prefix: &str, heads: &[Head]) {
-    let mut line = Line::<{ N_LAYERS * N_HEADS * HEAD_CHARS }>::new();
+    let mut buf = [0; N_LAYERS * N_HEADS * HEAD_CHARS];
+    let mut line = Line::new(&mut buf);
     for (i, h) in heads.iter().enumerate() {
         if i > 0 {
             line.push(b',');
