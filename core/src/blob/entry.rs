@@ -51,7 +51,10 @@ impl TensorEntry {
 
     /// Decodes the entry at `index` of a tensor table. The record's layout is fixed (postcard's, with
     /// every variant index below 128 and so one byte), so it is read field by field: the same result as
-    /// `postcard::from_bytes`, without its deserializer on every weight lookup.
+    /// `postcard::from_bytes`, without its deserializer on every weight lookup. Never inlined: the
+    /// forward pass looks up each of its tensors once per step, and one copy of this serves every
+    /// lookup (measured on the int8 firmware: 556 B less flash for 0.2% more instructions per token).
+    #[inline(never)]
     pub fn decode(table: &[u8], index: usize) -> Result<Self, Error> {
         let start = index.checked_mul(ENTRY_LEN).ok_or(Error::BadHeader)?;
         let b: &[u8; ENTRY_LEN] = table
