@@ -157,7 +157,7 @@ fn plain_pass(
 }
 
 /// Runs the prompt with a `hook_pattern` hook that sums every head's scores, prints them and returns
-/// the induction heads (see [`Scores::induction_heads`](scores::Scores::induction_heads)).
+/// the induction heads (see [`HeadScores::induction_heads`]).
 #[inline(never)]
 fn score_heads(session: &mut Session<'_, '_>, prompt: &Prompt) -> Result<Heads, FirmwareError> {
     let mut sums = HeadScores::new(prompt);
@@ -172,20 +172,19 @@ type Heads = ([Head; model::N_LAYERS * model::N_HEADS], usize);
 /// scores are not in `score_heads`'s frame under the forward pass.
 #[inline(never)]
 fn print_scores(sums: &HeadScores) -> Heads {
-    let scores = sums.scores();
     for layer in 0..model::N_LAYERS {
         defmt::println!(
             "prev_token_scores.{=usize}={}",
             layer,
-            &scores.prev_token[layer][..]
+            &sums.prev_token(layer)[..]
         );
         defmt::println!(
             "induction_scores.{=usize}={}",
             layer,
-            &scores.induction[layer][..]
+            &sums.induction(layer)[..]
         );
     }
-    scores.induction_heads(INDUCTION_THRESHOLD)
+    sums.induction_heads(INDUCTION_THRESHOLD)
 }
 
 /// Runs the prompt with `heads` zero-ablated and prints the accuracy that remains.

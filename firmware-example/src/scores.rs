@@ -22,14 +22,6 @@ pub struct HeadScores {
     induction: Table,
 }
 
-/// The scores of every head after a run.
-pub struct Scores {
-    /// Previous-token scores.
-    pub prev_token: Table,
-    /// Induction scores.
-    pub induction: Table,
-}
-
 impl HeadScores {
     /// Empty sums for a run of `prompt`.
     pub fn new(prompt: &Prompt) -> Self {
@@ -42,24 +34,23 @@ impl HeadScores {
         }
     }
 
-    /// The means, once the whole prompt has run.
-    pub fn scores(&self) -> Scores {
-        let mean = |sums: &Table, n: usize| sums.map(|layer| layer.map(|s| s / n.max(1) as f32));
-        Scores {
-            prev_token: mean(&self.prev_token, self.len.saturating_sub(1)),
-            induction: mean(&self.induction, self.segment_len),
-        }
+    /// The previous-token scores of `layer`'s heads, once the whole prompt has run.
+    pub fn prev_token(&self, layer: usize) -> [f32; N_HEADS] {
+        mean(&self.prev_token[layer], self.len.saturating_sub(1))
     }
-}
 
-impl Scores {
+    /// The induction scores of `layer`'s heads, once the whole prompt has run.
+    pub fn induction(&self, layer: usize) -> [f32; N_HEADS] {
+        mean(&self.induction[layer], self.segment_len)
+    }
+
     /// The heads whose induction score is at least `threshold`, in layer and head order, and how many
     /// there are; the best head alone (the first of equal ones) if none reaches it.
     pub fn induction_heads(&self, threshold: f32) -> ([Head; N_LAYERS * N_HEADS], usize) {
         let mut heads = [Head::new(0, 0); N_LAYERS * N_HEADS];
         let (mut n, mut best) = (0, (Head::new(0, 0), f32::NEG_INFINITY));
-        for (l, layer) in self.induction.iter().enumerate() {
-            for (h, &s) in layer.iter().enumerate() {
+        for l in 0..N_LAYERS {
+            for (h, s) in self.induction(l).into_iter().enumerate() {
                 if s >= threshold {
                     heads[n] = Head::new(l, h);
                     n += 1;
@@ -75,6 +66,11 @@ impl Scores {
         }
         (heads, n)
     }
+}
+
+/// `sums / n` (0 for no sums).
+fn mean(sums: &[f32; N_HEADS], n: usize) -> [f32; N_HEADS] {
+    sums.map(|s| s / n.max(1) as f32)
 }
 
 impl Hooks for HeadScores {
