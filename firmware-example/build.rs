@@ -43,8 +43,11 @@ fn memory_x(manifest_dir: &Path, out: &Path) -> Result<(), String> {
     let src = manifest_dir.join("memory").join(format!("{board}.x"));
     println!("cargo:rerun-if-changed={}", src.display());
     fs::copy(&src, out.join("memory.x")).map_err(|e| format!("{}: {e}", src.display()))?;
-    fs::write(out.join("device.x"), "/* No device interrupt handlers: see build.rs. */\n")
-        .map_err(|e| format!("device.x: {e}"))?;
+    fs::write(
+        out.join("device.x"),
+        "/* No device interrupt handlers: see build.rs. */\n",
+    )
+    .map_err(|e| format!("device.x: {e}"))?;
     println!("cargo:rustc-link-search={}", out.display());
     Ok(())
 }

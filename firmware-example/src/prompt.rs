@@ -51,9 +51,7 @@ impl Prompt {
         for i in segment.clone() {
             tokens[i] = loop {
                 let t = rng.below(vocab) as Token;
-                // A plain loop rather than `contains`, whose word-at-a-time `memchr` for `u8` costs
-                // 150 B of flash for at most 255 bytes.
-                if !tokens[segment.start..i].iter().any(|&u| u == t) {
+                if !occurs(t, &tokens[segment.start..i]) {
                     break t;
                 }
             };
@@ -95,4 +93,11 @@ impl Prompt {
     pub fn repeated_target(&self, pos: usize) -> Option<u32> {
         (self.in_repeat(pos) && self.in_repeat(pos + 1)).then(|| u32::from(self.tokens[pos + 1]))
     }
+}
+
+/// Whether `t` is in `tokens`: a plain loop rather than `contains`, whose word-at-a-time `memchr` for
+/// `u8` costs 150 B of flash, for at most a context's worth of tokens.
+#[allow(clippy::manual_contains)]
+fn occurs(t: Token, tokens: &[Token]) -> bool {
+    tokens.iter().any(|&u| u == t)
 }
