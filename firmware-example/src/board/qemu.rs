@@ -62,6 +62,10 @@ pub fn print_cost_per_token(instructions: u64) {
     defmt::println!("instructions_per_token={=u64}", instructions);
 }
 
+/// Logs that a panic happened and exits with failure. It reads nothing from the `PanicInfo` (neither
+/// message nor location): then fat LTO removes the panic messages' arguments, and with them `core::fmt`
+/// and every panic location string, 2.6 KB of flash. (Neither microlens nor this firmware panics on
+/// any input; what remains are bounds checks the compiler could not prove.)
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
     defmt::error!("panicked");
