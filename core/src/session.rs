@@ -123,9 +123,15 @@ impl<'a, 'b> Session<'a, 'b> {
             call(hooks, HookKind::ResidPost, layer, 0, pos, ws.resid);
         }
 
+        // Looked up only with norms compiled in: without them `norm::forward` reads no weights.
+        let norm_vector = |kind| {
+            features::NORM
+                .then(|| self.model.vector(TensorId::global(kind)))
+                .flatten()
+        };
         let ln_final = crate::components::block::NormWeights {
-            w: self.model.vector(TensorId::global(TensorKind::LnFinalW)),
-            b: self.model.vector(TensorId::global(TensorKind::LnFinalB)),
+            w: norm_vector(TensorKind::LnFinalW),
+            b: norm_vector(TensorKind::LnFinalB),
         };
         norm::forward(
             &cfg,
