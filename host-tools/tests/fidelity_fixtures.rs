@@ -305,3 +305,41 @@ fn shipped_model_error_sources() {
         }
     }
 }
+
+/// What each int8 rounding of a W8A8 model costs with exact weights, emulated on the `f32` model
+/// ([`Int8Emulation`]), and all of them on the int8-weight model with `f32` activations (which should
+/// come close to the real W8A8 model: the emulation's check).
+#[test]
+#[ignore = "a measurement for the README: run with --ignored --nocapture"]
+fn int8_rounding_error_sources() {
+    use microlens_host::fidelity::compare_with;
+    use microlens_host::fidelity::emulation::{Int8Emulation, Int8Rounding};
+    for (name, blob) in models() {
+        let reference = Model::from_bytes(&blob).unwrap();
+        let cfg = reference.config();
+        let seqs = induction_sequences(200, cfg.n_ctx, cfg.d_vocab, 0);
+        let row = |label: &str, candidate: &Model<'_>, roundings: &[Int8Rounding]| {
+            let mut hooks = Int8Emulation::new(candidate, roundings);
+            let r = compare_with(&reference, candidate, &mut hooks, &seqs, || {}).unwrap();
+            println!(
+                "{name:24} {label:22} mean KL {:.2e} top-1 {:.4} attention {:.4}",
+                r.model.mean_kl, r.model.top1_agreement, r.pattern_max_abs_diff
+            );
+        };
+        row("inputs", &reference, &[Int8Rounding::Inputs]);
+        row("queries", &reference, &[Int8Rounding::Queries]);
+        row("keys", &reference, &[Int8Rounding::Keys]);
+        row("values", &reference, &[Int8Rounding::Values]);
+        row("all activations", &reference, &Int8Rounding::ALL);
+        let rounding = Rounding::default_for(DType::I8);
+        let weights = requantize_with(&reference, DType::I8, Activations::F32, &rounding).unwrap();
+        let weights = Model::from_bytes(&weights).unwrap();
+        row("int8 weights alone", &weights, &[]);
+        row("weights + emulated", &weights, &Int8Rounding::ALL);
+        let (real, _) = fidelity(&blob, DType::I8);
+        println!(
+            "{name:24} {:22} mean KL {:.2e} top-1 {:.4} attention {:.4}",
+            "real W8A8", real.model.mean_kl, real.model.top1_agreement, real.pattern_max_abs_diff
+        );
+    }
+}
