@@ -14,7 +14,7 @@ use microlens::weights::Matrix;
 use microlens::{HookKind, HookPoint, Hooks, Model, TensorId, TensorKind};
 
 /// One kind of int8 rounding a W8A8 model makes at run time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Int8Rounding {
     /// Every matrix input, per token: the attention and MLP inputs, `z` before `W_O`, the MLP hidden
     /// activation before `W_out`, the final residual before `W_U`.
@@ -56,7 +56,12 @@ fn fake_quantize(x: &mut [f32]) {
 }
 
 /// `out[r] += W[r][c0 ..] . (x~ - x)` for the rows `rows` of `w`, `x~` the int8 rounding of `x`.
-fn add_input_error(w: Option<Matrix<'_>>, x: &[f32], rows: core::ops::Range<usize>, out: &mut [f32]) {
+fn add_input_error(
+    w: Option<Matrix<'_>>,
+    x: &[f32],
+    rows: core::ops::Range<usize>,
+    out: &mut [f32],
+) {
     let Some(w) = w else { return };
     let mut e = x.to_vec();
     fake_quantize(&mut e);
@@ -110,7 +115,14 @@ impl<'m, 'b> Int8Emulation<'m, 'b> {
     }
 
     /// The input error of `kind` at `layer` added to the rows `rows` of its output `act`.
-    fn input_error(&self, kind: TensorKind, layer: usize, x: &[f32], first_row: usize, act: &mut [f32]) {
+    fn input_error(
+        &self,
+        kind: TensorKind,
+        layer: usize,
+        x: &[f32],
+        first_row: usize,
+        act: &mut [f32],
+    ) {
         if self.on(Int8Rounding::Inputs) {
             let rows = first_row..first_row + act.len();
             add_input_error(self.matrix(kind, layer), x, rows, act);
@@ -120,10 +132,11 @@ impl<'m, 'b> Int8Emulation<'m, 'b> {
 
 impl Hooks for Int8Emulation<'_, '_> {
     fn wants(&self, kind: HookKind) -> bool {
-        !matches!(
-            kind,
-            HookKind::Result | HookKind::AttnScores | HookKind::Pattern
-        )
+        !self.roundings.is_empty()
+            && !matches!(
+                kind,
+                HookKind::Result | HookKind::AttnScores | HookKind::Pattern
+            )
     }
 
     fn hook(&mut self, p: HookPoint, act: &mut [f32]) {
