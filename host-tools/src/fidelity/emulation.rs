@@ -9,7 +9,7 @@
 
 use microlens::config::Positional;
 use microlens::quant::activations::dequantize;
-use microlens::quant::quantize;
+use microlens::quant::{offset, quantize};
 use microlens::weights::Matrix;
 use microlens::{HookKind, HookPoint, Hooks, Model, TensorId, TensorKind};
 
@@ -47,24 +47,35 @@ impl Int8Rounding {
     }
 }
 
-/// `x` rounded to int8 with one scale and back: `q * s` with `q = round(x / s)`, `s = max|x| / 127`.
-fn fake_quantize(x: &mut [f32]) {
+/// `x` rounded to int8 with one scale and back, as an integer matrix reads it: `q * s` with
+/// `q = round(x / s)`, `s = max|x| / 127`; `centred` (the MLP's hidden vector) rounds `x - c` and adds
+/// back its mid-range `c` ([`microlens::quant::offset`]).
+pub fn round_trip(x: &mut [f32], centred: bool) {
+    let c = if centred { offset::centre(x) } else { 0.0 };
     let mut buf = vec![0i8; x.len()];
     let q = quantize(x, &mut buf);
     let scale = q.scale;
     dequantize(&buf, scale, x);
+    x.iter_mut().for_each(|v| *v += c);
 }
 
-/// `out[r] += W[r][c0 ..] . (x~ - x)` for the rows `rows` of `w`, `x~` the int8 rounding of `x`.
+/// `x` rounded to int8 with one scale and back ([`round_trip`], not centred).
+fn fake_quantize(x: &mut [f32]) {
+    round_trip(x, false);
+}
+
+/// `out[r] += W[r][c0 ..] . (x~ - x)` for the rows `rows` of `w`, `x~` the int8 rounding of `x`
+/// (`centred` as in [`round_trip`]).
 fn add_input_error(
     w: Option<Matrix<'_>>,
     x: &[f32],
+    centred: bool,
     rows: core::ops::Range<usize>,
     out: &mut [f32],
 ) {
     let Some(w) = w else { return };
     let mut e = x.to_vec();
-    fake_quantize(&mut e);
+    round_trip(&mut e, centred);
     e.iter_mut().zip(x).for_each(|(e, x)| *e -= x);
     for (o, r) in out.iter_mut().zip(rows) {
         *o += w.dot(r, 0, &e);
@@ -125,7 +136,8 @@ impl<'m, 'b> Int8Emulation<'m, 'b> {
     ) {
         if self.on(Int8Rounding::Inputs) {
             let rows = first_row..first_row + act.len();
-            add_input_error(self.matrix(kind, layer), x, rows, act);
+            let centred = kind == TensorKind::WOut;
+            add_input_error(self.matrix(kind, layer), x, centred, rows, act);
         }
     }
 }
