@@ -53,4 +53,24 @@ mod tests {
         assert_eq!(centre(&mut x), 2.0);
         assert_eq!(x, [-2.0, 2.0, -1.0]);
     }
+
+    #[test]
+    fn row_sums_are_the_dequantised_rows_summed() {
+        use crate::blob::DType;
+        // Two int8 rows of three with f16 scales 0.5 and 2.0 (0x3800, 0x4000); int4 rows use one group.
+        let data = [1u8, 2, 0xfd, 0x7f, 0x81, 0x05];
+        let scales = [0x00, 0x38, 0x00, 0x40];
+        let w = Matrix::from_parts(DType::I8, 2, 3, &data, &scales).unwrap();
+        let mut out = [10.0f32, 20.0];
+        add_row_sums(&w, 0.25, &mut [0i8; 8], &mut out);
+        assert_eq!(out, [10.0 + 0.25 * 0.5 * 0.0, 20.0 + 0.25 * 2.0 * 5.0]);
+        let packed = [0x21u8, 0x0f, 0x77, 0x09];
+        let w = Matrix::from_parts(DType::I4, 2, 3, &packed, &scales).unwrap();
+        let mut out = [0.0f32; 2];
+        add_row_sums(&w, 2.0, &mut [0i8; 3], &mut out);
+        assert_eq!(
+            out,
+            [2.0 * 0.5 * (1.0 + 2.0 - 1.0), 2.0 * 2.0 * (7.0 + 7.0 - 7.0)]
+        );
+    }
 }
