@@ -87,7 +87,7 @@ pub fn convert(checkpoint: &Path, opts: &ConvertOptions) -> Result<Conversion> {
     let sd = checkpoint::load(checkpoint, &cfg)
         .with_context(|| format!("checkpoint {}", checkpoint.display()))?;
     let rounding = opts.rounding();
-    if rounding == Rounding::Nearest || !matches!(opts.dtype, DType::I8 | DType::I4) {
+    if rounding == Rounding::Nearest || opts.dtype == DType::F32 {
         return convert_state_dict(sd, &cfg, &opts.processing, encoder.as_ref());
     }
     let float = convert_state_dict(sd, &cfg, &opts.processing, &F32Encoder)?;

@@ -58,12 +58,22 @@ pub fn run_with_hooks<H: Hooks>(
 /// Runs `tokens` through `model`, recording logits and attention patterns (with the core's
 /// [`PatternRecorder`]).
 pub fn run_model(model: &Model<'_>, tokens: &[u32]) -> Result<RunOutput> {
+    run_model_with(model, tokens, &mut ())
+}
+
+/// [`run_model`] with `hooks` called before the recorder at every point (so it records what they
+/// write).
+pub fn run_model_with<H: Hooks>(
+    model: &Model<'_>,
+    tokens: &[u32],
+    hooks: &mut H,
+) -> Result<RunOutput> {
     let cfg = model.config();
     let (l, h, n) = (cfg.n_layers, cfg.n_heads, tokens.len());
     let mut buf = vec![0.0; PatternRecorder::len(l, h, n)];
     let mut recorder =
         PatternRecorder::new(&mut buf, 0, l, h, n).context("pattern buffer too small")?;
-    let logits = run_with_hooks(model, tokens, &mut recorder)?;
+    let logits = run_with_hooks(model, tokens, &mut (hooks, &mut recorder))?;
     let head = |layer, head| match recorder.pattern(layer, head) {
         Some(p) => p.chunks_exact(n).map(<[f32]>::to_vec).collect(),
         None => vec![vec![0.0; n]; n],

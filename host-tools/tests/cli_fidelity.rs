@@ -181,3 +181,42 @@ fn fidelity_refuses_bad_inputs_in_one_line() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+#[test]
+fn fidelity_emulates_int8_roundings_on_a_float_candidate() {
+    let dir = tempfile::tempdir().unwrap();
+    let f32_blob = convert(dir.path(), "attn_only_2l", "f32");
+    let blob = f32_blob.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["fidelity", blob, blob, "--sequences", "8", "--json"];
+        args.extend_from_slice(extra);
+        json(&microlens(&args))
+    };
+    let exact = run(&[]);
+    assert_eq!(exact["mean_kl"], 0.0);
+    assert_eq!(exact["candidate"]["emulated_int8"], serde_json::json!([]));
+    let kl = |v: &serde_json::Value| v["mean_kl"].as_f64().unwrap();
+    let keys = run(&["--emulate-int8", "keys"]);
+    assert_eq!(
+        keys["candidate"]["emulated_int8"],
+        serde_json::json!(["keys"])
+    );
+    let all = run(&["--emulate-int8", "inputs,queries,keys,values"]);
+    assert!(
+        kl(&keys) > 0.0 && kl(&all) > kl(&keys),
+        "{} {}",
+        kl(&keys),
+        kl(&all)
+    );
+    // Values only move the output, not the layer's own pattern; keys move the pattern.
+    let max_dpattern = |v: &serde_json::Value| {
+        v["heads"].as_array().unwrap()[0]["pattern_max_abs_diff"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(max_dpattern(&keys) > 0.0);
+    assert_eq!(max_dpattern(&run(&["--emulate-int8", "values"])), 0.0);
+    let bad = microlens(&["fidelity", blob, blob, "--emulate-int8", "weights"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("possible values"));
+}

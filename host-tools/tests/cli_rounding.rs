@@ -75,11 +75,23 @@ fn gptq_is_the_default_and_deterministic() {
         let model = Model::from_bytes(&f32_blob).unwrap();
         assert_eq!(nearest, requantize(&model, dt, Activations::I8).unwrap());
     }
-    // f16 and f32 have nothing to round: gptq changes nothing.
+    // f16 is rounded by GPTQ too by default; f32 has nothing to round: gptq changes nothing.
     let f16 = converted(d, "f16.mlb", &["--dtype", "f16"]);
     assert_eq!(
         f16,
         converted(d, "g.mlb", &["--dtype", "f16", "--rounding", "gptq"])
+    );
+    let f16_nearest = converted(d, "h.mlb", &["--dtype", "f16", "--rounding", "nearest"]);
+    assert_ne!(f16, f16_nearest);
+    assert_eq!(f16.len(), f16_nearest.len());
+    let model = Model::from_bytes(&f32_blob).unwrap();
+    assert_eq!(
+        f16_nearest,
+        requantize(&model, DType::F16, Activations::F32).unwrap()
+    );
+    assert_eq!(
+        f32_blob,
+        converted(d, "i.mlb", &["--dtype", "f32", "--rounding", "gptq"])
     );
 }
 
@@ -150,7 +162,7 @@ fn bad_calibration_input_is_refused() {
     );
     refused(
         d,
-        &["--dtype", "f16", "--calibration-seed", "3"],
+        &["--dtype", "f32", "--calibration-seed", "3"],
         "--rounding gptq",
     );
     refused(

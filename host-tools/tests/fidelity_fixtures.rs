@@ -20,7 +20,7 @@ use microlens_host::convert::{convert, ConvertOptions};
 use microlens_host::fidelity::{compare, induction_sequences, Report};
 use microlens_host::quantize::{default_activations, requantize_with, Rounding};
 
-/// `reference` re-encoded as `dtype` as `microlens convert --dtype` does by default (GPTQ for i8/i4).
+/// `reference` re-encoded as `dtype` as `microlens convert --dtype` does by default (GPTQ for f16/i8/i4).
 fn requantize(reference: &Model<'_>, dtype: DType) -> Vec<u8> {
     let rounding = Rounding::default_for(dtype);
     requantize_with(reference, dtype, default_activations(dtype), &rounding).unwrap()
@@ -173,17 +173,17 @@ fn measured_fidelity_does_not_regress() {
         (
             DType::F16,
             Limits {
-                mean_kl: 1.6e-6,
+                mean_kl: 6.1e-7,
                 mean_kl_by_model: &[
-                    ("attn_only_2l", 1.975e-07),
-                    ("gpt2_like", 2.337e-07),
-                    ("shortformer", 2.887e-07),
-                    ("lnpre_relu_3l", 2.138e-07),
-                    ("nonorm_1l", 8.500e-07),
-                    ("rotary_rms", 2.650e-07),
-                    ("rotary_adjacent_rmspre", 1.438e-07),
-                    ("hf_gpt2", 1.513e-06),
-                    ("induction-2l", 1.887e-07),
+                    ("attn_only_2l", 9.588e-08),
+                    ("gpt2_like", 9.100e-08),
+                    ("shortformer", 1.263e-07),
+                    ("lnpre_relu_3l", 8.100e-08),
+                    ("nonorm_1l", 3.888e-07),
+                    ("rotary_rms", 1.030e-07),
+                    ("rotary_adjacent_rmspre", 5.863e-08),
+                    ("hf_gpt2", 6.100e-07),
+                    ("induction-2l", 5.450e-08),
                 ],
                 top1: 0.997,
                 attention: 4.8e-3,
@@ -264,7 +264,7 @@ fn shipped_model_hashes_equal_the_device_ones() {
     let tokens = microlens_host::commands::run::parse_tokens(FIRMWARE_PROMPT).unwrap();
     for (dtype, device) in [
         (DType::F32, "de9e11fb6ffc5d19"),
-        (DType::F16, "5a32819437778680"),
+        (DType::F16, "066483fb13ba348d"),
         (DType::I8, "ea0ef3609ac3ddb9"),
         (DType::I4, "18abe33f481fc9ff"),
     ] {
@@ -303,5 +303,70 @@ fn shipped_model_error_sources() {
                 );
             }
         }
+    }
+}
+
+/// The int8 emulation is what the device does: the int8-weight model with `f32` activations, run with
+/// every int8 rounding emulated, comes within 15% of the real W8A8 model's mean KL (measured: +6% on the
+/// shipped model, 0% on attn_only_2l).
+#[test]
+fn int8_emulation_matches_the_real_int8_model() {
+    use microlens_host::fidelity::compare_with;
+    use microlens_host::fidelity::emulation::{Int8Emulation, Int8Rounding};
+    for blob in [shipped(), common::blob("attn_only_2l", true)] {
+        let reference = Model::from_bytes(&blob).unwrap();
+        let cfg = reference.config();
+        let seqs = induction_sequences(100, cfg.n_ctx, cfg.d_vocab, 0);
+        let rounding = Rounding::default_for(DType::I8);
+        let weights = requantize_with(&reference, DType::I8, Activations::F32, &rounding).unwrap();
+        let weights = Model::from_bytes(&weights).unwrap();
+        let mut hooks = Int8Emulation::new(&weights, &Int8Rounding::ALL);
+        let emulated = compare_with(&reference, &weights, &mut hooks, &seqs, || {}).unwrap();
+        let real = requantize(&reference, DType::I8);
+        let real = compare(&reference, &Model::from_bytes(&real).unwrap(), &seqs, || {}).unwrap();
+        let (e, r) = (emulated.model.mean_kl, real.model.mean_kl);
+        println!("emulated {e:.3e} real {r:.3e}");
+        assert!(
+            (e / r - 1.0).abs() < 0.15,
+            "emulated {e:.3e} vs real {r:.3e}"
+        );
+    }
+}
+
+/// What each int8 rounding of a W8A8 model costs with exact weights, emulated on the `f32` model
+/// ([`Int8Emulation`]), and all of them on the int8-weight model with `f32` activations (which should
+/// come close to the real W8A8 model: the emulation's check).
+#[test]
+#[ignore = "a measurement for the README: run with --ignored --nocapture"]
+fn int8_rounding_error_sources() {
+    use microlens_host::fidelity::compare_with;
+    use microlens_host::fidelity::emulation::{Int8Emulation, Int8Rounding};
+    for (name, blob) in models() {
+        let reference = Model::from_bytes(&blob).unwrap();
+        let cfg = reference.config();
+        let seqs = induction_sequences(200, cfg.n_ctx, cfg.d_vocab, 0);
+        let row = |label: &str, candidate: &Model<'_>, roundings: &[Int8Rounding]| {
+            let mut hooks = Int8Emulation::new(candidate, roundings);
+            let r = compare_with(&reference, candidate, &mut hooks, &seqs, || {}).unwrap();
+            println!(
+                "{name:24} {label:22} mean KL {:.2e} top-1 {:.4} attention {:.4}",
+                r.model.mean_kl, r.model.top1_agreement, r.pattern_max_abs_diff
+            );
+        };
+        row("inputs", &reference, &[Int8Rounding::Inputs]);
+        row("queries", &reference, &[Int8Rounding::Queries]);
+        row("keys", &reference, &[Int8Rounding::Keys]);
+        row("values", &reference, &[Int8Rounding::Values]);
+        row("all activations", &reference, &Int8Rounding::ALL);
+        let rounding = Rounding::default_for(DType::I8);
+        let weights = requantize_with(&reference, DType::I8, Activations::F32, &rounding).unwrap();
+        let weights = Model::from_bytes(&weights).unwrap();
+        row("int8 weights alone", &weights, &[]);
+        row("weights + emulated", &weights, &Int8Rounding::ALL);
+        let (real, _) = fidelity(&blob, DType::I8);
+        println!(
+            "{name:24} {:22} mean KL {:.2e} top-1 {:.4} attention {:.4}",
+            "real W8A8", real.model.mean_kl, real.model.top1_agreement, real.pattern_max_abs_diff
+        );
     }
 }

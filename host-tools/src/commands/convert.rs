@@ -42,8 +42,8 @@ pub struct Args {
     /// Do not fold b_V into b_O.
     #[arg(long)]
     pub no_fold_value_biases: bool,
-    /// Rounding of i8/i4 weights: nearest, or gptq (error-compensating, against the inputs each matrix
-    /// sees on calibration sequences run through the f32 model) [default: gptq for i8 and i4].
+    /// Rounding of f16/i8/i4 weights: nearest, or gptq (error-compensating, against the inputs each
+    /// matrix sees on calibration sequences run through the f32 model) [default: gptq for f16, i8 and i4].
     #[arg(long)]
     pub rounding: Option<String>,
     /// GPTQ: number of random repeated-segment calibration sequences of n_ctx tokens [default: 256].
@@ -81,13 +81,13 @@ fn rounding(args: &Args, dtype: DType) -> Result<Option<Rounding>> {
     let Rounding::Gptq(mut opts) = rounding else {
         ensure!(
             !calibrated,
-            "the --calibration-* options need --rounding gptq and --dtype i8 or i4"
+            "the --calibration-* options need --rounding gptq and --dtype f16, i8 or i4"
         );
         return Ok(asked);
     };
     ensure!(
-        !calibrated || matches!(dtype, DType::I8 | DType::I4),
-        "the --calibration-* options need --dtype i8 or i4"
+        !calibrated || dtype != DType::F32,
+        "the --calibration-* options need --dtype f16, i8 or i4"
     );
     ensure!(
         args.calibration_tokens.is_none()

@@ -8,7 +8,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use microlens::Model;
 use serde_json::json;
 
-use crate::fidelity::{compare, induction_sequences, plot::write_plots, read_token_file};
+use crate::fidelity::emulation::{Int8Emulation, Int8Rounding};
+use crate::fidelity::{compare_with, induction_sequences, plot::write_plots, read_token_file};
 use crate::run::check_tokens;
 
 /// Arguments.
@@ -36,6 +37,10 @@ pub struct Args {
     /// Write PNG heatmaps of the per-head figures into this directory.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Run the candidate with these int8 roundings of a W8A8 model emulated on top of its own arithmetic
+    /// (comma-separated): on an f32 candidate, what each rounding costs with exact weights.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub emulate_int8: Vec<Int8Rounding>,
 }
 
 fn read(path: &Path) -> Result<Vec<u8>> {
@@ -88,9 +93,11 @@ pub fn run(args: Args) -> Result<()> {
     bar.set_style(ProgressStyle::with_template(
         "{bar:30} {pos}/{len} sequences [{elapsed_precise}]",
     )?);
-    let report = compare(&reference, &candidate, &seqs, || bar.inc(1))?;
+    let mut emulation = Int8Emulation::new(&candidate, &args.emulate_int8);
+    let report = compare_with(&reference, &candidate, &mut emulation, &seqs, || bar.inc(1))?;
     bar.finish_and_clear();
 
+    let emulated: Vec<&str> = args.emulate_int8.iter().map(|r| r.name()).collect();
     let plots = match &args.plot {
         Some(dir) => write_plots(&report, cfg.n_heads, dir)?,
         None => Vec::new(),
@@ -99,6 +106,7 @@ pub fn run(args: Args) -> Result<()> {
         let mut v = serde_json::to_value(&report)?;
         v["reference"] = describe(&args.reference, &reference);
         v["candidate"] = describe(&args.candidate, &candidate);
+        v["candidate"]["emulated_int8"] = json!(emulated);
         println!("{v}");
     } else {
         let (r, c) = (
@@ -112,6 +120,12 @@ pub fn run(args: Args) -> Result<()> {
                 d["bytes"],
                 d["dtypes"],
                 d["activations"].as_str().unwrap_or("?")
+            );
+        }
+        if !emulated.is_empty() {
+            println!(
+                "candidate run with emulated int8 roundings: {}",
+                emulated.join(", ")
             );
         }
         print!("{}", report.table());

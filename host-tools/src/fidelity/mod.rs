@@ -4,6 +4,7 @@
 //! circuit shows up by name.
 
 mod data;
+pub mod emulation;
 mod heads;
 mod metrics;
 pub mod plot;
@@ -15,12 +16,12 @@ pub use metrics::{argmax, js, kl, log_softmax};
 pub use report::{CompositionChange, ModelFidelity, Report};
 
 use anyhow::{ensure, Result};
-use microlens::{Config, Model};
+use microlens::{Config, Hooks, Model};
 
 use crate::analysis::{
     all_composition_scores, full_ov_copying_score, CircuitWeights, CompositionMode,
 };
-use crate::run::run_model;
+use crate::run::{run_model, run_model_with};
 
 /// Running sums of the whole-model metrics.
 #[derive(Clone, Debug, Default)]
@@ -147,6 +148,17 @@ pub fn compare(
     reference: &Model<'_>,
     candidate: &Model<'_>,
     seqs: &[Vec<u32>],
+    progress: impl FnMut(),
+) -> Result<Report> {
+    compare_with(reference, candidate, &mut (), seqs, progress)
+}
+
+/// [`compare`] with `candidate` run under `hooks` (e.g. [`emulation::Int8Emulation`]).
+pub fn compare_with<H: Hooks>(
+    reference: &Model<'_>,
+    candidate: &Model<'_>,
+    hooks: &mut H,
+    seqs: &[Vec<u32>],
     mut progress: impl FnMut(),
 ) -> Result<Report> {
     let cfg = *reference.config();
@@ -154,7 +166,10 @@ pub fn compare(
     let mut logits = LogitStats::default();
     let mut patterns = PatternStats::new(cfg.n_layers, cfg.n_heads);
     for tokens in seqs {
-        let (r, c) = (run_model(reference, tokens)?, run_model(candidate, tokens)?);
+        let (r, c) = (
+            run_model(reference, tokens)?,
+            run_model_with(candidate, tokens, hooks)?,
+        );
         logits.add(tokens, &r.logits, &c.logits);
         patterns.add(tokens, &r.patterns, &c.patterns);
         progress();

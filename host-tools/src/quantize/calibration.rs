@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::fidelity::emulation::round_trip;
 use anyhow::{ensure, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use microlens::math::norm::affine;
-use microlens::quant::activations::{dequantize, quantize};
 use microlens::{HookKind, HookKinds, HookPoint, Hooks, Model, Normalization};
 use microlens::{TensorId, TensorKind};
 
@@ -199,10 +199,7 @@ impl<F: FnMut(Site, &[f32])> Hooks for Collector<'_, '_, F> {
             affine(self.model.vector(id(w)), self.model.vector(id(b)), &mut x);
         }
         if self.inputs == Inputs::Int8 {
-            let mut q = vec![0i8; x.len()];
-            let qx = quantize(&x, &mut q);
-            let scale = qx.scale;
-            dequantize(&q, scale, &mut x);
+            round_trip(&mut x, matches!(site, Site::MlpHidden(_)));
         }
         (self.sink)(site, &x);
     }

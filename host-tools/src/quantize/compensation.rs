@@ -94,7 +94,7 @@ pub fn requantize_tensors(
 ) -> Result<Vec<TensorData>> {
     let cfg = *model.config();
     // Act order helped the int8 matrices, not the tables; int4 groups need the inputs in order.
-    let act_order = dtype == DType::I8;
+    let act_order = dtype != DType::I4;
     let mut done: BTreeMap<(u8, usize), TensorData> = BTreeMap::new();
     let tables = embedding::solver(model, seqs, false)?;
     for id in Catalogue::new(&cfg).ids() {

@@ -1,10 +1,11 @@
 //! GPTQ (Frantar et al. 2022): error-compensating rounding of one matrix `W` (`[outputs][inputs]`)
 //! given the second moment `H = E[x xᵀ]` of its inputs. The inputs are quantised one column at a time,
 //! and each column's rounding error is pushed onto the columns not yet quantised so that `W x` over the
-//! calibration inputs moves as little as possible. The integers and scales fill exactly the blob layout
-//! the nearest rounding of [`super::encode_matrix`] fills (int8: one scale per row, fixed before the row
-//! is quantised; int4: one scale per group of 32 inputs, chosen when the group is reached), with the
-//! core's own rounding and `f16`-rounded-up scales, so the device maths is unchanged.
+//! calibration inputs moves as little as possible. The values fill exactly the blob layout the nearest
+//! rounding of [`super::encode_matrix`] fills (int8: one scale per row, fixed before the row is
+//! quantised; int4: one scale per group of 32 inputs, chosen when the group is reached; f16: each value
+//! to its nearest `f16`, the grid being the format's own), with the core's own rounding and
+//! `f16`-rounded-up scales, so the device maths is unchanged.
 
 use anyhow::{anyhow, ensure, Result};
 use microlens::blob::{TensorData, I4_GROUP};
@@ -123,6 +124,31 @@ impl Solver {
         Some((q, scales))
     }
 
+    /// Rounds one row to `f16`, in the solver's order, each value to its nearest `f16` after the
+    /// feedback of the columns before it; `None` if a value leaves the `f16` range.
+    fn row_f16(&self, w: &[f32]) -> Option<Vec<half::f16>> {
+        let mut work: Vec<f64> = self.order.iter().map(|&c| w[c] as f64).collect();
+        let mut out = vec![half::f16::ZERO; self.n];
+        for c in 0..self.n {
+            let x = work[c];
+            let q = half::f16::from_f64(x);
+            if !q.is_finite() {
+                return None;
+            }
+            out[self.order[c]] = q;
+            self.feed_back(&mut work, c, (x - q.to_f64()) / self.u[(c, c)]);
+        }
+        Some(out)
+    }
+
+    /// Pushes column `c`'s scaled rounding error `err` onto the columns after it.
+    fn feed_back(&self, work: &mut [f64], c: usize, err: f64) {
+        let feedback = self.u.row(c);
+        for (j, w) in work.iter_mut().enumerate().skip(c + 1) {
+            *w -= err * feedback[j];
+        }
+    }
+
     /// Quantises columns `cols` of `work` with one `scale`, writing the integers into `q` and pushing
     /// each column's error onto the later columns; returns the GPTQ loss they add,
     /// `sum ((w_c - q_c s) / U_cc)²`.
@@ -141,10 +167,7 @@ impl Solver {
             *qc = quantize_one(x as f32, scale).clamp(-limit, limit);
             let err = (x - *qc as f64 * scale as f64) / self.u[(c, c)];
             loss += err * err;
-            let feedback = self.u.row(c);
-            for (j, w) in work.iter_mut().enumerate().skip(c + 1) {
-                *w -= err * feedback[j];
-            }
+            self.feed_back(work, c, err);
         }
         loss
     }
@@ -176,8 +199,8 @@ pub fn encode_matrix(
 ) -> Result<TensorData> {
     let [rows, cols] = shape;
     ensure!(
-        matches!(dtype, DType::I8 | DType::I4),
-        "GPTQ rounds to i8 or i4, not {}",
+        matches!(dtype, DType::F16 | DType::I8 | DType::I4),
+        "GPTQ rounds to f16, i8 or i4, not {}",
         dtype.name()
     );
     super::check_values(id, shape, values)?;
@@ -187,9 +210,25 @@ pub fn encode_matrix(
         solver.n()
     );
     ensure!(
-        dtype == DType::I8 || solver.in_order(),
+        dtype != DType::I4 || solver.in_order(),
         "tensor {id}: int4 groups need the inputs quantised in order"
     );
+    if dtype == DType::F16 {
+        let mut data = Vec::with_capacity(2 * values.len());
+        for row in values.chunks(cols.max(1)) {
+            let q = solver
+                .row_f16(row)
+                .ok_or_else(|| anyhow!("tensor {id} has a value beyond the f16 range"))?;
+            data.extend(q.iter().flat_map(|v| v.to_le_bytes()));
+        }
+        return Ok(TensorData {
+            id,
+            dtype,
+            shape,
+            data,
+            scales: Vec::new(),
+        });
+    }
     let row_bytes = match dtype {
         DType::I4 => cols.div_ceil(2),
         _ => cols,
@@ -284,7 +323,12 @@ mod tests {
             let w: Vec<f32> = (0..rows * n).map(|_| rng.random_range(-1.0..1.0)).collect();
             let x = inputs(400, n, &mut rng);
             let h = second_moment(&x, n);
-            for (dtype, act_order) in [(DType::I8, false), (DType::I8, true), (DType::I4, false)] {
+            for (dtype, act_order) in [
+                (DType::I8, false),
+                (DType::I8, true),
+                (DType::I4, false),
+                (DType::F16, true),
+            ] {
                 let solver = Solver::new(&h, n, DAMPING, act_order).unwrap();
                 let g = decode_matrix(
                     &encode_matrix(id, [rows, n], &w, dtype, &solver, &I4_CLIPS).unwrap(),
@@ -308,7 +352,7 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(7);
         let (rows, n) = (5, 77);
         let w: Vec<f32> = (0..rows * n).map(|_| rng.random_range(-3.0..3.0)).collect();
-        for dtype in [DType::I8, DType::I4] {
+        for dtype in [DType::F16, DType::I8, DType::I4] {
             let g = encode_matrix(id, [rows, n], &w, dtype, &Solver::identity(n), &[1.0]).unwrap();
             assert_eq!(g, nearest(id, [rows, n], &w, dtype).unwrap(), "{dtype:?}");
         }
@@ -326,7 +370,10 @@ mod tests {
         assert!(t.data.iter().all(|&b| b as i8 >= -127));
         let t = encode_matrix(id, [4, n], &w, DType::I4, &solver, &I4_CLIPS).unwrap();
         assert!(t.data.iter().all(|&b| (b & 0x0f) != 8 && (b >> 4) != 8));
-        assert!(encode_matrix(id, [4, n], &w, DType::F16, &solver, &I4_CLIPS).is_err());
+        assert!(encode_matrix(id, [4, n], &w, DType::F32, &solver, &I4_CLIPS).is_err());
+        let mut big = w.clone();
+        big[1] = 7e4;
+        assert!(encode_matrix(id, [4, n], &big, DType::F16, &solver, &I4_CLIPS).is_err());
         let reordered = Solver::new(&second_moment(&x, n), n, DAMPING, true).unwrap();
         assert!(!reordered.in_order());
         assert!(encode_matrix(id, [4, n], &w, DType::I4, &reordered, &I4_CLIPS).is_err());

@@ -225,8 +225,8 @@ impl Rounding {
     /// The rounding `microlens convert --dtype` uses unless told otherwise.
     pub fn default_for(dtype: DType) -> Rounding {
         match dtype {
-            DType::I8 | DType::I4 => Rounding::Gptq(GptqOptions::default()),
-            DType::F32 | DType::F16 => Rounding::Nearest,
+            DType::F16 | DType::I8 | DType::I4 => Rounding::Gptq(GptqOptions::default()),
+            DType::F32 => Rounding::Nearest,
         }
     }
 
@@ -239,7 +239,7 @@ impl Rounding {
     }
 }
 
-/// [`requantize`] with `rounding` for integer matrices (`f16` and `f32` have nothing to round). GPTQ
+/// [`requantize`] with `rounding` for `f16` and integer matrices (`f32` has nothing to round). GPTQ
 /// calibrates on `model` itself, which should be the `f32` original.
 pub fn requantize_with(
     model: &Model<'_>,
@@ -248,7 +248,7 @@ pub fn requantize_with(
     rounding: &Rounding,
 ) -> Result<Vec<u8>> {
     let opts = match rounding {
-        Rounding::Gptq(opts) if matches!(dtype, DType::I8 | DType::I4) => opts,
+        Rounding::Gptq(opts) if dtype != DType::F32 => opts,
         _ => return requantize(model, dtype, activations),
     };
     let seqs = opts.source.sequences(model)?;

@@ -1,0 +1,76 @@
+//! Asymmetric per-token quantisation of a vector that is mostly of one sign (the MLP's activated hidden
+//! vector, after GELU or ReLU): it is centred on its mid-range `c = (max + min) / 2` before the
+//! symmetric int8 rounding, so the int8 grid spans `[min, max]` rather than `[-max|x|, max|x|]` (half the
+//! step for a ReLU output), and the matrix adds `c` times its row sums back:
+//! `W x = W (x - c) + c * sum_j W[.][j]`, the row sums computed by the same integer kernel.
+
+use crate::math::max_of;
+use crate::weights::Matrix;
+
+/// The mid-range `(max + min) / 2` of `x`; 0 for an empty slice or a non-finite result (NaNs ignored).
+pub fn midrange(x: &[f32]) -> f32 {
+    let hi = max_of(x.iter().copied(), f32::NEG_INFINITY);
+    let lo = -max_of(x.iter().map(|v| -v), f32::NEG_INFINITY);
+    let c = 0.5 * hi + 0.5 * lo;
+    if c.is_finite() {
+        c
+    } else {
+        0.0
+    }
+}
+
+/// Subtracts the mid-range of `x` from every element and returns it.
+pub fn centre(x: &mut [f32]) -> f32 {
+    let c = midrange(x);
+    x.iter_mut().for_each(|v| *v -= c);
+    c
+}
+
+/// `out[r] += c * sum_j W[r][j]` for an integer matrix, the row sum taken by its own int8-input kernel
+/// ([`Matrix::dot_q`] against ones of scale `c`), using `scratch` (at least `W.cols()` long) for the ones.
+pub fn add_row_sums(w: &Matrix<'_>, c: f32, scratch: &mut [i8], out: &mut [f32]) {
+    let n = w.cols().min(scratch.len());
+    let ones = &mut scratch[..n];
+    ones.fill(1);
+    for (r, o) in out.iter_mut().enumerate().take(w.rows()) {
+        *o += w.dot_q(r, 0, ones, c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn midrange_of_a_relu_output_and_of_bad_input() {
+        assert_eq!(midrange(&[0.0, 3.0, 1.0, 0.5]), 1.5);
+        assert_eq!(midrange(&[-0.17, 2.0]), 0.915);
+        assert_eq!(midrange(&[]), 0.0);
+        assert_eq!(midrange(&[1.0, f32::NAN, 3.0]), 2.0);
+        assert_eq!(midrange(&[f32::INFINITY, 1.0]), 0.0);
+        assert_eq!(midrange(&[f32::MAX, f32::MAX]), f32::MAX);
+        let mut x = [0.0, 4.0, 1.0];
+        assert_eq!(centre(&mut x), 2.0);
+        assert_eq!(x, [-2.0, 2.0, -1.0]);
+    }
+
+    #[test]
+    fn row_sums_are_the_dequantised_rows_summed() {
+        use crate::blob::DType;
+        // Two int8 rows of three with f16 scales 0.5 and 2.0 (0x3800, 0x4000); int4 rows use one group.
+        let data = [1u8, 2, 0xfd, 0x7f, 0x81, 0x05];
+        let scales = [0x00, 0x38, 0x00, 0x40];
+        let w = Matrix::from_parts(DType::I8, 2, 3, &data, &scales).unwrap();
+        let mut out = [10.0f32, 20.0];
+        add_row_sums(&w, 0.25, &mut [0i8; 8], &mut out);
+        assert_eq!(out, [10.0 + 0.25 * 0.5 * 0.0, 20.0 + 0.25 * 2.0 * 5.0]);
+        let packed = [0x21u8, 0x0f, 0x77, 0x09];
+        let w = Matrix::from_parts(DType::I4, 2, 3, &packed, &scales).unwrap();
+        let mut out = [0.0f32; 2];
+        add_row_sums(&w, 2.0, &mut [0i8; 3], &mut out);
+        assert_eq!(
+            out,
+            [2.0 * 0.5 * (1.0 + 2.0 - 1.0), 2.0 * 2.0 * (7.0 + 7.0 - 7.0)]
+        );
+    }
+}
