@@ -23,10 +23,17 @@ pub const SHORTFORMER: bool = cfg!(feature = "shortformer");
 pub struct Features {
     names: [&'static str; 8],
     len: usize,
+    /// The first name added whose feature this build lacks.
+    missing: Option<&'static str>,
 }
 
 impl Features {
-    fn add(&mut self, name: &'static str) {
+    /// Adds `name`, whose feature is `compiled` in this build or not (known when the caller is
+    /// compiled, so an unneeded check costs no code).
+    fn add(&mut self, name: &'static str, compiled: bool) {
+        if !compiled && self.missing.is_none() {
+            self.missing = Some(name);
+        }
         if !self.names[..self.len].contains(&name) && self.len < self.names.len() {
             self.names[self.len] = name;
             self.len += 1;
@@ -40,18 +47,20 @@ impl Features {
         dtypes: impl IntoIterator<Item = DType>,
     ) -> Self {
         let mut f = Features::default();
-        f.add(activations.feature());
-        dtypes.into_iter().for_each(|d| f.add(d.feature()));
+        f.add(activations.feature(), activations.compiled());
+        dtypes
+            .into_iter()
+            .for_each(|d| f.add(d.feature(), d.compiled()));
         if cfg.normalization.is_some() {
-            f.add("norm");
+            f.add("norm", NORM);
         }
         if !cfg.attn_only() {
-            f.add("mlp");
+            f.add("mlp", MLP);
         }
         match cfg.positional {
             Positional::Standard => {}
-            Positional::Shortformer => f.add("shortformer"),
-            Positional::Rotary { .. } => f.add("rotary"),
+            Positional::Shortformer => f.add("shortformer", SHORTFORMER),
+            Positional::Rotary { .. } => f.add("rotary", ROTARY),
         }
         f
     }
@@ -63,7 +72,7 @@ impl Features {
 
     /// The first of these that this build lacks, if any.
     pub fn first_missing(&self) -> Option<&'static str> {
-        self.names().iter().copied().find(|&name| !compiled(name))
+        self.missing
     }
 }
 

@@ -123,16 +123,11 @@ impl<'a, 'b> Session<'a, 'b> {
             call(hooks, HookKind::ResidPost, layer, 0, pos, ws.resid);
         }
 
-        // Looked up only with norms compiled in: without them `norm::forward` reads no weights.
-        let norm_vector = |kind| {
-            features::NORM
-                .then(|| self.model.vector(TensorId::global(kind)))
-                .flatten()
-        };
-        let ln_final = crate::components::block::NormWeights {
-            w: norm_vector(TensorKind::LnFinalW),
-            b: norm_vector(TensorKind::LnFinalB),
-        };
+        let ln_final = crate::components::block::NormWeights::load(
+            &self.model,
+            TensorId::global(TensorKind::LnFinalW),
+            TensorId::global(TensorKind::LnFinalB),
+        );
         norm::forward(
             &cfg,
             norm::Which::Final,

@@ -14,6 +14,18 @@ pub struct NormWeights<'a> {
     pub b: Option<Vector<'a>>,
 }
 
+impl<'a> NormWeights<'a> {
+    /// The tensors `w` and `b` of `model`, looked up only with norms compiled in (without them
+    /// `norm::forward` reads none, and the lookups would only cost code and time).
+    pub fn load(model: &Model<'a>, w: TensorId, b: TensorId) -> Self {
+        let get = |id| crate::features::NORM.then(|| model.vector(id)).flatten();
+        NormWeights {
+            w: get(w),
+            b: get(b),
+        }
+    }
+}
+
 /// Attention weights of one block.
 #[derive(Clone, Copy, Debug)]
 pub struct AttnWeights<'a> {
@@ -71,6 +83,11 @@ impl<'a> BlockWeights<'a> {
         let id = |kind| TensorId::layer(kind, layer);
         let m = |kind| model.matrix(id(kind)).ok_or(MISSING);
         let v = |kind| model.vector(id(kind)).ok_or(MISSING);
+        let shortformer = |kind| {
+            crate::features::SHORTFORMER
+                .then(|| model.matrix(id(kind)))
+                .flatten()
+        };
         let attn = AttnWeights {
             w_q: m(TensorKind::WQ)?,
             b_q: v(TensorKind::BQ)?,
@@ -80,20 +97,14 @@ impl<'a> BlockWeights<'a> {
             b_v: v(TensorKind::BV)?,
             w_o: m(TensorKind::WO)?,
             b_o: v(TensorKind::BO)?,
-            pos_q: model.matrix(id(TensorKind::PosQ)),
-            pos_k: model.matrix(id(TensorKind::PosK)),
+            pos_q: shortformer(TensorKind::PosQ),
+            pos_k: shortformer(TensorKind::PosK),
         };
-        let ln1 = NormWeights {
-            w: model.vector(id(TensorKind::Ln1W)),
-            b: model.vector(id(TensorKind::Ln1B)),
-        };
+        let ln1 = NormWeights::load(model, id(TensorKind::Ln1W), id(TensorKind::Ln1B));
         let mlp = if model.config().attn_only() || !crate::features::MLP {
             None
         } else {
-            let ln2 = NormWeights {
-                w: model.vector(id(TensorKind::Ln2W)),
-                b: model.vector(id(TensorKind::Ln2B)),
-            };
+            let ln2 = NormWeights::load(model, id(TensorKind::Ln2W), id(TensorKind::Ln2B));
             let mlp = MlpWeights {
                 w_in: m(TensorKind::WIn)?,
                 b_in: v(TensorKind::BIn)?,
