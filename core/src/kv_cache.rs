@@ -4,19 +4,22 @@
 //!
 //! The cache also computes what attention reads from it, so each storage type keeps its own arithmetic:
 //! the scores `q . k_j / attn_scale` (int8 x int8 with `i32` accumulation for an int8 cache) and the mix
-//! `z = sum_j p_j v_j` (`f32` weights `p_j * scale_j` times int8 values, `j` ascending).
+//! `z = sum_j p_j v_j` (for an int8 cache in fixed point, [`crate::quant::mix`]: int16 weights
+//! `p_j * scale_j / S` times int8 values, summed exactly, times `S`).
 
 use crate::blob::Activations;
 use crate::config::Config;
 use crate::error::Error;
 use crate::quant::activations::{quantize, quantize_one, scale_of};
-use crate::quant::int8;
+use crate::quant::{dsp, int8, mix};
 
 /// Whether this build has the `f32` and the int8 cache (features `activations-f32`, `activations-i8`).
 const F32: bool = Activations::F32.compiled();
 const I8: bool = Activations::I8.compiled();
 
-/// Where the keys and values live: `[layer][pos][head * d_head]` each; int8 scales `[layer][pos][head]`.
+/// Where the keys and values live: `[layer][pos][head * d_head]` each, except int8 values, which are
+/// transposed, `[layer][head][d_head][pos]` (a row of positions per output of the mix); int8 scales
+/// `[layer][pos][head]`.
 #[derive(Debug)]
 enum Store<'b> {
     F32 {
@@ -113,12 +116,18 @@ impl<'b> KvCache<'b> {
         start..start + self.d_head
     }
 
+    /// Start of the transposed int8 values of `head` at `layer`: `d_head` rows of `n_ctx` positions.
+    fn value_rows(&self, layer: usize, head: usize) -> usize {
+        (layer * self.n_heads + head) * self.d_head * self.n_ctx
+    }
+
     /// Stores the keys and values of all heads (`n_heads * d_head` each) at `pos` of `layer`; an int8
     /// cache quantises each head's key and value with its own scale `max|x| / 127`.
     pub fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
-        let dh = self.d_head;
+        let (dh, n_ctx) = (self.d_head, self.n_ctx.max(1));
         for h in 0..self.n_heads {
             let (r, s) = (self.range(layer, pos, h), self.slot(layer, pos, h));
+            let column = self.value_rows(layer, h) + pos;
             let (kh, vh) = (head_of(k, h, dh), head_of(v, h, dh));
             match &mut self.store {
                 Store::F32 { k, v } if F32 => {
@@ -131,8 +140,10 @@ impl<'b> KvCache<'b> {
                     k_scale,
                     v_scale,
                 } if I8 => {
-                    store_i8(kh, k.get_mut(r.clone()), k_scale.get_mut(s));
-                    store_i8(vh, v.get_mut(r), v_scale.get_mut(s));
+                    let key = k.get_mut(r).unwrap_or(&mut []);
+                    store_i8(kh, key.iter_mut(), k_scale.get_mut(s));
+                    let value = v.get_mut(column..).unwrap_or(&mut []);
+                    store_i8(vh, value.iter_mut().step_by(n_ctx), v_scale.get_mut(s));
                 }
                 _ => {}
             }
@@ -162,25 +173,26 @@ impl<'b> KvCache<'b> {
             Store::I8 { k, k_scale, .. } if I8 => {
                 let qq = quantize(q, scratch);
                 let first = self.slot(layer, 0, head);
-                let (keys, scales) = (from(k, first * dh), from(k_scale, first));
-                let key = |j: usize| keys.get(j * self.n_heads * dh..).and_then(|k| k.get(..dh));
-                let scale = |j: usize| scales.get(j * self.n_heads).copied();
-                let score = |acc: f32, s_k: f32| acc * (qq.scale * s_k) / attn_scale;
-                // Four keys at a time: one pass over the query serves all four.
+                let stride = self.n_heads * dh;
+                let keys = from(k, first * dh);
+                let mut scales = from(k_scale, first).iter().step_by(self.n_heads.max(1));
+                let whole = dh % 4 == 0 && qq.lanes.len() == dh / 2;
+                // Four keys at a time, `stride` apart: one pass over the query serves all four.
                 for (g, group) in row.chunks_mut(4).enumerate() {
-                    let j = 4 * g;
-                    if let ([s0, s1, s2, s3], [Some(k0), Some(k1), Some(k2), Some(k3)]) =
-                        (&mut *group, [key(j), key(j + 1), key(j + 2), key(j + 3)])
-                    {
-                        let sums = int8::dot4_i8_f32(qq.q, [k0, k1, k2, k3]);
-                        for (i, (s, acc)) in [s0, s1, s2, s3].into_iter().zip(sums).enumerate() {
-                            *s = score(acc, scale(j + i).unwrap_or(0.0));
+                    let at = 4 * g * stride;
+                    let sums = match (whole, keys.get(at..)) {
+                        (true, Some(four)) if group.len() == 4 => {
+                            let four = bytemuck::cast_slice(four);
+                            dsp::dot4_strided(four, stride, qq.lanes, [0; 4]).map(|s| s as f32)
                         }
-                        continue;
-                    }
-                    for (i, s) in group.iter_mut().enumerate() {
-                        let (k, s_k) = (key(j + i).unwrap_or(&[]), scale(j + i).unwrap_or(0.0));
-                        *s = score(int8::dot_i8_f32(qq.q, k), s_k);
+                        _ => [0, 1, 2, 3].map(|i| {
+                            let key = keys.get(at + i * stride..).unwrap_or(&[]);
+                            int8::dot_i8_f32(qq.q, key.get(..dh).unwrap_or(&[]))
+                        }),
+                    };
+                    for (s, acc) in group.iter_mut().zip(sums) {
+                        let s_k = scales.next().copied().unwrap_or(0.0);
+                        *s = acc * (qq.scale * s_k) / attn_scale;
                     }
                 }
             }
@@ -204,18 +216,23 @@ impl<'b> KvCache<'b> {
     }
 
     /// `z = sum_j pattern[j] v_j` for `head` at `layer`, positions in ascending order. An int8 cache
-    /// computes `z[i] = sum_j (pattern[j] * s_vj) * v_j[i]`.
-    pub fn mix(&self, layer: usize, head: usize, pattern: &[f32], z: &mut [f32]) {
+    /// computes it in fixed point from the weights `pattern[j] * s_vj` ([`mix::mix`]), using `pattern`
+    /// as scratch: its contents are unspecified afterwards.
+    pub fn mix(&self, layer: usize, head: usize, pattern: &mut [f32], z: &mut [f32]) {
         let (stride, first) = (self.n_heads * self.d_head, self.slot(layer, 0, head));
         let start = first * self.d_head;
         match &self.store {
             Store::F32 { v, .. } if F32 => {
-                weighted_sum(z, pattern.iter().copied(), from(v, start), stride, |v| v)
+                weighted_sum(z, pattern.iter().copied(), from(v, start), stride)
             }
             Store::I8 { v, v_scale, .. } if I8 => {
-                let scales = self.positions(v_scale, 1, layer, head);
-                let weights = pattern.iter().zip(scales).map(|(p, s)| p * s[0]);
-                weighted_sum(z, weights, from(v, start), stride, |v| v as f32)
+                let scales = from(v_scale, first).iter().step_by(self.n_heads.max(1));
+                let max = pattern.iter_mut().zip(scales).fold(0.0, |max, (p, s)| {
+                    *p *= s;
+                    mix::max_abs(max, *p)
+                });
+                let rows = from(v, self.value_rows(layer, head));
+                mix::mix(pattern, max, rows, self.n_ctx, z)
             }
             _ => {}
         }
@@ -231,15 +248,14 @@ fn from<T>(v: &[T], start: usize) -> &[T] {
 /// heads take its plain loop).
 const BLOCK: usize = 16;
 
-/// `z[i] = sum_j w_j * value(values[j * stride + i])` over the weights `w_j` in order (positions whose
+/// `z[i] = sum_j w_j * values[j * stride + i]` over the weights `w_j` in order (positions whose
 /// values lie outside `values` add nothing): every `z[i]` starts at 0 and adds its terms in `j` order,
 /// [`BLOCK`] elements at a time held in registers.
-fn weighted_sum<T: Copy>(
+fn weighted_sum(
     z: &mut [f32],
     weights: impl Iterator<Item = f32> + Clone,
-    values: &[T],
+    values: &[f32],
     stride: usize,
-    value: impl Fn(T) -> f32,
 ) {
     let start = z.len() - z.len() % BLOCK;
     let (blocks, rest) = z.split_at_mut(start);
@@ -250,7 +266,7 @@ fn weighted_sum<T: Copy>(
             let Some(v) = values.get(at..at + BLOCK) else {
                 break;
             };
-            acc.iter_mut().zip(v).for_each(|(a, &v)| *a += w * value(v));
+            acc.iter_mut().zip(v).for_each(|(a, &v)| *a += w * v);
             at += stride;
         }
         zb.copy_from_slice(&acc);
@@ -264,9 +280,7 @@ fn weighted_sum<T: Copy>(
         let Some(v) = values.get(at..at + rest.len()) else {
             break;
         };
-        rest.iter_mut()
-            .zip(v)
-            .for_each(|(z, &v)| *z += w * value(v));
+        rest.iter_mut().zip(v).for_each(|(z, &v)| *z += w * v);
         at += stride;
     }
 }
@@ -282,11 +296,11 @@ fn copy(src: &[f32], dst: Option<&mut [f32]>) {
     }
 }
 
-fn store_i8(x: &[f32], q: Option<&mut [i8]>, scale: Option<&mut f32>) {
-    if let (Some(q), Some(scale)) = (q, scale) {
+/// Quantises `x` into `q` (one value per element of `x`, as far as `q` goes) with the scale
+/// `max|x| / 127`, stored in `scale`; nothing if the scale has no slot.
+fn store_i8<'q>(x: &[f32], q: impl Iterator<Item = &'q mut i8>, scale: Option<&mut f32>) {
+    if let Some(scale) = scale {
         *scale = scale_of(x);
-        q.iter_mut()
-            .zip(x)
-            .for_each(|(q, &x)| *q = quantize_one(x, *scale));
+        q.zip(x).for_each(|(q, &x)| *q = quantize_one(x, *scale));
     }
 }

@@ -48,6 +48,29 @@ pub fn widen_f16(h: u16) -> f32 {
     }
 }
 
+/// The stored scale in `b` for the integer kernels (0 if `b` is short): equal to [`decode_scale`] for
+/// every finite `f16` ([`widen_finite_f16`]); the non-finite ones, which `Model::from_bytes` rejects
+/// as corrupt, give finite values.
+#[inline(always)]
+pub fn decode_finite_scale(b: &[u8]) -> f32 {
+    match b {
+        [lo, hi, ..] => widen_finite_f16(u16::from_le_bytes([*lo, *hi])),
+        _ => 0.0,
+    }
+}
+
+/// A finite IEEE binary16 with bits `h` as an `f32`, exactly (as [`widen_f16`]) and without a branch:
+/// `f32::from_bits(sign | magnitude << 13) * 2^112`, the magnitude's bits moved into an `f32` whose
+/// exponent is 112 too small (a subnormal `f32` for a subnormal `f16`: the multiply by a power of two is
+/// exact either way, with subnormals kept as IEEE 754 and Rust require). Infinities and NaNs come out
+/// finite (`2^16 * (1 + m)`).
+#[inline(always)]
+pub fn widen_finite_f16(h: u16) -> f32 {
+    let h = u32::from(h);
+    let bits = (h & 0x7fff) << 13 | (h & 0x8000) << 16;
+    f32::from_bits(bits) * f32::from_bits((127 + 112) << 23)
+}
+
 /// The smallest `f16` scale not below `s` (so `max|w| / scale` never exceeds the integer range),
 /// as an `f32`; `None` if `s` is not positive or beyond the `f16` range.
 pub fn scale_up(s: f32) -> Option<f32> {
@@ -169,6 +192,24 @@ impl Activations {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn finite_widening_equals_half_for_every_finite_f16() {
+        for h in 0..=u16::MAX {
+            let want = half::f16::from_bits(h).to_f32();
+            if want.is_finite() {
+                let got = super::widen_finite_f16(h);
+                assert_eq!(got.to_bits(), want.to_bits(), "{h:#06x}");
+                assert_eq!(
+                    super::decode_finite_scale(&h.to_le_bytes()).to_bits(),
+                    want.to_bits()
+                );
+            } else {
+                assert!(super::widen_finite_f16(h).is_finite(), "{h:#06x}");
+            }
+        }
+        assert_eq!(super::decode_finite_scale(&[1]), 0.0);
+    }
+
     #[test]
     fn widening_equals_half_for_every_f16() {
         for h in 0..=u16::MAX {

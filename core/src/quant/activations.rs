@@ -37,18 +37,36 @@ pub struct Quantized<'q> {
     pub q: &'q [i8],
     /// Their common scale.
     pub scale: f32,
+    /// `q` as the 16-bit lanes of the four-row kernel ([`super::dsp::dot4_strided`]): per group of four
+    /// values `[q0, q2]` and `[q1, q3]`, two words; empty unless `q` is whole groups and the scratch
+    /// had room for them.
+    pub lanes: &'q [u32],
 }
 
 /// Quantises `x` into the front of `buf` (at least `x.len()` long; any excess of `x` is ignored) and
-/// returns the values with their scale.
+/// returns the values with their scale. If `x` is whole groups of four and `buf` has `2 * x.len()`
+/// more bytes, word-aligned after the values, the values' lanes go there too.
 pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     let n = x.len().min(buf.len());
     let scale = scale_of(&x[..n]);
-    let q = &mut buf[..n];
+    let (q, rest) = buf.split_at_mut(n);
     q.iter_mut()
         .zip(x)
         .for_each(|(q, &x)| *q = quantize_one(x, scale));
-    Quantized { q, scale }
+    let words = match bytemuck::try_cast_slice_mut::<i8, u32>(rest) {
+        Ok(words) if n % 4 == 0 => words.get_mut(..n / 2).unwrap_or(&mut []),
+        _ => &mut [],
+    };
+    for (lanes, q) in words.chunks_exact_mut(2).zip(q.chunks_exact(4)) {
+        let w = u32::from_le_bytes([q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8]);
+        lanes[0] = super::dsp::sxtb16(w);
+        lanes[1] = super::dsp::sxtb16_ror8(w);
+    }
+    Quantized {
+        q,
+        scale,
+        lanes: words,
+    }
 }
 
 /// `q * scale`, written into `out`.
@@ -90,6 +108,19 @@ mod tests {
         let mut buf = [5i8; 3];
         let qx = quantize(&[0.0; 3], &mut buf);
         assert_eq!((qx.q, qx.scale), (&[0i8; 3][..], 0.0));
+    }
+
+    #[test]
+    fn lanes_are_the_values_sign_extended_in_pairs() {
+        let mut words = [0u32; 6];
+        let buf: &mut [i8] = bytemuck::cast_slice_mut(&mut words);
+        let qx = quantize(&[-1.0, 0.5, 0.25, -0.75], buf);
+        assert_eq!(qx.q, &[-127, 64, 32, -95]);
+        let lane = |a: i8, b: i8| (a as i16 as u16 as u32) | (b as i16 as u16 as u32) << 16;
+        assert_eq!(qx.lanes, &[lane(-127, 32), lane(64, -95)]);
+        let mut short = [0i8; 8];
+        assert!(quantize(&[1.0; 4], &mut short[..6]).lanes.is_empty());
+        assert!(quantize(&[1.0; 3], buf).lanes.is_empty());
     }
 
     #[test]

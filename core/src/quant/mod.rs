@@ -12,6 +12,7 @@ pub mod encode;
 pub mod int4;
 pub mod int8;
 pub mod linear;
+pub mod mix;
 
 pub use activations::{quantize, Quantized};
 pub use linear::{matvec, Input};
