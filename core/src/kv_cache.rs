@@ -10,7 +10,7 @@
 use crate::blob::Activations;
 use crate::config::Config;
 use crate::error::Error;
-use crate::quant::activations::{quantize, quantize_one, scale_of};
+use crate::quant::activations::{quantize, quantize_into, scale_of};
 use crate::quant::{dsp, int8, mix};
 
 /// Whether this build has the `f32` and the int8 cache (features `activations-f32`, `activations-i8`).
@@ -175,25 +175,21 @@ impl<'b> KvCache<'b> {
                 let first = self.slot(layer, 0, head);
                 let stride = self.n_heads * dh;
                 let keys = from(k, first * dh);
-                let mut scales = from(k_scale, first).iter().step_by(self.n_heads.max(1));
+                let scales = from(k_scale, first).iter().step_by(self.n_heads.max(1));
                 let whole = dh % 4 == 0 && qq.lanes.len() == dh / 2;
-                // Four keys at a time, `stride` apart: one pass over the query serves all four.
-                for (g, group) in row.chunks_mut(4).enumerate() {
-                    let at = 4 * g * stride;
-                    let sums = match (whole, keys.get(at..)) {
-                        (true, Some(four)) if group.len() == 4 => {
-                            let four = bytemuck::cast_slice(four);
-                            dsp::dot4_strided(four, stride, qq.lanes, [0; 4]).map(|s| s as f32)
-                        }
-                        _ => [0, 1, 2, 3].map(|i| {
-                            let key = keys.get(at + i * stride..).unwrap_or(&[]);
-                            int8::dot_i8_f32(qq.q, key.get(..dh).unwrap_or(&[]))
-                        }),
-                    };
-                    for (s, acc) in group.iter_mut().zip(sums) {
-                        let s_k = scales.next().copied().unwrap_or(0.0);
-                        *s = acc * (qq.scale * s_k) / attn_scale;
-                    }
+                // Four keys at a time, `stride` apart, one pass over the query for all four; then
+                // the last `row.len() % 4` keys one by one.
+                let quads = if whole { row.len() - row.len() % 4 } else { 0 };
+                let (row4, rest) = row.split_at_mut(quads);
+                let keys4: &[u8] = bytemuck::cast_slice(keys);
+                dsp::dot4_strided(keys4, stride, qq.lanes, bytemuck::cast_slice_mut(row4));
+                row4.iter_mut().for_each(|s| *s = s.to_bits() as i32 as f32);
+                for (j, s) in rest.iter_mut().enumerate() {
+                    let key = keys.get((quads + j) * stride..).unwrap_or(&[]);
+                    *s = int8::dot_i8_f32(qq.q, key.get(..dh).unwrap_or(&[]));
+                }
+                for (s, s_k) in row.iter_mut().zip(scales) {
+                    *s = *s * (qq.scale * s_k) / attn_scale;
                 }
             }
             _ => {}
@@ -301,6 +297,6 @@ fn copy(src: &[f32], dst: Option<&mut [f32]>) {
 fn store_i8<'q>(x: &[f32], q: impl Iterator<Item = &'q mut i8>, scale: Option<&mut f32>) {
     if let Some(scale) = scale {
         *scale = scale_of(x);
-        q.zip(x).for_each(|(q, &x)| *q = quantize_one(x, *scale));
+        quantize_into(x, *scale, q);
     }
 }

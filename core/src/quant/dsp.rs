@@ -6,7 +6,10 @@
 //! M7, M33 with DSP); everywhere else they are the same integer functions in plain Rust. LLVM forms
 //! `SMLAD` only from pairs of `i16` loads and has no pattern for `SXTB16` at all, so from `i8` weights
 //! in flash safe Rust cannot reach them: this module is the crate's only `unsafe`, three one-instruction
-//! `asm!` blocks that touch no memory.
+//! `asm!` blocks that touch no memory, and the four-row loop [`dot4_strided`] that the matmuls, the
+//! attention scores and the value mix spend most of their time in (the compiler's loop over the same
+//! instructions kept two more address adds and the lane split of the vector per group, and called the
+//! kernel once per four rows: 28 instructions per 16 multiply-accumulates instead of 22.5).
 #![cfg_attr(feature = "dsp", allow(unsafe_code))]
 
 /// Lanes `[b0, b2]` of `v`'s bytes `[b0, b1, b2, b3]`, each sign-extended to 16 bits (`SXTB16 v`).
@@ -74,38 +77,86 @@ pub fn smlad(a: u32, b: u32, acc: i32) -> i32 {
     }
 }
 
-/// Four rows of bytes `stride` apart against 16-bit lanes: for `k` in 0..4,
-/// `sums[k] + sum_g (lo(W) e_g.lo + hi(W) e_g.hi + lo(W') o_g.lo + hi(W') o_g.hi)` with `W`, `W'` the
-/// even and odd signed bytes of the `g`-th word of row `k` (`rows[k * stride + 4g ..]`, little-endian)
-/// and `(e_g, o_g) = (lanes[2g], lanes[2g + 1])`, over `g < lanes.len() / 2`, wrapping. Rows that end
-/// early (beyond `rows`) stop every sum at that group.
+/// Rows of bytes `stride` apart against 16-bit lanes, four rows at a time: for every row `r <
+/// out.len()`, rounded down to a multiple of 4, `out[r] = sum_g (lo(W) e_g.lo + hi(W) e_g.hi + lo(W')
+/// o_g.lo + hi(W') o_g.hi)` with `W`, `W'` the even and odd signed bytes of the `g`-th word of row `r`
+/// (`rows[r * stride + 4g ..]`, little-endian) and `(e_g, o_g) = (lanes[2g], lanes[2g + 1])`, over `g <
+/// lanes.len() / 2`, wrapping. Rows that end early (beyond `rows`) stop their quad's sums at that group.
 ///
-/// With the feature `dsp` on an ARM target, when every row is whole, it is one loop of 24 instructions
-/// per 16 multiply-accumulates (`LDRD` of the lanes, then per row `LDR`, two `SXTB16`, two `SMLAD`);
-/// elsewhere the same sums in plain Rust.
+/// With the feature `dsp` on an ARM target, when every row is whole, it is one `asm!` loop of 22.5
+/// instructions per 16 multiply-accumulates (per group of four columns `LDRD` of the lanes, then per
+/// row `LDR`, two `SXTB16`, two `SMLAD`; two groups per iteration) and 28 per quad of rows; elsewhere
+/// the same sums in plain Rust.
 #[inline(never)]
-pub fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], sums: [i32; 4]) -> [i32; 4] {
+pub fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
+    let quads = out.len() / 4;
     #[cfg(all(feature = "dsp", target_arch = "arm"))]
     {
         let groups = lanes.len() / 2;
-        let whole = stride
-            .checked_mul(3)
-            .and_then(|s3| s3.checked_add(4 * groups))
+        let whole = (4 * quads)
+            .checked_sub(1)
+            .and_then(|last| last.checked_mul(stride))
+            .and_then(|start| start.checked_add(4 * groups))
             .is_some_and(|need| need <= rows.len());
         if groups > 0 && whole {
-            let [mut a0, mut a1, mut a2, mut a3] = sums;
-            let p0 = rows.as_ptr();
-            // SAFETY: every load is in bounds and aligned as required: rows 0 to 3 start at
-            // `p0 + k * stride` and the loop reads `4 * groups` bytes of each (`LDR` allows unaligned
-            // words on ARMv7E-M), all within `rows` (checked above: `3 * stride + 4 * groups <=
-            // rows.len()`); it reads `2 * groups` words of `lanes`, a `&[u32]` (word-aligned, as `LDRD`
-            // needs). `groups > 0`, so the loop, which tests its end after each group, runs `groups`
-            // times. It writes no memory but 8 bytes it pushes below `sp` and pops (the stack, hence no
-            // `nostack`), and it changes the flags and the sticky Q flag, which no Rust code reads.
+            let out = out.as_mut_ptr();
+            // SAFETY: every access is in bounds and aligned as required. Row `r < 4 * quads` starts at
+            // `rows + r * stride` and the loop reads `4 * groups` bytes of it (`LDR` allows unaligned
+            // words on ARMv7E-M), all within `rows` (checked above: the last row ends at `(4 * quads -
+            // 1) * stride + 4 * groups <= rows.len()`); per quad it reads the `2 * groups` words of
+            // `lanes`, a `&[u32]` (word-aligned, as `LDRD` needs), and writes the quad's four words of
+            // `out`, a `&mut [i32]` (`STRD`), `4 * quads <= out.len()` in all. `groups > 0` and
+            // `quads > 0`, so each loop, which tests its end after its body, runs over exactly `groups`
+            // groups (two per iteration, entering at the second when `groups` is odd) and `quads`
+            // quads. Its own state lives in 24 bytes it reserves below `sp` and releases (the stack,
+            // hence no `nostack`); it changes the flags and the sticky Q flag, which no Rust code reads.
             unsafe {
                 core::arch::asm!(
-                    "str {t}, [sp, #-8]!",
-                    "2:",
+                    "sub sp, sp, #24",
+                    "str {a0}, [sp, #4]",
+                    "str {a1}, [sp, #8]",
+                    "str {xp}, [sp, #12]",
+                    "str {t}, [sp, #16]",
+                    "str {w}, [sp, #20]",
+                    // One quad of rows: p0 is row 0, p3 row 3; the row end goes to [sp].
+                    "4:",
+                    "ldr {xp}, [sp, #12]",
+                    "ldr {t}, [sp, #16]",
+                    "add {t}, {p0}, {t}",
+                    "str {t}, [sp]",
+                    "add {p3}, {p0}, {s}, lsl #1",
+                    "add {p3}, {p3}, {s}",
+                    "mov {a0}, #0",
+                    "mov {a1}, #0",
+                    "mov {a2}, #0",
+                    "mov {a3}, #0",
+                    // Two groups per iteration; an odd count enters at the second.
+                    "ldr {w}, [sp, #20]",
+                    "cmp {w}, #0",
+                    "bne 6f",
+                    "5:",
+                    "ldrd {xe}, {xo}, [{xp}], #8",
+                    "ldr.w {w}, [{p0}, {s}]",
+                    "sxtb16 {t}, {w}",
+                    "smlad {a1}, {t}, {xe}, {a1}",
+                    "sxtb16 {w}, {w}, ror #8",
+                    "smlad {a1}, {w}, {xo}, {a1}",
+                    "ldr.w {w}, [{p0}, {s}, lsl #1]",
+                    "sxtb16 {t}, {w}",
+                    "smlad {a2}, {t}, {xe}, {a2}",
+                    "sxtb16 {w}, {w}, ror #8",
+                    "smlad {a2}, {w}, {xo}, {a2}",
+                    "ldr {w}, [{p3}], #4",
+                    "sxtb16 {t}, {w}",
+                    "smlad {a3}, {t}, {xe}, {a3}",
+                    "sxtb16 {w}, {w}, ror #8",
+                    "smlad {a3}, {w}, {xo}, {a3}",
+                    "ldr {w}, [{p0}], #4",
+                    "sxtb16 {t}, {w}",
+                    "smlad {a0}, {t}, {xe}, {a0}",
+                    "sxtb16 {w}, {w}, ror #8",
+                    "smlad {a0}, {w}, {xo}, {a0}",
+                    "6:",
                     "ldrd {xe}, {xo}, [{xp}], #8",
                     "ldr.w {w}, [{p0}, {s}]",
                     "sxtb16 {t}, {w}",
@@ -129,35 +180,51 @@ pub fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], sums: [i32; 4]) -
                     "smlad {a0}, {w}, {xo}, {a0}",
                     "ldr {t}, [sp]",
                     "cmp {p0}, {t}",
-                    "bne 2b",
-                    "add sp, sp, #8",
-                    p0 = inout(reg) p0 => _,
-                    p3 = inout(reg) p0.wrapping_add(3 * stride) => _,
+                    "bne 5b",
+                    "ldr {t}, [sp, #4]",
+                    "strd {a0}, {a1}, [{t}], #8",
+                    "strd {a2}, {a3}, [{t}], #8",
+                    "str {t}, [sp, #4]",
+                    // The next quad's row 0: four rows on from this one's.
+                    "ldr {w}, [sp, #16]",
+                    "sub {p0}, {p0}, {w}",
+                    "add {p0}, {p0}, {s}, lsl #2",
+                    "ldr {w}, [sp, #8]",
+                    "cmp {t}, {w}",
+                    "bne 4b",
+                    "add sp, sp, #24",
+                    p0 = inout(reg) rows.as_ptr() => _,
+                    p3 = out(reg) _,
                     s = in(reg) stride,
                     xp = inout(reg) lanes.as_ptr() => _,
-                    t = inout(reg) p0.wrapping_add(4 * groups) => _,
-                    a0 = inout(reg) a0,
-                    a1 = inout(reg) a1,
-                    a2 = inout(reg) a2,
-                    a3 = inout(reg) a3,
+                    t = inout(reg) 4 * groups => _,
+                    a0 = inout(reg) out => _,
+                    a1 = inout(reg) out.wrapping_add(4 * quads) => _,
+                    a2 = out(reg) _,
+                    a3 = out(reg) _,
                     xe = out(reg) _,
                     xo = out(reg) _,
-                    w = out(reg) _,
-                    options(readonly),
+                    w = inout(reg) groups % 2 => _,
                 );
             }
-            return [a0, a1, a2, a3];
+            return;
         }
     }
-    dot4_strided_portable(rows, stride, lanes, sums)
+    dot4_strided_portable(rows, stride, lanes, &mut out[..4 * quads]);
 }
 
 /// [`dot4_strided`] in plain Rust (out of line, so the `asm!` loop's callers keep small frames).
 #[inline(never)]
-fn dot4_strided_portable(rows: &[u8], stride: usize, lanes: &[u32], sums: [i32; 4]) -> [i32; 4] {
-    let row = |k: usize| rows.get(k.saturating_mul(stride)..).unwrap_or(&[]);
-    let pairs = lanes.chunks_exact(2).map(|p| (p[0], p[1]));
-    super::int8::dot4_lanes([row(0), row(1), row(2), row(3)], pairs, sums)
+fn dot4_strided_portable(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
+    for (q, sums) in out.chunks_exact_mut(4).enumerate() {
+        let row = |k: usize| {
+            let r = (4 * q + k).saturating_mul(stride);
+            rows.get(r..).unwrap_or(&[])
+        };
+        let pairs = lanes.chunks_exact(2).map(|p| (p[0], p[1]));
+        let quad = super::int8::dot4_lanes([row(0), row(1), row(2), row(3)], pairs, [0; 4]);
+        sums.copy_from_slice(&quad);
+    }
 }
 
 #[cfg(test)]

@@ -119,14 +119,13 @@ pub fn matvec(
     }
     let mut done = 0;
     if n % 4 == 0 && lanes.len() == n / 2 {
-        let quads = w.chunks_exact(4 * cols).zip(scales.chunks_exact(8));
-        for (o, (rows, s)) in out.chunks_exact_mut(4).zip(quads) {
-            let sums = dsp::dot4_strided(rows, cols, lanes, [0; 4]);
-            for ((o, sum), s) in o.iter_mut().zip(sums).zip(s.chunks_exact(2)) {
-                *o = sum as f32 * (decode_scale(s) * s_x);
-            }
-            done += 4;
+        let rows = out.len().min(w.len() / cols).min(scales.len() / 2);
+        let quads = &mut out[..rows - rows % 4];
+        dsp::dot4_strided(w, cols, lanes, bytemuck::cast_slice_mut(quads));
+        for (o, s) in quads.iter_mut().zip(scales.chunks_exact(2)) {
+            *o = o.to_bits() as i32 as f32 * (decode_scale(s) * s_x);
         }
+        done = quads.len();
     }
     let rest = w.chunks_exact(cols).zip(scales.chunks_exact(2)).skip(done);
     for (o, (row, s)) in out.iter_mut().skip(done).zip(rest) {
@@ -175,17 +174,18 @@ mod tests {
                 .chunks_exact(4)
                 .flat_map(|q| [sxtb16(word(q)), sxtb16_ror8(word(q))])
                 .collect();
-            for stride in [0, 3, (77 - n) / 3]
-                .into_iter()
-                .filter(|s| 3 * s + xb.len() <= 77)
-            {
-                let sums = dsp::dot4_strided(&w, stride, &lanes, [5, 6, 7, 8]);
-                for (k, sum) in sums.into_iter().enumerate() {
-                    let row = &w[k * stride..];
-                    let want: i64 = (0..xb.len())
-                        .map(|i| (row[i] as i8) as i64 * (xb[i] as i8) as i64)
-                        .sum();
-                    assert_eq!(sum as i64, want + 5 + k as i64, "n {n} stride {stride}");
+            for stride in [0, 1, 3, (77 - n) / 7] {
+                let rows = (0..8).take_while(|r| r * stride + xb.len() <= 77).count() / 4 * 4;
+                let mut sums = [5i32; 9];
+                dsp::dot4_strided(&w, stride, &lanes, &mut sums[..rows + 1]);
+                for (r, sum) in sums.into_iter().enumerate() {
+                    let want: i64 = match r < rows {
+                        true => (0..xb.len())
+                            .map(|i| (w[r * stride + i] as i8) as i64 * (xb[i] as i8) as i64)
+                            .sum(),
+                        false => 5,
+                    };
+                    assert_eq!(sum as i64, want, "n {n} stride {stride} row {r}");
                 }
             }
         }

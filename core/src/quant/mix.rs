@@ -94,7 +94,8 @@ pub fn mix(weights: &mut [f32], max: f32, values: &[i8], stride: usize, z: &mut 
                 4 * q
             };
             let first = rows.get(i.saturating_mul(stride)..).unwrap_or(&[]);
-            let mut sums = dsp::dot4_strided(first, step, packed, [0; 4]);
+            let mut sums = [0; 4];
+            dsp::dot4_strided(first, step, packed, &mut sums);
             if has_tail {
                 for (k, s) in sums.iter_mut().enumerate() {
                     let row = first.get(k * step + 4 * groups..).unwrap_or(&[]);
