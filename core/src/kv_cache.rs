@@ -18,8 +18,8 @@ const F32: bool = Activations::F32.compiled();
 const I8: bool = Activations::I8.compiled();
 
 /// Where the keys and values live: `[layer][pos][head * d_head]` each, except int8 values, which are
-/// transposed, `[layer][head][d_head][pos]` (a row of positions per output of the mix); int8 scales
-/// `[layer][pos][head]`.
+/// transposed, `[layer][head][d_head][pos]` (a row of positions per output of the mix); int8 key scales
+/// `[layer][pos][head]`, value scales `[layer][head][pos]`.
 #[derive(Debug)]
 enum Store<'b> {
     F32 {
@@ -116,9 +116,10 @@ impl<'b> KvCache<'b> {
         start..start + self.d_head
     }
 
-    /// Start of the transposed int8 values of `head` at `layer`: `d_head` rows of `n_ctx` positions.
-    fn value_rows(&self, layer: usize, head: usize) -> usize {
-        (layer * self.n_heads + head) * self.d_head * self.n_ctx
+    /// Start of the value scales of `head` at `layer` (`n_ctx` positions); times `d_head`, the start of
+    /// its transposed int8 values (`d_head` rows of `n_ctx` positions).
+    fn value_scales(&self, layer: usize, head: usize) -> usize {
+        (layer * self.n_heads + head) * self.n_ctx
     }
 
     /// Stores the keys and values of all heads (`n_heads * d_head` each) at `pos` of `layer`; an int8
@@ -127,7 +128,7 @@ impl<'b> KvCache<'b> {
         let (dh, n_ctx) = (self.d_head, self.n_ctx.max(1));
         for h in 0..self.n_heads {
             let (r, s) = (self.range(layer, pos, h), self.slot(layer, pos, h));
-            let column = self.value_rows(layer, h) + pos;
+            let v_s = self.value_scales(layer, h) + pos;
             let (kh, vh) = (head_of(k, h, dh), head_of(v, h, dh));
             match &mut self.store {
                 Store::F32 { k, v } if F32 => {
@@ -142,8 +143,8 @@ impl<'b> KvCache<'b> {
                 } if I8 => {
                     let key = k.get_mut(r).unwrap_or(&mut []);
                     store_i8(kh, key.iter_mut(), k_scale.get_mut(s));
-                    let value = v.get_mut(column..).unwrap_or(&mut []);
-                    store_i8(vh, value.iter_mut().step_by(n_ctx), v_scale.get_mut(s));
+                    let value = v.get_mut((v_s - pos) * dh + pos..).unwrap_or(&mut []);
+                    store_i8(vh, value.iter_mut().step_by(n_ctx), v_scale.get_mut(v_s));
                 }
                 _ => {}
             }
@@ -222,12 +223,13 @@ impl<'b> KvCache<'b> {
                 weighted_sum(z, pattern.iter().copied(), from(v, start), stride)
             }
             Store::I8 { v, v_scale, .. } if I8 => {
-                let scales = from(v_scale, first).iter().step_by(self.n_heads.max(1));
+                let first = self.value_scales(layer, head);
+                let scales = from(v_scale, first);
                 let max = pattern.iter_mut().zip(scales).fold(0.0, |max, (p, s)| {
                     *p *= s;
                     mix::max_abs(max, *p)
                 });
-                let rows = from(v, self.value_rows(layer, head));
+                let rows = from(v, first * self.d_head);
                 mix::mix(pattern, max, rows, self.n_ctx, z)
             }
             _ => {}

@@ -49,26 +49,27 @@ pub fn widen_f16(h: u16) -> f32 {
 }
 
 /// The stored scale in `b` for the integer kernels (0 if `b` is short): equal to [`decode_scale`] for
-/// every finite `f16` ([`widen_finite_f16`]); the non-finite ones, which `Model::from_bytes` rejects
-/// as corrupt, give finite values.
+/// every non-negative finite `f16`, all that `Model::from_bytes` accepts (a negative one gives its
+/// magnitude, a non-finite one a finite value): [`scale_bits`] times [`SCALE_UNIT`].
 #[inline(always)]
 pub fn decode_finite_scale(b: &[u8]) -> f32 {
-    match b {
-        [lo, hi, ..] => widen_finite_f16(u16::from_le_bytes([*lo, *hi])),
-        _ => 0.0,
-    }
+    scale_bits(b) * SCALE_UNIT
 }
 
-/// A finite IEEE binary16 with bits `h` as an `f32`, exactly (as [`widen_f16`]) and without a branch:
-/// `f32::from_bits(sign | magnitude << 13) * 2^112`, the magnitude's bits moved into an `f32` whose
-/// exponent is 112 too small (a subnormal `f32` for a subnormal `f16`: the multiply by a power of two is
-/// exact either way, with subnormals kept as IEEE 754 and Rust require). Infinities and NaNs come out
-/// finite (`2^16 * (1 + m)`).
+/// `2^112`, the factor between an `f16`'s bits moved into an `f32` ([`scale_bits`]) and its value.
+pub const SCALE_UNIT: f32 = f32::from_bits((127 + 112) << 23);
+
+/// The magnitude of the stored scale in `b` divided by [`SCALE_UNIT`], exactly (0 if `b` is short): the
+/// `f16`'s exponent and mantissa bits moved into an `f32`, whose exponent is then 112 too small (a
+/// subnormal `f32` for a subnormal `f16`; IEEE 754 and Rust keep subnormals). For a finite `f16` and
+/// any `s` with `s * 2^112` finite, `scale_bits(b) * (s * SCALE_UNIT)` is bit for bit
+/// `decode_scale(b) * s`: both are the one rounding of the same exact product.
 #[inline(always)]
-pub fn widen_finite_f16(h: u16) -> f32 {
-    let h = u32::from(h);
-    let bits = (h & 0x7fff) << 13 | (h & 0x8000) << 16;
-    f32::from_bits(bits) * f32::from_bits((127 + 112) << 23)
+pub fn scale_bits(b: &[u8]) -> f32 {
+    match b {
+        [lo, hi, ..] => f32::from_bits(u32::from(u16::from_le_bytes([*lo, *hi]) & 0x7fff) << 13),
+        _ => 0.0,
+    }
 }
 
 /// The smallest `f16` scale not below `s` (so `max|w| / scale` never exceeds the integer range),
@@ -193,21 +194,21 @@ impl Activations {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn finite_widening_equals_half_for_every_finite_f16() {
-        for h in 0..=u16::MAX {
-            let want = half::f16::from_bits(h).to_f32();
-            if want.is_finite() {
-                let got = super::widen_finite_f16(h);
-                assert_eq!(got.to_bits(), want.to_bits(), "{h:#06x}");
-                assert_eq!(
-                    super::decode_finite_scale(&h.to_le_bytes()).to_bits(),
-                    want.to_bits()
-                );
-            } else {
-                assert!(super::widen_finite_f16(h).is_finite(), "{h:#06x}");
+    fn scale_bits_times_the_unit_equal_half_for_every_non_negative_finite_f16() {
+        use super::{decode_finite_scale, scale_bits, SCALE_UNIT};
+        let factors = [1.0f32, 0.25, 3.7e-3, 1e-30, 1e-40, 6e4, 0.0];
+        for h in 0..0x7c00u16 {
+            let (b, want) = (h.to_le_bytes(), half::f16::from_bits(h).to_f32());
+            assert_eq!(decode_finite_scale(&b).to_bits(), want.to_bits(), "{h:#06x}");
+            for s in factors {
+                let folded = scale_bits(&b) * (s * SCALE_UNIT);
+                assert_eq!(folded.to_bits(), (want * s).to_bits(), "{h:#06x} * {s}");
             }
+            let negative = (h | 0x8000).to_le_bytes();
+            assert_eq!(decode_finite_scale(&negative), want);
         }
-        assert_eq!(super::decode_finite_scale(&[1]), 0.0);
+        assert!(decode_finite_scale(&0x7e00u16.to_le_bytes()).is_finite());
+        assert_eq!(decode_finite_scale(&[1]), 0.0);
     }
 
     #[test]

@@ -13,7 +13,7 @@ mod preamble;
 mod writer;
 
 pub use dtype::{
-    decode_finite_scale, decode_scale, encode_scale, scale_up, widen_f16, widen_finite_f16,
+    decode_finite_scale, decode_scale, encode_scale, scale_bits, scale_up, widen_f16, SCALE_UNIT,
     Activations, DType, I4_GROUP, SCALE_BYTES,
 };
 pub use entry::{TensorEntry, ENTRY_LEN};

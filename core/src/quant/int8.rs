@@ -7,7 +7,7 @@
 //! order, so every target computes the same bits.
 
 use super::dsp::{self, smlad, sxtb16, sxtb16_ror8};
-use crate::blob::decode_finite_scale as decode_scale;
+use crate::blob::{decode_finite_scale as decode_scale, scale_bits, SCALE_UNIT};
 
 /// Columns per `i32` partial sum: `2^16 * 128 * 128 = 2^30`, so no partial sum can overflow whatever the
 /// bytes are.
@@ -118,12 +118,14 @@ pub fn matvec(
         return;
     }
     let mut done = 0;
-    if n % 4 == 0 && lanes.len() == n / 2 {
+    // `s_w * s_x` as `scale_bits(s_w) * (s_x * 2^112)`, the same bits while that stays finite.
+    if n % 4 == 0 && lanes.len() == n / 2 && s_x < 65_536.0 {
         let rows = out.len().min(w.len() / cols).min(scales.len() / 2);
         let quads = &mut out[..rows - rows % 4];
         dsp::dot4_strided(w, cols, lanes, bytemuck::cast_slice_mut(quads));
+        let s_x = s_x * SCALE_UNIT;
         for (o, s) in quads.iter_mut().zip(scales.chunks_exact(2)) {
-            *o = o.to_bits() as i32 as f32 * (decode_scale(s) * s_x);
+            *o = o.to_bits() as i32 as f32 * (scale_bits(s) * s_x);
         }
         done = quads.len();
     }
@@ -208,13 +210,15 @@ mod tests {
                     .collect();
                 for lanes in [&lanes[..], &[]] {
                     let mut out = [7.0f32; 10];
-                    matvec(&w, cols, &scales, &x[..n], lanes, 0.25, &mut out[..rows]);
-                    for r in 0..rows {
-                        let row = &w[r * cols..r * cols + n];
-                        let want = rescale(dot(row, &x[..n]), 0.5 + r as f32, 0.25);
-                        assert_eq!(out[r], want, "rows {rows} n {n} r {r}");
+                    for s_x in [0.25, 1e-41, 7e4] {
+                        matvec(&w, cols, &scales, &x[..n], lanes, s_x, &mut out[..rows]);
+                        for r in 0..rows {
+                            let row = &w[r * cols..r * cols + n];
+                            let want = rescale(dot(row, &x[..n]), 0.5 + r as f32, s_x);
+                            assert_eq!(out[r].to_bits(), want.to_bits(), "rows {rows} n {n} r {r}");
+                        }
+                        assert_eq!(out[rows], 7.0);
                     }
-                    assert_eq!(out[rows], 7.0);
                 }
             }
         }
