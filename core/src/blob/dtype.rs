@@ -67,9 +67,27 @@ pub const SCALE_UNIT: f32 = f32::from_bits((127 + 112) << 23);
 #[inline(always)]
 pub fn scale_bits(b: &[u8]) -> f32 {
     match b {
-        [lo, hi, ..] => f32::from_bits(u32::from(u16::from_le_bytes([*lo, *hi]) & 0x7fff) << 13),
+        [lo, hi, ..] => magnitude_bits(u32::from(u16::from_le_bytes([*lo, *hi]))),
         _ => 0.0,
     }
+}
+
+/// [`scale_bits`] of the two scales in the four bytes of `b` (zeros if `b` is short): one word read.
+#[inline(always)]
+pub fn scale_bits_pair(b: &[u8]) -> [f32; 2] {
+    match b {
+        [a, b, c, d, ..] => {
+            let w = u32::from_le_bytes([*a, *b, *c, *d]);
+            [magnitude_bits(w), magnitude_bits(w >> 16)]
+        }
+        _ => [0.0; 2],
+    }
+}
+
+/// The low 15 bits of `h` (an `f16` without its sign) moved into an `f32`'s exponent and mantissa.
+#[inline(always)]
+fn magnitude_bits(h: u32) -> f32 {
+    f32::from_bits((h & 0x7fff) << 13)
 }
 
 /// The smallest `f16` scale not below `s` (so `max|w| / scale` never exceeds the integer range),
@@ -195,11 +213,24 @@ impl Activations {
 mod tests {
     #[test]
     fn scale_bits_times_the_unit_equal_half_for_every_non_negative_finite_f16() {
-        use super::{decode_finite_scale, scale_bits, SCALE_UNIT};
+        use super::{decode_finite_scale, scale_bits, scale_bits_pair, SCALE_UNIT};
         let factors = [1.0f32, 0.25, 3.7e-3, 1e-30, 1e-40, 6e4, 0.0];
         for h in 0..0x7c00u16 {
             let (b, want) = (h.to_le_bytes(), half::f16::from_bits(h).to_f32());
-            assert_eq!(decode_finite_scale(&b).to_bits(), want.to_bits(), "{h:#06x}");
+            assert_eq!(
+                decode_finite_scale(&b).to_bits(),
+                want.to_bits(),
+                "{h:#06x}"
+            );
+            let pair = [b[0], b[1], 0x34, 0x12];
+            assert_eq!(
+                scale_bits_pair(&pair)[0].to_bits(),
+                scale_bits(&b).to_bits()
+            );
+            assert_eq!(
+                scale_bits_pair(&[0x34, 0x12, b[0], b[1]])[1],
+                scale_bits(&b)
+            );
             for s in factors {
                 let folded = scale_bits(&b) * (s * SCALE_UNIT);
                 assert_eq!(folded.to_bits(), (want * s).to_bits(), "{h:#06x} * {s}");

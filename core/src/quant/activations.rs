@@ -161,6 +161,18 @@ mod tests {
     }
 
     #[test]
+    fn scale_is_the_largest_magnitude_over_127_nans_ignored() {
+        let x = [0.5f32, -3.0, f32::NAN, 2.0, 1.0, -0.25, 2.5, f32::NAN, -7.5];
+        for n in 0..=x.len() {
+            let want = x[..n]
+                .iter()
+                .filter(|v| !v.is_nan())
+                .fold(0.0f32, |m, v| m.max(v.abs()));
+            assert_eq!(scale_of(&x[..n]), want / 127.0, "n {n}");
+        }
+    }
+
+    #[test]
     fn scaled_rounding_equals_quantize_one() {
         // Every f32 in [-128, 128] (every tie among them), then a sweep of quotients and odd inputs.
         let mut bits = 0u32;

@@ -7,7 +7,7 @@
 //! order, so every target computes the same bits.
 
 use super::dsp::{self, smlad, sxtb16, sxtb16_ror8};
-use crate::blob::{decode_finite_scale as decode_scale, scale_bits, SCALE_UNIT};
+use crate::blob::{decode_finite_scale as decode_scale, scale_bits_pair, SCALE_UNIT};
 
 /// Columns per `i32` partial sum: `2^16 * 128 * 128 = 2^30`, so no partial sum can overflow whatever the
 /// bytes are.
@@ -124,8 +124,10 @@ pub fn matvec(
         let quads = &mut out[..rows - rows % 4];
         dsp::dot4_strided(w, cols, lanes, bytemuck::cast_slice_mut(quads));
         let s_x = s_x * SCALE_UNIT;
-        for (o, s) in quads.iter_mut().zip(scales.chunks_exact(2)) {
-            *o = o.to_bits() as i32 as f32 * (scale_bits(s) * s_x);
+        for (o, s) in quads.chunks_exact_mut(2).zip(scales.chunks_exact(4)) {
+            for (o, s) in o.iter_mut().zip(scale_bits_pair(s)) {
+                *o = o.to_bits() as i32 as f32 * (s * s_x);
+            }
         }
         done = quads.len();
     }
