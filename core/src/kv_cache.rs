@@ -18,8 +18,8 @@ const F32: bool = Activations::F32.compiled();
 const I8: bool = Activations::I8.compiled();
 
 /// Where the keys and values live: `[layer][pos][head * d_head]` each, except int8 values, which are
-/// transposed, `[layer][head][d_head][pos]` (a row of positions per output of the mix); int8 key scales
-/// `[layer][pos][head]`, value scales `[layer][head][pos]`.
+/// transposed, `[layer][head][d_head][pos]` (a row of positions per output of the mix); int8 scales
+/// `[layer][head][pos]`.
 #[derive(Debug)]
 enum Store<'b> {
     F32 {
@@ -116,8 +116,8 @@ impl<'b> KvCache<'b> {
         start..start + self.d_head
     }
 
-    /// Start of the value scales of `head` at `layer` (`n_ctx` positions); times `d_head`, the start of
-    /// its transposed int8 values (`d_head` rows of `n_ctx` positions).
+    /// Start of the key and value scales of `head` at `layer` (`n_ctx` positions); times `d_head`, the
+    /// start of its transposed int8 values (`d_head` rows of `n_ctx` positions).
     fn value_scales(&self, layer: usize, head: usize) -> usize {
         (layer * self.n_heads + head) * self.n_ctx
     }
@@ -127,7 +127,7 @@ impl<'b> KvCache<'b> {
     pub fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         let (dh, n_ctx) = (self.d_head, self.n_ctx.max(1));
         for h in 0..self.n_heads {
-            let (r, s) = (self.range(layer, pos, h), self.slot(layer, pos, h));
+            let r = self.range(layer, pos, h);
             let v_s = self.value_scales(layer, h) + pos;
             let (kh, vh) = (head_of(k, h, dh), head_of(v, h, dh));
             match &mut self.store {
@@ -142,7 +142,7 @@ impl<'b> KvCache<'b> {
                     v_scale,
                 } if I8 => {
                     let key = k.get_mut(r).unwrap_or(&mut []);
-                    store_i8(kh, key.iter_mut(), k_scale.get_mut(s));
+                    store_i8(kh, key.iter_mut(), k_scale.get_mut(v_s));
                     let value = v.get_mut((v_s - pos) * dh + pos..).unwrap_or(&mut []);
                     store_i8(vh, value.iter_mut().step_by(n_ctx), v_scale.get_mut(v_s));
                 }
@@ -176,7 +176,7 @@ impl<'b> KvCache<'b> {
                 let first = self.slot(layer, 0, head);
                 let stride = self.n_heads * dh;
                 let keys = from(k, first * dh);
-                let scales = from(k_scale, first).iter().step_by(self.n_heads.max(1));
+                let mut scales = from(k_scale, self.value_scales(layer, head)).iter();
                 let whole = dh % 4 == 0 && qq.lanes.len() == dh / 2;
                 // Four keys at a time, `stride` apart, one pass over the query for all four; then
                 // the last `row.len() % 4` keys one by one.
@@ -184,13 +184,16 @@ impl<'b> KvCache<'b> {
                 let (row4, rest) = row.split_at_mut(quads);
                 let keys4: &[u8] = bytemuck::cast_slice(keys);
                 dsp::dot4_strided(keys4, stride, qq.lanes, bytemuck::cast_slice_mut(row4));
-                row4.iter_mut().for_each(|s| *s = s.to_bits() as i32 as f32);
+                let score = |acc: f32, s_k: Option<&f32>| {
+                    acc * (qq.scale * s_k.copied().unwrap_or(0.0)) / attn_scale
+                };
+                for s in row4.iter_mut() {
+                    *s = score(s.to_bits() as i32 as f32, scales.next());
+                }
                 for (j, s) in rest.iter_mut().enumerate() {
                     let key = keys.get((quads + j) * stride..).unwrap_or(&[]);
-                    *s = int8::dot_i8_f32(qq.q, key.get(..dh).unwrap_or(&[]));
-                }
-                for (s, s_k) in row.iter_mut().zip(scales) {
-                    *s = *s * (qq.scale * s_k) / attn_scale;
+                    let acc = int8::dot_i8_f32(qq.q, key.get(..dh).unwrap_or(&[]));
+                    *s = score(acc, scales.next());
                 }
             }
             _ => {}
