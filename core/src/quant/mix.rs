@@ -3,18 +3,20 @@
 //!
 //! The weights `w_j = p_j * s_vj` (pattern times value scale) are converted once per head and query;
 //! each output is then an exact integer sum over positions, four outputs at a time on the matmuls'
-//! four-row kernel ([`int8::dot4_lanes`]: two positions' weights per 16-bit lane pair, `SMLAD`), and
-//! rescaled once. The weights' rounding, at most `S / 2` each, is 1/65534 of the largest weight: far
+//! four-row kernel ([`dsp::dot4_strided`]: the weights of positions `4g, 4g + 2` and `4g + 1, 4g + 3` as
+//! the 16-bit lanes of two words, `SMLAD`), and rescaled once. The weights' rounding, at most `S / 2` each, is 1/65534 of the largest weight: far
 //! below the int8 rounding of the values it multiplies.
 
 use super::{dsp, int8};
 
-/// Largest magnitude of a fixed-point weight.
+/// Largest magnitude of a fixed-point weight (for up to 512 positions; see [`w_max`]).
 pub const W_MAX: f32 = 32767.0;
 
-/// Positions per `i32` partial sum: `256 * 32768 * 128 = 2^30`, so no partial sum can overflow
-/// whatever the cache bytes are. A multiple of 4.
-pub const CHUNK: usize = 256;
+/// Largest magnitude of a fixed-point weight over `n` positions: [`W_MAX`], or less when `n` is over
+/// 512, so that no `i32` sum can overflow whatever the cache bytes are (`n * w_max * 128 < 2^31`).
+pub fn w_max(n: usize) -> f32 {
+    ((1usize << 24) / n.max(1)).saturating_sub(1).min(32767) as f32
+}
 
 /// `max|w|` of the weights, NaNs ignored (0 for none): the `max` argument of [`mix`].
 #[inline(always)]
@@ -39,11 +41,11 @@ fn pack(a: i32, b: i32) -> u32 {
     (a as u16 as u32) | (b as u16 as u32) << 16
 }
 
-/// The lanes of four consecutive weights (`f32` bits, zeros where `w` ends) for [`int8::mac_lanes`]:
-/// `(pack(q0, q2), pack(q1, q3))`, the pairing `SXTB16` makes of a word of values.
+/// The lanes of four consecutive weights (`f32` bits) for [`int8::mac_lanes`]: `(pack(q0, q2),
+/// pack(q1, q3))`, the pairing `SXTB16` makes of a word of values.
 #[inline(always)]
-fn lanes(w: &[u32], inv: f32) -> (u32, u32) {
-    let q = [0, 1, 2, 3].map(|k| w.get(k).map_or(0, |&w| fixed(f32::from_bits(w), inv)));
+fn lanes(w: [u32; 4], inv: f32) -> (u32, u32) {
+    let q = w.map(|w| fixed(f32::from_bits(w), inv));
     (pack(q[0], q[2]), pack(q[1], q[3]))
 }
 
@@ -60,52 +62,68 @@ fn padded_word(b: &[u8]) -> u32 {
     }
 }
 
-/// `z[i] = sum_c S * (sum_{j in c} q_j v_i[j])` over chunks `c` of [`CHUNK`] positions in order, where
-/// `w = weights` (one per position), `max = max|w|` (as [`max_abs`] gives it), `S = max / 32767`, `q_j = round(w_j / S)` and `v_i` starts at
+/// `z[i] = S * sum_j q_j v_i[j]`, where `w = weights` (one per position), `max = max|w|` (as
+/// [`max_abs`] gives it), `S = max / w_max(n)` ([`w_max`]), `q_j = round(w_j / S)` and `v_i` starts at
 /// `values[i * stride]` (the transposed cache of one head: a row of positions per output). `weights`
 /// is scratch: its contents are unspecified afterwards. If `values` is shorter than that, `z` is
 /// unspecified too (never a panic).
 pub fn mix(weights: &mut [f32], max: f32, values: &[i8], stride: usize, z: &mut [f32]) {
-    let (scale, inv) = (max / W_MAX, W_MAX / max);
+    let n = weights.len();
+    let (scale, inv) = (max / w_max(n), w_max(n) / max);
     let values: &[u8] = bytemuck::cast_slice(values);
-    z.iter_mut().for_each(|z| *z = 0.0);
     let words: &mut [u32] = bytemuck::cast_slice_mut(weights);
-    for (c, chunk) in words.chunks_mut(CHUNK).enumerate() {
-        let groups = chunk.len() / 4;
-        // In place: group g's four weights become words 2g and 2g + 1; groups before g are read.
-        for g in 0..groups {
-            let (e, o) = lanes(chunk.get(4 * g..).unwrap_or(&[]), inv);
-            if let Some([even, odd]) = chunk.get_mut(2 * g..2 * g + 2) {
+    let groups = n / 4;
+    // In place: group g's four weights become words 2g and 2g + 1; groups before g are read.
+    for g in 0..groups {
+        if let Some(&[a, b, c, d]) = words.get(4 * g..4 * g + 4) {
+            let (e, o) = lanes([a, b, c, d], inv);
+            if let Some([even, odd]) = words.get_mut(2 * g..2 * g + 2) {
                 (*even, *odd) = (e, o);
             }
         }
-        let tail = lanes(chunk.get(4 * groups..).unwrap_or(&[]), inv);
-        let has_tail = chunk.len() % 4 != 0;
-        let packed = chunk.get(..2 * groups).unwrap_or(&[]);
-        let rows = values.get(c * CHUNK..).unwrap_or(&[]);
-        // Four outputs at a time, `stride` apart; the last `z.len() % 4` one by one (stride 0).
-        let whole = z.len() - z.len() % 4;
-        let (quads, rest) = z.split_at_mut(whole);
-        let quads = quads.chunks_exact_mut(4).map(|zq| (zq, stride));
-        for (q, (zq, step)) in quads.chain(rest.chunks_mut(1).map(|z| (z, 0))).enumerate() {
-            let i = if step == 0 {
-                whole + q - whole / 4
-            } else {
-                4 * q
-            };
-            let first = rows.get(i.saturating_mul(stride)..).unwrap_or(&[]);
-            let mut sums = [0; 4];
-            dsp::dot4_strided(first, step, packed, &mut sums);
-            if has_tail {
-                for (k, s) in sums.iter_mut().enumerate() {
-                    let row = first.get(k * step + 4 * groups..).unwrap_or(&[]);
-                    *s = int8::mac_lanes(*s, padded_word(row), tail);
-                }
-            }
-            for (z, s) in zq.iter_mut().zip(sums) {
-                *z += s as f32 * scale;
-            }
+    }
+    // The last `n % 4` weights, zeros after them: a group of their own when every row has the bytes
+    // (stale positions, times zero) and there is room for its words, else added row by row.
+    let mut tail = [0u32; 4];
+    tail.iter_mut()
+        .zip(words.get(4 * groups..).unwrap_or(&[]))
+        .for_each(|(t, w)| *t = *w);
+    let tail = (n % 4 != 0).then(|| lanes(tail, inv));
+    let mut packed = 2 * groups;
+    if let (Some((e, o)), true) = (tail, 4 * groups + 4 <= stride) {
+        if let Some([even, odd]) = words.get_mut(packed..packed + 2) {
+            (*even, *odd) = (e, o);
+            packed += 2;
         }
+    }
+    let (packed, tail) = match words.get(..packed) {
+        Some(p) if p.len() > 2 * groups => (p, None),
+        p => (p.unwrap_or(&[]), tail),
+    };
+    let finish = |acc: i32, i: usize| {
+        let acc = match tail {
+            Some(t) => {
+                let at = i.saturating_mul(stride).saturating_add(4 * groups);
+                int8::mac_lanes(acc, padded_word(values.get(at..).unwrap_or(&[])), t)
+            }
+            None => acc,
+        };
+        acc as f32 * scale
+    };
+    // Four outputs at a time, `stride` apart, in one call; the last `z.len() % 4` one by one.
+    let quads = z.len() - z.len() % 4;
+    let (z4, rest) = z.split_at_mut(quads);
+    dsp::dot4_strided(values, stride, packed, bytemuck::cast_slice_mut(z4));
+    for (i, z) in z4.iter_mut().enumerate() {
+        *z = finish(z.to_bits() as i32, i);
+    }
+    for (r, z) in rest.iter_mut().enumerate() {
+        let row = values
+            .get((quads + r).saturating_mul(stride)..)
+            .unwrap_or(&[]);
+        let mut sums = [0; 4];
+        dsp::dot4_strided(row, 0, packed, &mut sums);
+        *z = finish(sums[0], quads + r);
     }
 }
 
@@ -142,17 +160,28 @@ mod tests {
 
     #[test]
     fn equals_the_exact_integer_sum_of_the_rounded_weights() {
-        for (d, n) in [(16, 1), (16, 3), (16, 4), (16, 37), (5, 64), (3, 9), (1, 2)] {
-            let stride = 64;
+        let cases = [
+            (16, 1),
+            (16, 3),
+            (16, 4),
+            (16, 37),
+            (5, 64),
+            (3, 9),
+            (1, 2),
+            (6, 10),
+        ];
+        for ((d, n), stride) in cases.into_iter().flat_map(|c| [(c, 64), (c, c.1)]) {
             let (values, weights) = case(d as u32 * 131 + n as u32, d, n, stride);
             let max = weights.iter().fold(0.0f32, |m, w| m.max(w.abs()));
             let mut z = vec![9.0f32; d];
             mix(&mut weights.clone(), max, &values, stride, &mut z);
             for (i, z) in z.iter().enumerate() {
                 let acc: i64 = (0..n)
-                    .map(|j| fixed(weights[j], W_MAX / max) as i64 * values[i * stride + j] as i64)
+                    .map(|j| {
+                        fixed(weights[j], w_max(n) / max) as i64 * values[i * stride + j] as i64
+                    })
                     .sum();
-                assert_eq!(*z, acc as f32 * (max / W_MAX), "d {d} n {n} i {i}");
+                assert_eq!(*z, acc as f32 * (max / w_max(n)), "d {d} n {n} i {i}");
             }
         }
     }
@@ -184,8 +213,8 @@ mod tests {
     }
 
     #[test]
-    fn long_contexts_sum_chunks_and_odd_inputs_never_panic() {
-        let (d, n) = (4, 2 * CHUNK + 6);
+    fn long_contexts_never_overflow_and_odd_inputs_never_panic() {
+        let (d, n) = (4, 2 * 512 + 6);
         let values = vec![-128i8; d * n];
         let mut weights = vec![1.0f32; n];
         let mut z = [0.0f32; 4];
@@ -193,6 +222,10 @@ mod tests {
         for z in z {
             assert!((z / (-128.0 * n as f32) - 1.0).abs() < 1e-6, "{z}");
         }
+        assert_eq!(
+            (w_max(512), w_max(513), w_max(1 << 25)),
+            (32767.0, 32703.0, 0.0)
+        );
         for weights in [
             [0.0f32; 5],
             [f32::NAN; 5],
