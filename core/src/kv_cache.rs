@@ -152,8 +152,9 @@ impl<'b> KvCache<'b> {
     }
 
     /// Attention scores of `head` at `layer` over positions `0 .. row.len()`:
-    /// `row[j] = (q . k_j) / attn_scale`. An int8 cache quantises `q` (one head, `d_head`) into
-    /// `scratch` and computes `(acc_j * (s_q * s_kj)) / attn_scale` with `acc_j` exact.
+    /// `row[j] = (q . k_j) / attn_scale`, returning their maximum ([`crate::math::softmax::max`]). An int8 cache
+    /// quantises `q` (one head, `d_head`) into `scratch` and computes `(acc_j * (s_q * s_kj)) /
+    /// attn_scale` with `acc_j` exact.
     pub fn scores(
         &self,
         layer: usize,
@@ -162,13 +163,18 @@ impl<'b> KvCache<'b> {
         scratch: &mut [i8],
         attn_scale: f32,
         row: &mut [f32],
-    ) {
+    ) -> f32 {
         let dh = self.d_head;
+        let mut max = f32::NEG_INFINITY;
+        let mut keep = |s: f32| {
+            max = crate::math::max_of(core::iter::once(s), max);
+            s
+        };
         match &self.store {
             Store::F32 { k, .. } if F32 => {
                 for (s, k) in row.iter_mut().zip(self.positions(k, dh, layer, head)) {
                     let k = k.get(..dh).unwrap_or(&[]);
-                    *s = q.iter().zip(k).fold(0.0f32, |acc, (q, k)| acc + q * k) / attn_scale;
+                    *s = keep(q.iter().zip(k).fold(0.0f32, |acc, (q, k)| acc + q * k) / attn_scale);
                 }
             }
             Store::I8 { k, k_scale, .. } if I8 => {
@@ -184,8 +190,8 @@ impl<'b> KvCache<'b> {
                 let (row4, rest) = row.split_at_mut(quads);
                 let keys4: &[u8] = bytemuck::cast_slice(keys);
                 dsp::dot4_strided(keys4, stride, qq.lanes, bytemuck::cast_slice_mut(row4));
-                let score = |acc: f32, s_k: Option<&f32>| {
-                    acc * (qq.scale * s_k.copied().unwrap_or(0.0)) / attn_scale
+                let mut score = |acc: f32, s_k: Option<&f32>| {
+                    keep(acc * (qq.scale * s_k.copied().unwrap_or(0.0)) / attn_scale)
                 };
                 for s in row4.iter_mut() {
                     *s = score(s.to_bits() as i32 as f32, scales.next());
@@ -198,6 +204,7 @@ impl<'b> KvCache<'b> {
             }
             _ => {}
         }
+        max
     }
 
     /// The rows of `head` at `layer` in a `[layer][pos][head][width]` array (`width` being `d_head` for
@@ -215,21 +222,23 @@ impl<'b> KvCache<'b> {
             .chunks((self.n_heads * width).max(1))
     }
 
-    /// `z = sum_j pattern[j] v_j` for `head` at `layer`, positions in ascending order. An int8 cache
-    /// computes it in fixed point from the weights `pattern[j] * s_vj` ([`mix::mix`]), using `pattern`
-    /// as scratch: its contents are unspecified afterwards.
-    pub fn mix(&self, layer: usize, head: usize, pattern: &mut [f32], z: &mut [f32]) {
+    /// `z = sum_j (pattern[j] / sum) v_j` for `head` at `layer`, positions in ascending order (`sum` 1
+    /// for a pattern already normalised, else the softmax's sum: the same division). An int8 cache
+    /// computes it in fixed point from the weights `pattern[j] / sum * s_vj` ([`mix::mix`]), using
+    /// `pattern` as scratch: its contents are unspecified afterwards.
+    pub fn mix(&self, layer: usize, head: usize, pattern: &mut [f32], sum: f32, z: &mut [f32]) {
         let (stride, first) = (self.n_heads * self.d_head, self.slot(layer, 0, head));
         let start = first * self.d_head;
         match &self.store {
             Store::F32 { v, .. } if F32 => {
-                weighted_sum(z, pattern.iter().copied(), from(v, start), stride)
+                let weights = pattern.iter().map(|p| p / sum);
+                weighted_sum(z, weights, from(v, start), stride)
             }
             Store::I8 { v, v_scale, .. } if I8 => {
                 let first = self.value_scales(layer, head);
                 let scales = from(v_scale, first);
                 let max = pattern.iter_mut().zip(scales).fold(0.0, |max, (p, s)| {
-                    *p *= s;
+                    *p = *p / sum * s;
                     mix::max_abs(max, *p)
                 });
                 let rows = from(v, first * self.d_head);
