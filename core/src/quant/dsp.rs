@@ -9,7 +9,7 @@
 //! `asm!` blocks that touch no memory, and the four-row loop [`dot4_strided`] that the matmuls, the
 //! attention scores and the value mix spend most of their time in (the compiler's loop over the same
 //! instructions kept two more address adds and the lane split of the vector per group, and called the
-//! kernel once per four rows: 28 instructions per 16 multiply-accumulates instead of 22.5).
+//! kernel once per four rows: 28 instructions per 16 multiply-accumulates instead of 21.75).
 #![cfg_attr(feature = "dsp", allow(unsafe_code))]
 
 /// Lanes `[b0, b2]` of `v`'s bytes `[b0, b1, b2, b3]`, each sign-extended to 16 bits (`SXTB16 v`).
@@ -83,9 +83,9 @@ pub fn smlad(a: u32, b: u32, acc: i32) -> i32 {
 /// (`rows[r * stride + 4g ..]`, little-endian) and `(e_g, o_g) = (lanes[2g], lanes[2g + 1])`, over `g <
 /// lanes.len() / 2`, wrapping. Rows that end early (beyond `rows`) stop their quad's sums at that group.
 ///
-/// With the feature `dsp` on an ARM target, when every row is whole, it is one `asm!` loop of 22.5
+/// With the feature `dsp` on an ARM target, when every row is whole, it is one `asm!` loop of 21.75
 /// instructions per 16 multiply-accumulates (per group of four columns `LDRD` of the lanes, then per
-/// row `LDR`, two `SXTB16`, two `SMLAD`; two groups per iteration) and 28 per quad of rows; elsewhere
+/// row `LDR`, two `SXTB16`, two `SMLAD`; four groups per iteration) and 26 per quad of rows; elsewhere
 /// the same sums in plain Rust.
 #[inline(never)]
 pub fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
@@ -107,8 +107,8 @@ pub fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) 
             // `lanes`, a `&[u32]` (word-aligned, as `LDRD` needs), and writes the quad's four words of
             // `out`, a `&mut [i32]` (`STRD`), `4 * quads <= out.len()` in all. `groups > 0` and
             // `quads > 0`, so each loop, which tests its end after its body, runs over exactly `groups`
-            // groups (two per iteration, entering at the second when `groups` is odd) and `quads`
-            // quads. Its own state lives in 24 bytes it reserves below `sp` and releases (the stack,
+            // groups (four per iteration, the first entering at the copy `TBB` picks from `groups %
+            // 4`, the table's four bytes right after it) and `quads` quads. Its own state lives in 24 bytes it reserves below `sp` and releases (the stack,
             // hence no `nostack`); it changes the flags and the sticky Q flag, which no Rust code reads.
             unsafe {
                 core::arch::asm!(
@@ -130,11 +130,60 @@ pub fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) 
                     "mov {a1}, #0",
                     "mov {a2}, #0",
                     "mov {a3}, #0",
-                    // Two groups per iteration; an odd count enters at the second.
+                    // Four groups per iteration; `groups % 4` picks the copy the first one enters at.
                     "ldr {w}, [sp, #20]",
-                    "cmp {w}, #0",
-                    "bne 6f",
+                    "tbb [pc, {w}]",
+                    "7:",
+                    ".byte (5f - 7b) / 2",
+                    ".byte (6f - 7b) / 2",
+                    ".byte (9f - 7b) / 2",
+                    ".byte (8f - 7b) / 2",
+                    ".p2align 1",
                     "5:",
+                    "ldrd {xe}, {xo}, [{xp}], #8",
+                    "ldr.w {w}, [{p0}, {s}]",
+                    "sxtb16 {t}, {w}",
+                    "smlad {a1}, {t}, {xe}, {a1}",
+                    "sxtb16 {w}, {w}, ror #8",
+                    "smlad {a1}, {w}, {xo}, {a1}",
+                    "ldr.w {w}, [{p0}, {s}, lsl #1]",
+                    "sxtb16 {t}, {w}",
+                    "smlad {a2}, {t}, {xe}, {a2}",
+                    "sxtb16 {w}, {w}, ror #8",
+                    "smlad {a2}, {w}, {xo}, {a2}",
+                    "ldr {w}, [{p3}], #4",
+                    "sxtb16 {t}, {w}",
+                    "smlad {a3}, {t}, {xe}, {a3}",
+                    "sxtb16 {w}, {w}, ror #8",
+                    "smlad {a3}, {w}, {xo}, {a3}",
+                    "ldr {w}, [{p0}], #4",
+                    "sxtb16 {t}, {w}",
+                    "smlad {a0}, {t}, {xe}, {a0}",
+                    "sxtb16 {w}, {w}, ror #8",
+                    "smlad {a0}, {w}, {xo}, {a0}",
+                    "8:",
+                    "ldrd {xe}, {xo}, [{xp}], #8",
+                    "ldr.w {w}, [{p0}, {s}]",
+                    "sxtb16 {t}, {w}",
+                    "smlad {a1}, {t}, {xe}, {a1}",
+                    "sxtb16 {w}, {w}, ror #8",
+                    "smlad {a1}, {w}, {xo}, {a1}",
+                    "ldr.w {w}, [{p0}, {s}, lsl #1]",
+                    "sxtb16 {t}, {w}",
+                    "smlad {a2}, {t}, {xe}, {a2}",
+                    "sxtb16 {w}, {w}, ror #8",
+                    "smlad {a2}, {w}, {xo}, {a2}",
+                    "ldr {w}, [{p3}], #4",
+                    "sxtb16 {t}, {w}",
+                    "smlad {a3}, {t}, {xe}, {a3}",
+                    "sxtb16 {w}, {w}, ror #8",
+                    "smlad {a3}, {w}, {xo}, {a3}",
+                    "ldr {w}, [{p0}], #4",
+                    "sxtb16 {t}, {w}",
+                    "smlad {a0}, {t}, {xe}, {a0}",
+                    "sxtb16 {w}, {w}, ror #8",
+                    "smlad {a0}, {w}, {xo}, {a0}",
+                    "9:",
                     "ldrd {xe}, {xo}, [{xp}], #8",
                     "ldr.w {w}, [{p0}, {s}]",
                     "sxtb16 {t}, {w}",
@@ -204,7 +253,7 @@ pub fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) 
                     a3 = out(reg) _,
                     xe = out(reg) _,
                     xo = out(reg) _,
-                    w = inout(reg) groups % 2 => _,
+                    w = inout(reg) groups % 4 => _,
                 );
             }
             return;
