@@ -182,19 +182,21 @@ impl<'b> KvCache<'b> {
                 let first = self.slot(layer, 0, head);
                 let stride = self.n_heads * dh;
                 let keys = from(k, first * dh);
-                let mut scales = from(k_scale, self.value_scales(layer, head)).iter();
                 let whole = dh % 4 == 0 && qq.lanes.len() == dh / 2;
                 // Four keys at a time, `stride` apart, one pass over the query for all four; then
                 // the last `row.len() % 4` keys one by one.
                 let quads = if whole { row.len() - row.len() % 4 } else { 0 };
                 let (row4, rest) = row.split_at_mut(quads);
+                let scales = from(k_scale, self.value_scales(layer, head));
+                let (scales4, scales) = scales.split_at(quads.min(scales.len()));
+                let mut scales = scales.iter();
                 let keys4: &[u8] = bytemuck::cast_slice(keys);
                 dsp::dot4_strided(keys4, stride, qq.lanes, bytemuck::cast_slice_mut(row4));
                 let mut score = |acc: f32, s_k: Option<&f32>| {
                     keep(acc * (qq.scale * s_k.copied().unwrap_or(0.0)) / attn_scale)
                 };
-                for s in row4.iter_mut() {
-                    *s = score(s.to_bits() as i32 as f32, scales.next());
+                for (s, s_k) in row4.iter_mut().zip(scales4) {
+                    *s = score(s.to_bits() as i32 as f32, Some(s_k));
                 }
                 for (j, s) in rest.iter_mut().enumerate() {
                     let key = keys.get((quads + j) * stride..).unwrap_or(&[]);
