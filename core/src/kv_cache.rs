@@ -4,19 +4,22 @@
 //!
 //! The cache also computes what attention reads from it, so each storage type keeps its own arithmetic:
 //! the scores `q . k_j / attn_scale` (int8 x int8 with `i32` accumulation for an int8 cache) and the mix
-//! `z = sum_j p_j v_j` (`f32` weights `p_j * scale_j` times int8 values, `j` ascending).
+//! `z = sum_j p_j v_j` (for an int8 cache in fixed point, [`crate::quant::mix`]: int16 weights
+//! `p_j * scale_j / S` times int8 values, summed exactly, times `S`).
 
 use crate::blob::Activations;
 use crate::config::Config;
 use crate::error::Error;
-use crate::quant::activations::{quantize, quantize_one, scale_of};
-use crate::quant::int8;
+use crate::quant::activations::{quantize, quantize_into, scale_of};
+use crate::quant::{dsp, int8, mix};
 
 /// Whether this build has the `f32` and the int8 cache (features `activations-f32`, `activations-i8`).
 const F32: bool = Activations::F32.compiled();
 const I8: bool = Activations::I8.compiled();
 
-/// Where the keys and values live: `[layer][pos][head * d_head]` each; int8 scales `[layer][pos][head]`.
+/// Where the keys and values live: `[layer][pos][head * d_head]` each, except int8 values, which are
+/// transposed, `[layer][head][d_head][pos]` (a row of positions per output of the mix); int8 scales
+/// `[layer][head][pos]`.
 #[derive(Debug)]
 enum Store<'b> {
     F32 {
@@ -113,12 +116,19 @@ impl<'b> KvCache<'b> {
         start..start + self.d_head
     }
 
+    /// Start of the key and value scales of `head` at `layer` (`n_ctx` positions); times `d_head`, the
+    /// start of its transposed int8 values (`d_head` rows of `n_ctx` positions).
+    fn value_scales(&self, layer: usize, head: usize) -> usize {
+        (layer * self.n_heads + head) * self.n_ctx
+    }
+
     /// Stores the keys and values of all heads (`n_heads * d_head` each) at `pos` of `layer`; an int8
     /// cache quantises each head's key and value with its own scale `max|x| / 127`.
     pub fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
-        let dh = self.d_head;
+        let (dh, n_ctx) = (self.d_head, self.n_ctx.max(1));
         for h in 0..self.n_heads {
-            let (r, s) = (self.range(layer, pos, h), self.slot(layer, pos, h));
+            let r = self.range(layer, pos, h);
+            let v_s = self.value_scales(layer, h) + pos;
             let (kh, vh) = (head_of(k, h, dh), head_of(v, h, dh));
             match &mut self.store {
                 Store::F32 { k, v } if F32 => {
@@ -131,8 +141,10 @@ impl<'b> KvCache<'b> {
                     k_scale,
                     v_scale,
                 } if I8 => {
-                    store_i8(kh, k.get_mut(r.clone()), k_scale.get_mut(s));
-                    store_i8(vh, v.get_mut(r), v_scale.get_mut(s));
+                    let key = k.get_mut(r).unwrap_or(&mut []);
+                    store_i8(kh, key.iter_mut(), k_scale.get_mut(v_s));
+                    let value = v.get_mut((v_s - pos) * dh + pos..).unwrap_or(&mut []);
+                    store_i8(vh, value.iter_mut().step_by(n_ctx), v_scale.get_mut(v_s));
                 }
                 _ => {}
             }
@@ -140,8 +152,9 @@ impl<'b> KvCache<'b> {
     }
 
     /// Attention scores of `head` at `layer` over positions `0 .. row.len()`:
-    /// `row[j] = (q . k_j) / attn_scale`. An int8 cache quantises `q` (one head, `d_head`) into
-    /// `scratch` and computes `(acc_j * (s_q * s_kj)) / attn_scale` with `acc_j` exact.
+    /// `row[j] = (q . k_j) / attn_scale`, returning their maximum ([`crate::math::softmax::max`]). An int8 cache
+    /// quantises `q` (one head, `d_head`) into `scratch` and computes `(acc_j * (s_q * s_kj)) /
+    /// attn_scale` with `acc_j` exact.
     pub fn scores(
         &self,
         layer: usize,
@@ -150,42 +163,50 @@ impl<'b> KvCache<'b> {
         scratch: &mut [i8],
         attn_scale: f32,
         row: &mut [f32],
-    ) {
+    ) -> f32 {
         let dh = self.d_head;
+        let mut max = f32::NEG_INFINITY;
+        let mut keep = |s: f32| {
+            max = crate::math::max_of(core::iter::once(s), max);
+            s
+        };
         match &self.store {
             Store::F32 { k, .. } if F32 => {
                 for (s, k) in row.iter_mut().zip(self.positions(k, dh, layer, head)) {
                     let k = k.get(..dh).unwrap_or(&[]);
-                    *s = q.iter().zip(k).fold(0.0f32, |acc, (q, k)| acc + q * k) / attn_scale;
+                    *s = keep(q.iter().zip(k).fold(0.0f32, |acc, (q, k)| acc + q * k) / attn_scale);
                 }
             }
             Store::I8 { k, k_scale, .. } if I8 => {
                 let qq = quantize(q, scratch);
                 let first = self.slot(layer, 0, head);
-                let (keys, scales) = (from(k, first * dh), from(k_scale, first));
-                let key = |j: usize| keys.get(j * self.n_heads * dh..).and_then(|k| k.get(..dh));
-                let scale = |j: usize| scales.get(j * self.n_heads).copied();
-                let score = |acc: f32, s_k: f32| acc * (qq.scale * s_k) / attn_scale;
-                // Four keys at a time: one pass over the query serves all four.
-                for (g, group) in row.chunks_mut(4).enumerate() {
-                    let j = 4 * g;
-                    if let ([s0, s1, s2, s3], [Some(k0), Some(k1), Some(k2), Some(k3)]) =
-                        (&mut *group, [key(j), key(j + 1), key(j + 2), key(j + 3)])
-                    {
-                        let sums = int8::dot4_i8_f32(qq.q, [k0, k1, k2, k3]);
-                        for (i, (s, acc)) in [s0, s1, s2, s3].into_iter().zip(sums).enumerate() {
-                            *s = score(acc, scale(j + i).unwrap_or(0.0));
-                        }
-                        continue;
-                    }
-                    for (i, s) in group.iter_mut().enumerate() {
-                        let (k, s_k) = (key(j + i).unwrap_or(&[]), scale(j + i).unwrap_or(0.0));
-                        *s = score(int8::dot_i8_f32(qq.q, k), s_k);
-                    }
+                let stride = self.n_heads * dh;
+                let keys = from(k, first * dh);
+                let whole = dh % 4 == 0 && qq.lanes.len() == dh / 2;
+                // Four keys at a time, `stride` apart, one pass over the query for all four; then
+                // the last `row.len() % 4` keys one by one.
+                let quads = if whole { row.len() - row.len() % 4 } else { 0 };
+                let (row4, rest) = row.split_at_mut(quads);
+                let scales = from(k_scale, self.value_scales(layer, head));
+                let (scales4, scales) = scales.split_at(quads.min(scales.len()));
+                let mut scales = scales.iter();
+                let keys4: &[u8] = bytemuck::cast_slice(keys);
+                dsp::dot4_strided(keys4, stride, qq.lanes, bytemuck::cast_slice_mut(row4));
+                let mut score = |acc: f32, s_k: Option<&f32>| {
+                    keep(acc * (qq.scale * s_k.copied().unwrap_or(0.0)) / attn_scale)
+                };
+                for (s, s_k) in row4.iter_mut().zip(scales4) {
+                    *s = score(s.to_bits() as i32 as f32, Some(s_k));
+                }
+                for (j, s) in rest.iter_mut().enumerate() {
+                    let key = keys.get((quads + j) * stride..).unwrap_or(&[]);
+                    let acc = int8::dot_i8_f32(qq.q, key.get(..dh).unwrap_or(&[]));
+                    *s = score(acc, scales.next());
                 }
             }
             _ => {}
         }
+        max
     }
 
     /// The rows of `head` at `layer` in a `[layer][pos][head][width]` array (`width` being `d_head` for
@@ -203,19 +224,27 @@ impl<'b> KvCache<'b> {
             .chunks((self.n_heads * width).max(1))
     }
 
-    /// `z = sum_j pattern[j] v_j` for `head` at `layer`, positions in ascending order. An int8 cache
-    /// computes `z[i] = sum_j (pattern[j] * s_vj) * v_j[i]`.
-    pub fn mix(&self, layer: usize, head: usize, pattern: &[f32], z: &mut [f32]) {
+    /// `z = sum_j (pattern[j] / sum) v_j` for `head` at `layer`, positions in ascending order (`sum` 1
+    /// for a pattern already normalised, else the softmax's sum: the same division). An int8 cache
+    /// computes it in fixed point from the weights `pattern[j] / sum * s_vj` ([`mix::mix`]), using
+    /// `pattern` as scratch: its contents are unspecified afterwards.
+    pub fn mix(&self, layer: usize, head: usize, pattern: &mut [f32], sum: f32, z: &mut [f32]) {
         let (stride, first) = (self.n_heads * self.d_head, self.slot(layer, 0, head));
         let start = first * self.d_head;
         match &self.store {
             Store::F32 { v, .. } if F32 => {
-                weighted_sum(z, pattern.iter().copied(), from(v, start), stride, |v| v)
+                let weights = pattern.iter().map(|p| p / sum);
+                weighted_sum(z, weights, from(v, start), stride)
             }
             Store::I8 { v, v_scale, .. } if I8 => {
-                let scales = self.positions(v_scale, 1, layer, head);
-                let weights = pattern.iter().zip(scales).map(|(p, s)| p * s[0]);
-                weighted_sum(z, weights, from(v, start), stride, |v| v as f32)
+                let first = self.value_scales(layer, head);
+                let scales = from(v_scale, first);
+                let max = pattern.iter_mut().zip(scales).fold(0.0, |max, (p, s)| {
+                    *p = *p / sum * s;
+                    mix::max_abs(max, *p)
+                });
+                let rows = from(v, first * self.d_head);
+                mix::mix(pattern, max, rows, self.n_ctx, z)
             }
             _ => {}
         }
@@ -231,15 +260,14 @@ fn from<T>(v: &[T], start: usize) -> &[T] {
 /// heads take its plain loop).
 const BLOCK: usize = 16;
 
-/// `z[i] = sum_j w_j * value(values[j * stride + i])` over the weights `w_j` in order (positions whose
+/// `z[i] = sum_j w_j * values[j * stride + i]` over the weights `w_j` in order (positions whose
 /// values lie outside `values` add nothing): every `z[i]` starts at 0 and adds its terms in `j` order,
 /// [`BLOCK`] elements at a time held in registers.
-fn weighted_sum<T: Copy>(
+fn weighted_sum(
     z: &mut [f32],
     weights: impl Iterator<Item = f32> + Clone,
-    values: &[T],
+    values: &[f32],
     stride: usize,
-    value: impl Fn(T) -> f32,
 ) {
     let start = z.len() - z.len() % BLOCK;
     let (blocks, rest) = z.split_at_mut(start);
@@ -250,7 +278,7 @@ fn weighted_sum<T: Copy>(
             let Some(v) = values.get(at..at + BLOCK) else {
                 break;
             };
-            acc.iter_mut().zip(v).for_each(|(a, &v)| *a += w * value(v));
+            acc.iter_mut().zip(v).for_each(|(a, &v)| *a += w * v);
             at += stride;
         }
         zb.copy_from_slice(&acc);
@@ -264,9 +292,7 @@ fn weighted_sum<T: Copy>(
         let Some(v) = values.get(at..at + rest.len()) else {
             break;
         };
-        rest.iter_mut()
-            .zip(v)
-            .for_each(|(z, &v)| *z += w * value(v));
+        rest.iter_mut().zip(v).for_each(|(z, &v)| *z += w * v);
         at += stride;
     }
 }
@@ -282,11 +308,11 @@ fn copy(src: &[f32], dst: Option<&mut [f32]>) {
     }
 }
 
-fn store_i8(x: &[f32], q: Option<&mut [i8]>, scale: Option<&mut f32>) {
-    if let (Some(q), Some(scale)) = (q, scale) {
+/// Quantises `x` into `q` (one value per element of `x`, as far as `q` goes) with the scale
+/// `max|x| / 127`, stored in `scale`; nothing if the scale has no slot.
+fn store_i8<'q>(x: &[f32], q: impl Iterator<Item = &'q mut i8>, scale: Option<&mut f32>) {
+    if let Some(scale) = scale {
         *scale = scale_of(x);
-        q.iter_mut()
-            .zip(x)
-            .for_each(|(q, &x)| *q = quantize_one(x, *scale));
+        quantize_into(x, *scale, q);
     }
 }

@@ -19,7 +19,8 @@
 //! conveniences (blob writing, `std::error::Error`).
 
 #![no_std]
-// No `unsafe` anywhere; with the feature `dsp`, only the three DSP instructions of `quant::dsp`.
+// No `unsafe` anywhere; with the feature `dsp`, only the DSP instructions and the four-row loop of
+// `quant::dsp`.
 #![cfg_attr(not(feature = "dsp"), forbid(unsafe_code))]
 #![cfg_attr(feature = "dsp", deny(unsafe_code))]
 #![warn(missing_docs)]

@@ -19,7 +19,8 @@ pub struct Layout {
     pub d_vocab_out: usize,
     /// Rotary sines and cosines.
     pub rotary: usize,
-    /// int8 activations for W8A8 matmuls, packed four per word.
+    /// int8 activations for W8A8 matmuls, packed four per word, then their 16-bit lanes (two words per
+    /// four values, [`crate::quant::Quantized::lanes`]).
     pub quant: usize,
     /// Total words.
     pub len: usize,
@@ -41,7 +42,7 @@ impl Layout {
             _ => 0,
         };
         let widest = max(max(cfg.d_model, cfg.d_attn()), cfg.d_mlp_or_zero());
-        let quant = widest.div_ceil(4);
+        let quant = 3 * widest.div_ceil(4);
         let len = 5 * cfg.d_model
             + 4 * cfg.d_attn()
             + cfg.n_ctx

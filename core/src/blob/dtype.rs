@@ -48,6 +48,48 @@ pub fn widen_f16(h: u16) -> f32 {
     }
 }
 
+/// The stored scale in `b` for the integer kernels (0 if `b` is short): equal to [`decode_scale`] for
+/// every non-negative finite `f16`, all that `Model::from_bytes` accepts (a negative one gives its
+/// magnitude, a non-finite one a finite value): [`scale_bits`] times [`SCALE_UNIT`].
+#[inline(always)]
+pub fn decode_finite_scale(b: &[u8]) -> f32 {
+    scale_bits(b) * SCALE_UNIT
+}
+
+/// `2^112`, the factor between an `f16`'s bits moved into an `f32` ([`scale_bits`]) and its value.
+pub const SCALE_UNIT: f32 = f32::from_bits((127 + 112) << 23);
+
+/// The magnitude of the stored scale in `b` divided by [`SCALE_UNIT`], exactly (0 if `b` is short): the
+/// `f16`'s exponent and mantissa bits moved into an `f32`, whose exponent is then 112 too small (a
+/// subnormal `f32` for a subnormal `f16`; IEEE 754 and Rust keep subnormals). For a finite `f16` and
+/// any `s` with `s * 2^112` finite, `scale_bits(b) * (s * SCALE_UNIT)` is bit for bit
+/// `decode_scale(b) * s`: both are the one rounding of the same exact product.
+#[inline(always)]
+pub fn scale_bits(b: &[u8]) -> f32 {
+    match b {
+        [lo, hi, ..] => magnitude_bits(u32::from(u16::from_le_bytes([*lo, *hi]))),
+        _ => 0.0,
+    }
+}
+
+/// [`scale_bits`] of the two scales in the four bytes of `b` (zeros if `b` is short): one word read.
+#[inline(always)]
+pub fn scale_bits_pair(b: &[u8]) -> [f32; 2] {
+    match b {
+        [a, b, c, d, ..] => {
+            let w = u32::from_le_bytes([*a, *b, *c, *d]);
+            [magnitude_bits(w), magnitude_bits(w >> 16)]
+        }
+        _ => [0.0; 2],
+    }
+}
+
+/// The low 15 bits of `h` (an `f16` without its sign) moved into an `f32`'s exponent and mantissa.
+#[inline(always)]
+fn magnitude_bits(h: u32) -> f32 {
+    f32::from_bits((h & 0x7fff) << 13)
+}
+
 /// The smallest `f16` scale not below `s` (so `max|w| / scale` never exceeds the integer range),
 /// as an `f32`; `None` if `s` is not positive or beyond the `f16` range.
 pub fn scale_up(s: f32) -> Option<f32> {
@@ -169,6 +211,37 @@ impl Activations {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn scale_bits_times_the_unit_equal_half_for_every_non_negative_finite_f16() {
+        use super::{decode_finite_scale, scale_bits, scale_bits_pair, SCALE_UNIT};
+        let factors = [1.0f32, 0.25, 3.7e-3, 1e-30, 1e-40, 6e4, 0.0];
+        for h in 0..0x7c00u16 {
+            let (b, want) = (h.to_le_bytes(), half::f16::from_bits(h).to_f32());
+            assert_eq!(
+                decode_finite_scale(&b).to_bits(),
+                want.to_bits(),
+                "{h:#06x}"
+            );
+            let pair = [b[0], b[1], 0x34, 0x12];
+            assert_eq!(
+                scale_bits_pair(&pair)[0].to_bits(),
+                scale_bits(&b).to_bits()
+            );
+            assert_eq!(
+                scale_bits_pair(&[0x34, 0x12, b[0], b[1]])[1],
+                scale_bits(&b)
+            );
+            for s in factors {
+                let folded = scale_bits(&b) * (s * SCALE_UNIT);
+                assert_eq!(folded.to_bits(), (want * s).to_bits(), "{h:#06x} * {s}");
+            }
+            let negative = (h | 0x8000).to_le_bytes();
+            assert_eq!(decode_finite_scale(&negative), want);
+        }
+        assert!(decode_finite_scale(&0x7e00u16.to_le_bytes()).is_finite());
+        assert_eq!(decode_finite_scale(&[1]), 0.0);
+    }
+
     #[test]
     fn widening_equals_half_for_every_f16() {
         for h in 0..=u16::MAX {

@@ -13,7 +13,8 @@ mod preamble;
 mod writer;
 
 pub use dtype::{
-    decode_scale, encode_scale, scale_up, widen_f16, Activations, DType, I4_GROUP, SCALE_BYTES,
+    decode_finite_scale, decode_scale, encode_scale, scale_bits, scale_bits_pair, scale_up,
+    widen_f16, Activations, DType, I4_GROUP, SCALE_BYTES, SCALE_UNIT,
 };
 pub use entry::{TensorEntry, ENTRY_LEN};
 pub use header::{Header, Processing};

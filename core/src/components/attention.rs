@@ -9,7 +9,7 @@ use crate::config::{Config, Positional};
 use crate::features;
 use crate::hooks::{call, wanted, HookKind, Hooks};
 use crate::kv_cache::KvCache;
-use crate::math::{rotary, softmax::softmax};
+use crate::math::{rotary, softmax};
 use crate::quant::linear::Input;
 use crate::weights::{Matrix, Vector};
 use crate::workspace::Workspace;
@@ -88,11 +88,20 @@ pub fn forward<H: Hooks>(
             .zip(ws.z.chunks_exact_mut(dh))
             .enumerate()
     {
-        kv.scores(layer, h, q, ws.quant, scale, row);
-        call(hooks, HookKind::AttnScores, layer, h, pos, row);
-        softmax(row);
-        call(hooks, HookKind::Pattern, layer, h, pos, row);
-        kv.mix(layer, h, row, z);
+        let mut max = kv.scores(layer, h, q, ws.quant, scale, row);
+        if wanted(hooks, HookKind::AttnScores) {
+            call(hooks, HookKind::AttnScores, layer, h, pos, row);
+            max = softmax::max(row);
+        }
+        // The softmax's division by the sum happens here for `hook_pattern`, else in the mix's
+        // weights (the same operation on the same values).
+        let mut sum = softmax::exp_shifted(row, max);
+        if wanted(hooks, HookKind::Pattern) {
+            softmax::normalize(row, sum);
+            call(hooks, HookKind::Pattern, layer, h, pos, row);
+            sum = 1.0;
+        }
+        kv.mix(layer, h, row, sum, z);
         call(hooks, HookKind::Z, layer, h, pos, z);
     }
 

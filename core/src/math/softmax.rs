@@ -15,11 +15,27 @@ pub fn exp(x: f32) -> f32 {
 
 /// In place: `x_i <- e^(x_i - max x) / sum_j e^(x_j - max x)`. An empty slice is left alone.
 pub fn softmax(x: &mut [f32]) {
-    let max = super::max_of(x.iter().copied(), f32::NEG_INFINITY);
+    let sum = exp_shifted(x, max(x));
+    normalize(x, sum);
+}
+
+/// The second half of [`softmax`]: `x_i <- x_i / sum`.
+pub fn normalize(x: &mut [f32], sum: f32) {
+    x.iter_mut().for_each(|v| *v /= sum);
+}
+
+/// `max x` as [`softmax`] takes it (`-inf` for an empty slice; NaNs ignored).
+pub fn max(x: &[f32]) -> f32 {
+    super::max_of(x.iter().copied(), f32::NEG_INFINITY)
+}
+
+/// The first half of [`softmax`]: `x_i <- e^(x_i - max)`, returning `sum_i e^(x_i - max)` (added in
+/// order); dividing each `x_i` by that sum finishes it, bit for bit.
+pub fn exp_shifted(x: &mut [f32], max: f32) -> f32 {
     let mut sum = 0.0f32;
     for v in x.iter_mut() {
         *v = exp(*v - max);
         sum += *v;
     }
-    x.iter_mut().for_each(|v| *v /= sum);
+    sum
 }

@@ -4,7 +4,8 @@
 /// Largest magnitude of a quantised value: the range is symmetric, `-127..=127`.
 pub const Q_MAX: f32 = 127.0;
 
-/// One int8 value: `x / scale` rounded half away from zero and clamped to `-127..=127`. A non-finite
+/// One int8 value as the weight encoders round it: `x / scale` rounded half away from zero and
+/// clamped to `-127..=127`. A non-finite
 /// quotient (from a zero or non-finite scale) gives 0 or the clamp, never a panic.
 ///
 /// Computed as `libm::roundf(x / scale) as i32` would be, without its call: `t = y as i32` truncates
@@ -25,6 +26,39 @@ pub fn quantize_one(x: f32, scale: f32) -> i8 {
     rounded.clamp(-127, 127) as i8
 }
 
+/// One activation value: `x / scale` rounded half away from zero, clamped to `-127..=127` (NaN to 0):
+/// the same integer as [`quantize_one`], in fewer instructions.
+///
+/// The FPU rounds: adding `1.5 * 2^23` leaves no fraction bits, so the sum is the nearest integer plus
+/// that constant (ties to even, IEEE 754's default on every target; Rust never contracts to a fused
+/// multiply-add), read back from its bits; the fraction `y - nearest` is exact, and a tie (`+-0.5`)
+/// that went to the even neighbour towards zero moves one step away from zero.
+#[inline]
+pub fn quantize_scaled(x: f32, scale: f32) -> i8 {
+    const MAGIC: f32 = 12_582_912.0;
+    let y = x / scale;
+    if libm::fabsf(y) <= Q_MAX {
+        let r = y + MAGIC;
+        let q = (r.to_bits() as i32 - MAGIC.to_bits() as i32) as i8;
+        let d = y - (r - MAGIC);
+        if libm::fabsf(d) != 0.5 {
+            q
+        } else if d > 0.0 && y > 0.0 {
+            q + 1
+        } else if d < 0.0 && y < 0.0 {
+            q - 1
+        } else {
+            q
+        }
+    } else if y > 0.0 {
+        127
+    } else if y < 0.0 {
+        -127
+    } else {
+        0
+    }
+}
+
 /// The scale of a vector: `max|x| / 127` (0 for an all-zero vector; NaNs are ignored).
 pub fn scale_of(x: &[f32]) -> f32 {
     crate::math::max_of(x.iter().map(|v| libm::fabsf(*v)), 0.0) / Q_MAX
@@ -37,18 +71,39 @@ pub struct Quantized<'q> {
     pub q: &'q [i8],
     /// Their common scale.
     pub scale: f32,
+    /// `q` as the 16-bit lanes of the four-row kernel ([`super::dsp::dot4_strided`]): per group of four
+    /// values `[q0, q2]` and `[q1, q3]`, two words; empty unless `q` is whole groups and the scratch
+    /// had room for them.
+    pub lanes: &'q [u32],
 }
 
 /// Quantises `x` into the front of `buf` (at least `x.len()` long; any excess of `x` is ignored) and
-/// returns the values with their scale.
+/// returns the values with their scale. If `x` is whole groups of four and `buf` has `2 * x.len()`
+/// more bytes, word-aligned after the values, the values' lanes go there too.
 pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     let n = x.len().min(buf.len());
     let scale = scale_of(&x[..n]);
-    let q = &mut buf[..n];
-    q.iter_mut()
-        .zip(x)
-        .for_each(|(q, &x)| *q = quantize_one(x, scale));
-    Quantized { q, scale }
+    let (q, rest) = buf.split_at_mut(n);
+    quantize_into(x, scale, q.iter_mut());
+    let words = match bytemuck::try_cast_slice_mut::<i8, u32>(rest) {
+        Ok(words) if n % 4 == 0 => words.get_mut(..n / 2).unwrap_or(&mut []),
+        _ => &mut [],
+    };
+    for (lanes, q) in words.chunks_exact_mut(2).zip(q.chunks_exact(4)) {
+        let w = u32::from_le_bytes([q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8]);
+        lanes[0] = super::dsp::sxtb16(w);
+        lanes[1] = super::dsp::sxtb16_ror8(w);
+    }
+    Quantized {
+        q,
+        scale,
+        lanes: words,
+    }
+}
+
+/// `q[i] = round(x[i] / scale)` ([`quantize_scaled`]) for as many values as `q` yields.
+pub fn quantize_into<'q>(x: &[f32], scale: f32, q: impl Iterator<Item = &'q mut i8>) {
+    q.zip(x).for_each(|(q, &x)| *q = quantize_scaled(x, scale));
 }
 
 /// `q * scale`, written into `out`.
@@ -90,6 +145,61 @@ mod tests {
         let mut buf = [5i8; 3];
         let qx = quantize(&[0.0; 3], &mut buf);
         assert_eq!((qx.q, qx.scale), (&[0i8; 3][..], 0.0));
+    }
+
+    #[test]
+    fn lanes_are_the_values_sign_extended_in_pairs() {
+        let mut words = [0u32; 6];
+        let buf: &mut [i8] = bytemuck::cast_slice_mut(&mut words);
+        let qx = quantize(&[-1.0, 0.5, 0.25, -0.75], buf);
+        assert_eq!(qx.q, &[-127, 64, 32, -95]);
+        let lane = |a: i8, b: i8| (a as i16 as u16 as u32) | (b as i16 as u16 as u32) << 16;
+        assert_eq!(qx.lanes, &[lane(-127, 32), lane(64, -95)]);
+        let mut short = [0i8; 8];
+        assert!(quantize(&[1.0; 4], &mut short[..6]).lanes.is_empty());
+        assert!(quantize(&[1.0; 3], buf).lanes.is_empty());
+    }
+
+    #[test]
+    fn scale_is_the_largest_magnitude_over_127_nans_ignored() {
+        let x = [0.5f32, -3.0, f32::NAN, 2.0, 1.0, -0.25, 2.5, f32::NAN, -7.5];
+        for n in 0..=x.len() {
+            let want = x[..n]
+                .iter()
+                .filter(|v| !v.is_nan())
+                .fold(0.0f32, |m, v| m.max(v.abs()));
+            assert_eq!(scale_of(&x[..n]), want / 127.0, "n {n}");
+        }
+    }
+
+    #[test]
+    fn scaled_rounding_equals_quantize_one() {
+        // Every f32 in [-128, 128] (every tie among them), then a sweep of quotients and odd inputs.
+        let mut bits = 0u32;
+        while bits < 0x4300_0001 {
+            for y in [f32::from_bits(bits), -f32::from_bits(bits)] {
+                assert_eq!(quantize_scaled(y, 1.0), quantize_one(y, 1.0), "{y}");
+            }
+            bits += 1;
+        }
+        let mut seed = 0x9e37_79b9u32;
+        for _ in 0..100_000 {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let (x, s) = (
+                (seed >> 8) as f32 / 65_536.0 - 128.0,
+                0.37 + (seed & 0xff) as f32 / 300.0,
+            );
+            assert_eq!(quantize_scaled(x, s), quantize_one(x, s), "{x} / {s}");
+        }
+        for (x, s) in [
+            (f32::NAN, 1.0),
+            (0.0, 0.0),
+            (1.0, 0.0),
+            (-3e38, 0.1),
+            (-1e9, 1.0),
+        ] {
+            assert_eq!(quantize_scaled(x, s), quantize_one(x, s), "{x} / {s}");
+        }
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! 1.5 instructions per multiply-accumulate for four rows at once). Integer sums are exact in any
 //! order, so every target computes the same bits.
 
-use super::dsp::{smlad, sxtb16, sxtb16_ror8};
-use crate::blob::decode_scale;
+use super::dsp::{self, smlad, sxtb16, sxtb16_ror8};
+use crate::blob::{decode_finite_scale as decode_scale, scale_bits_pair, SCALE_UNIT};
 
 /// Columns per `i32` partial sum: `2^16 * 128 * 128 = 2^30`, so no partial sum can overflow whatever the
 /// bytes are.
@@ -39,18 +39,21 @@ fn chunked(a: &[u8], b: &[u8], f: impl Fn(&[u8], &[u8]) -> i32) -> i64 {
 
 /// Four bytes as one little-endian word.
 #[inline(always)]
-fn word(b: &[u8]) -> u32 {
+pub(crate) fn word(b: &[u8]) -> u32 {
     u32::from_le_bytes([b[0], b[1], b[2], b[3]])
 }
 
 /// `acc + sum_k w_k x_k` over the four signed bytes of the words `w` and `x`.
 #[inline(always)]
 fn mac4(acc: i32, w: u32, x: u32) -> i32 {
-    smlad(
-        sxtb16_ror8(w),
-        sxtb16_ror8(x),
-        smlad(sxtb16(w), sxtb16(x), acc),
-    )
+    mac_lanes(acc, w, (sxtb16(x), sxtb16_ror8(x)))
+}
+
+/// `acc + lo(W) e.lo + hi(W) e.hi + lo(W') o.lo + hi(W') o.hi`, `W` and `W'` the even and odd signed
+/// bytes of `w` as 16-bit lanes (`SXTB16`): bytes 0 to 3 of `w` times lanes `e.lo, o.lo, e.hi, o.hi`.
+#[inline(always)]
+pub(crate) fn mac_lanes(acc: i32, w: u32, (e, o): (u32, u32)) -> i32 {
+    smlad(sxtb16_ror8(w), o, smlad(sxtb16(w), e, acc))
 }
 
 /// `sum_i w[i] * x[i]` of bytes read as int8, in `i32`, over the shorter length (at most [`CHUNK`]).
@@ -72,30 +75,39 @@ fn tail(w: &[u8], x: &[u8]) -> i32 {
         .fold(0, |acc, (&w, &x)| acc + (w as i8) as i32 * (x as i8) as i32)
 }
 
-/// Four rows against one vector, sharing its loads and lane splits: `[w_r . x]` in `i32`. The rows and
-/// `x` must have one length (at most [`CHUNK`]); four columns per iteration, then the last `n % 4` one
-/// at a time.
+/// `sums[r] + sum_g (lo(W_g) e_g.lo + hi(W_g) e_g.hi + lo(W'_g) o_g.lo + hi(W'_g) o_g.hi)` for four
+/// rows of bytes, where `W_g` and `W'_g` are the even and odd bytes of a row's `g`-th word as 16-bit
+/// lanes (`SXTB16`) and `(e_g, o_g)` the `g`-th item of `lanes`, over whole words of the rows: the
+/// portable [`dsp::dot4_strided`].
 #[inline(always)]
-fn dot4_i32(rows: [&[u8]; 4], x: &[u8]) -> [i32; 4] {
+pub(crate) fn dot4_lanes(
+    rows: [&[u8]; 4],
+    lanes: impl Iterator<Item = (u32, u32)>,
+    mut sums: [i32; 4],
+) -> [i32; 4] {
     let [a, b, c, d] = rows.map(|r| r.chunks_exact(4));
-    let x4 = x.chunks_exact(4);
-    let rest = x4.remainder();
-    let mut sums = rows.map(|r| tail(r.chunks_exact(4).remainder(), rest));
-    for ((((a, b), c), d), x) in a.zip(b).zip(c).zip(d).zip(x4) {
-        let x = word(x);
-        let (xe, xo) = (sxtb16(x), sxtb16_ror8(x));
+    for ((((a, b), c), d), x) in a.zip(b).zip(c).zip(d).zip(lanes) {
         for (s, r) in sums.iter_mut().zip([a, b, c, d]) {
-            let r = word(r);
-            *s = smlad(sxtb16_ror8(r), xo, smlad(sxtb16(r), xe, *s));
+            *s = mac_lanes(*s, word(r), x);
         }
     }
     sums
 }
 
 /// `out[r] = (W[r] . x) * (s_w[r] * s_x)` for an int8 matrix of `cols`-byte rows in `w` with `f16`
-/// row scales `scales` (as [`rescale`]), over the first `x.len()` columns of each row, rows four at a time.
+/// row scales `scales` (as [`rescale`]), over the first `x.len()` columns of each row: four rows at a
+/// time on [`dsp::dot4_strided`] when `lanes` are `x`'s ([`Quantized::lanes`](super::Quantized::lanes)),
+/// else (and for the last `rows % 4`) one at a time.
 /// A row or scale missing from `w` or `scales` leaves its output alone.
-pub fn matvec(w: &[u8], cols: usize, scales: &[u8], x: &[i8], s_x: f32, out: &mut [f32]) {
+pub fn matvec(
+    w: &[u8],
+    cols: usize,
+    scales: &[u8],
+    x: &[i8],
+    lanes: &[u32],
+    s_x: f32,
+    out: &mut [f32],
+) {
     let n = x.len();
     let xb: &[u8] = bytemuck::cast_slice(x);
     if cols == 0 || n > cols.min(CHUNK) {
@@ -105,18 +117,22 @@ pub fn matvec(w: &[u8], cols: usize, scales: &[u8], x: &[i8], s_x: f32, out: &mu
         }
         return;
     }
-    let quads = w.chunks_exact(4 * cols).zip(scales.chunks_exact(8));
     let mut done = 0;
-    for (o, (rows, s)) in out.chunks_exact_mut(4).zip(quads) {
-        let row = |i: usize| &rows[i * cols..i * cols + n];
-        let sums = dot4_i32([row(0), row(1), row(2), row(3)], xb);
-        for ((o, sum), s) in o.iter_mut().zip(sums).zip(s.chunks_exact(2)) {
-            *o = sum as f32 * (decode_scale(s) * s_x);
+    // `s_w * s_x` as `scale_bits(s_w) * (s_x * 2^112)`, the same bits while that stays finite.
+    if n % 4 == 0 && lanes.len() == n / 2 && s_x < 65_536.0 {
+        let rows = out.len().min(w.len() / cols).min(scales.len() / 2);
+        let quads = &mut out[..rows - rows % 4];
+        dsp::dot4_strided(w, cols, lanes, bytemuck::cast_slice_mut(quads));
+        let s_x = s_x * SCALE_UNIT;
+        for (o, s) in quads.chunks_exact_mut(2).zip(scales.chunks_exact(4)) {
+            for (o, s) in o.iter_mut().zip(scale_bits_pair(s)) {
+                *o = o.to_bits() as i32 as f32 * (s * s_x);
+            }
         }
-        done += 4;
+        done = quads.len();
     }
     let rest = w.chunks_exact(cols).zip(scales.chunks_exact(2)).skip(done);
-    for (o, (row, s)) in out[done..].iter_mut().zip(rest) {
+    for (o, (row, s)) in out.iter_mut().skip(done).zip(rest) {
         *o = dot_i32(&row[..n], xb) as f32 * (decode_scale(s) * s_x);
     }
 }
@@ -129,18 +145,6 @@ pub fn dot_i8_f32(a: &[i8], b: &[i8]) -> f32 {
         dot_i32(a, b) as f32
     } else {
         chunked(a, b, dot_i32) as f32
-    }
-}
-
-/// `[r . x]` for four int8 rows (four attention keys against one query), each as [`dot_i8_f32`]: rows
-/// of `x`'s length go through the four-row kernel together.
-pub fn dot4_i8_f32(x: &[i8], rows: [&[i8]; 4]) -> [f32; 4] {
-    let xb: &[u8] = bytemuck::cast_slice(x);
-    let bytes = rows.map(bytemuck::cast_slice::<i8, u8>);
-    if bytes.iter().all(|r| r.len() == xb.len()) && xb.len() <= CHUNK {
-        dot4_i32(bytes, xb).map(|s| s as f32)
-    } else {
-        rows.map(|r| dot_i8_f32(r, x))
     }
 }
 
@@ -169,12 +173,24 @@ mod tests {
         for n in [0, 1, 3, 4, 5, 8, 63, 64, 77] {
             let want: i64 = (0..n).map(|i| (w[i] as i8) as i64 * x[i] as i64).sum();
             assert_eq!(dot(&w[..n], &x[..n]), want, "n {n}");
-            let xb: &[u8] = bytemuck::cast_slice(&x[..n]);
-            let rows = [0, 77 - n, (77 - n) / 2, 77 - n].map(|s| &w[s..s + n]);
-            let sums = dot4_i32(rows, xb);
-            for (row, sum) in rows.iter().zip(sums) {
-                let want: i64 = (0..n).map(|i| (row[i] as i8) as i64 * x[i] as i64).sum();
-                assert_eq!(sum as i64, want, "n {n}");
+            let xb: &[u8] = bytemuck::cast_slice(&x[..n - n % 4]);
+            let lanes: std::vec::Vec<u32> = xb
+                .chunks_exact(4)
+                .flat_map(|q| [sxtb16(word(q)), sxtb16_ror8(word(q))])
+                .collect();
+            for stride in [0, 1, 3, (77 - n) / 7] {
+                let rows = (0..8).take_while(|r| r * stride + xb.len() <= 77).count() / 4 * 4;
+                let mut sums = [5i32; 9];
+                dsp::dot4_strided(&w, stride, &lanes, &mut sums[..rows + 1]);
+                for (r, sum) in sums.into_iter().enumerate() {
+                    let want: i64 = match r < rows {
+                        true => (0..xb.len())
+                            .map(|i| (w[r * stride + i] as i8) as i64 * (xb[i] as i8) as i64)
+                            .sum(),
+                        false => 5,
+                    };
+                    assert_eq!(sum as i64, want, "n {n} stride {stride} row {r}");
+                }
             }
         }
     }
@@ -189,14 +205,23 @@ mod tests {
                 .flat_map(|r| crate::blob::encode_scale(0.5 + r as f32).unwrap())
                 .collect();
             for n in [cols, 8, 4] {
-                let mut out = [7.0f32; 10];
-                matvec(&w, cols, &scales, &x[..n], 0.25, &mut out[..rows]);
-                for r in 0..rows {
-                    let row = &w[r * cols..r * cols + n];
-                    let want = rescale(dot(row, &x[..n]), 0.5 + r as f32, 0.25);
-                    assert_eq!(out[r], want, "rows {rows} n {n} r {r}");
+                let xb: &[u8] = bytemuck::cast_slice(&x[..n]);
+                let lanes: std::vec::Vec<u32> = xb
+                    .chunks_exact(4)
+                    .flat_map(|q| [sxtb16(word(q)), sxtb16_ror8(word(q))])
+                    .collect();
+                for lanes in [&lanes[..], &[]] {
+                    let mut out = [7.0f32; 10];
+                    for s_x in [0.25, 1e-41, 7e4] {
+                        matvec(&w, cols, &scales, &x[..n], lanes, s_x, &mut out[..rows]);
+                        for r in 0..rows {
+                            let row = &w[r * cols..r * cols + n];
+                            let want = rescale(dot(row, &x[..n]), 0.5 + r as f32, s_x);
+                            assert_eq!(out[r].to_bits(), want.to_bits(), "rows {rows} n {n} r {r}");
+                        }
+                        assert_eq!(out[rows], 7.0);
+                    }
                 }
-                assert_eq!(out[rows], 7.0);
             }
         }
     }

@@ -57,7 +57,7 @@ impl<'x> Input<'x> {
         match self.q {
             Some(q) if w.dtype() == DType::I8 && DType::I8.compiled() => {
                 let x = q.q.get(..n).unwrap_or(&[]);
-                int8::matvec(w.data(), w.cols(), w.scales(), x, q.scale, out);
+                int8::matvec(w.data(), w.cols(), w.scales(), x, q.lanes, q.scale, out);
             }
             Some(_) if w.dtype() == DType::I4 && DType::I4.compiled() => {
                 for (r, o) in out.iter_mut().enumerate() {

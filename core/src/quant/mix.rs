@@ -1,0 +1,244 @@
+//! The attention value mix over an int8 value cache in fixed point: `z[i] = S * sum_j q_j v_j[i]` with
+//! int16 weights `q_j = round(w_j / S)` and one scale `S = max_j |w_j| / 32767` per head and query.
+//!
+//! The weights `w_j = p_j * s_vj` (pattern times value scale) are converted once per head and query;
+//! each output is then an exact integer sum over positions, four outputs at a time on the matmuls'
+//! four-row kernel ([`dsp::dot4_strided`]: the weights of positions `4g, 4g + 2` and `4g + 1, 4g + 3` as
+//! the 16-bit lanes of two words, `SMLAD`), and rescaled once. The weights' rounding, at most `S / 2` each, is 1/65534 of the largest weight: far
+//! below the int8 rounding of the values it multiplies.
+
+use super::{dsp, int8};
+
+/// Largest magnitude of a fixed-point weight (for up to 512 positions; see [`w_max`]).
+pub const W_MAX: f32 = 32767.0;
+
+/// Largest magnitude of a fixed-point weight over `n` positions: [`W_MAX`], or less when `n` is over
+/// 512, so that no `i32` sum can overflow whatever the cache bytes are (`n * w_max * 128 < 2^31`).
+pub fn w_max(n: usize) -> f32 {
+    ((1usize << 24) / n.max(1)).saturating_sub(1).min(32767) as f32
+}
+
+/// `max|w|` of the weights, NaNs ignored (0 for none): the `max` argument of [`mix`].
+#[inline(always)]
+pub fn max_abs(max: f32, w: f32) -> f32 {
+    let w = libm::fabsf(w);
+    if w > max {
+        w
+    } else {
+        max
+    }
+}
+
+/// One weight in fixed point: `w * inv` rounded half up, saturated to the `i16` range (NaN to 0).
+#[inline(always)]
+fn fixed(w: f32, inv: f32) -> i32 {
+    ((w * inv + 0.5) as i32).clamp(-32768, 32767)
+}
+
+/// Two fixed-point weights as the 16-bit lanes of one word, `a` low.
+#[inline(always)]
+fn pack(a: i32, b: i32) -> u32 {
+    (a as u16 as u32) | (b as u16 as u32) << 16
+}
+
+/// The lanes of four consecutive weights (`f32` bits) for [`int8::mac_lanes`]: `(pack(q0, q2),
+/// pack(q1, q3))`, the pairing `SXTB16` makes of a word of values.
+#[inline(always)]
+fn lanes(w: [u32; 4], inv: f32) -> (u32, u32) {
+    let q = w.map(|w| fixed(f32::from_bits(w), inv));
+    (pack(q[0], q[2]), pack(q[1], q[3]))
+}
+
+/// The first four bytes of `b` as a little-endian word, zeros where `b` ends.
+#[inline(always)]
+fn padded_word(b: &[u8]) -> u32 {
+    match b {
+        [_, _, _, _, ..] => int8::word(b),
+        _ => {
+            let mut w = [0u8; 4];
+            w.iter_mut().zip(b).for_each(|(w, b)| *w = *b);
+            u32::from_le_bytes(w)
+        }
+    }
+}
+
+/// `z[i] = S * sum_j q_j v_i[j]`, where `w = weights` (one per position), `max = max|w|` (as
+/// [`max_abs`] gives it), `S = max / w_max(n)` ([`w_max`]), `q_j = round(w_j / S)` and `v_i` starts at
+/// `values[i * stride]` (the transposed cache of one head: a row of positions per output). `weights`
+/// is scratch: its contents are unspecified afterwards. If `values` is shorter than that, `z` is
+/// unspecified too (never a panic).
+pub fn mix(weights: &mut [f32], max: f32, values: &[i8], stride: usize, z: &mut [f32]) {
+    let n = weights.len();
+    let (scale, inv) = (max / w_max(n), w_max(n) / max);
+    let values: &[u8] = bytemuck::cast_slice(values);
+    let words: &mut [u32] = bytemuck::cast_slice_mut(weights);
+    let groups = n / 4;
+    // In place: group g's four weights become words 2g and 2g + 1; groups before g are read.
+    for g in 0..groups {
+        if let Some(&[a, b, c, d]) = words.get(4 * g..4 * g + 4) {
+            let (e, o) = lanes([a, b, c, d], inv);
+            if let Some([even, odd]) = words.get_mut(2 * g..2 * g + 2) {
+                (*even, *odd) = (e, o);
+            }
+        }
+    }
+    // The last `n % 4` weights, zeros after them: a group of their own when every row has the bytes
+    // (stale positions, times zero) and there is room for its words, else added row by row.
+    let mut tail = [0u32; 4];
+    tail.iter_mut()
+        .zip(words.get(4 * groups..).unwrap_or(&[]))
+        .for_each(|(t, w)| *t = *w);
+    let tail = (n % 4 != 0).then(|| lanes(tail, inv));
+    let mut packed = 2 * groups;
+    if let (Some((e, o)), true) = (tail, 4 * groups + 4 <= stride) {
+        if let Some([even, odd]) = words.get_mut(packed..packed + 2) {
+            (*even, *odd) = (e, o);
+            packed += 2;
+        }
+    }
+    let (packed, tail) = match words.get(..packed) {
+        Some(p) if p.len() > 2 * groups => (p, None),
+        p => (p.unwrap_or(&[]), tail),
+    };
+    let finish = |acc: i32, i: usize| {
+        let acc = match tail {
+            Some(t) => {
+                let at = i.saturating_mul(stride).saturating_add(4 * groups);
+                int8::mac_lanes(acc, padded_word(values.get(at..).unwrap_or(&[])), t)
+            }
+            None => acc,
+        };
+        acc as f32 * scale
+    };
+    // Four outputs at a time, `stride` apart, in one call; the last `z.len() % 4` one by one.
+    let quads = z.len() - z.len() % 4;
+    let (z4, rest) = z.split_at_mut(quads);
+    dsp::dot4_strided(values, stride, packed, bytemuck::cast_slice_mut(z4));
+    for (i, z) in z4.iter_mut().enumerate() {
+        *z = finish(z.to_bits() as i32, i);
+    }
+    for (r, z) in rest.iter_mut().enumerate() {
+        let row = values
+            .get((quads + r).saturating_mul(stride)..)
+            .unwrap_or(&[]);
+        let mut sums = [0; 4];
+        dsp::dot4_strided(row, 0, packed, &mut sums);
+        *z = finish(sums[0], quads + r);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::{vec, vec::Vec};
+
+    /// A `d x n` transposed value block (row `i` at `i * stride`) and `n` weights from a seed.
+    fn case(seed: u32, d: usize, n: usize, stride: usize) -> (Vec<i8>, Vec<f32>) {
+        let mut s = seed;
+        let mut next = || {
+            s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            s >> 8
+        };
+        let values = (0..d * stride)
+            .map(|_| ((next() % 255) as i32 - 127) as i8)
+            .collect();
+        let weights = (0..n)
+            .map(|_| (next() % 10_000) as f32 / 10_000.0)
+            .collect();
+        (values, weights)
+    }
+
+    fn f32_mix(weights: &[f32], values: &[i8], stride: usize, d: usize) -> Vec<f64> {
+        (0..d)
+            .map(|i| {
+                (0..weights.len())
+                    .map(|j| weights[j] as f64 * values[i * stride + j] as f64)
+                    .sum()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn equals_the_exact_integer_sum_of_the_rounded_weights() {
+        let cases = [
+            (16, 1),
+            (16, 3),
+            (16, 4),
+            (16, 37),
+            (5, 64),
+            (3, 9),
+            (1, 2),
+            (6, 10),
+        ];
+        for ((d, n), stride) in cases.into_iter().flat_map(|c| [(c, 64), (c, c.1)]) {
+            let (values, weights) = case(d as u32 * 131 + n as u32, d, n, stride);
+            let max = weights.iter().fold(0.0f32, |m, w| m.max(w.abs()));
+            let mut z = vec![9.0f32; d];
+            mix(&mut weights.clone(), max, &values, stride, &mut z);
+            for (i, z) in z.iter().enumerate() {
+                let acc: i64 = (0..n)
+                    .map(|j| {
+                        fixed(weights[j], w_max(n) / max) as i64 * values[i * stride + j] as i64
+                    })
+                    .sum();
+                assert_eq!(*z, acc as f32 * (max / w_max(n)), "d {d} n {n} i {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn is_within_half_a_weight_step_per_position_of_the_float_mix() {
+        for seed in 0..50 {
+            let (d, n, stride) = (16, 64, 64);
+            let (values, mut weights) = case(seed, d, n, stride);
+            // Softmax-like: a few large weights and many small ones.
+            weights
+                .iter_mut()
+                .enumerate()
+                .for_each(|(j, w)| *w *= if j % 7 == 0 { 1.0 } else { 0.01 });
+            let want = f32_mix(&weights, &values, stride, d);
+            let max = weights.iter().fold(0.0f32, |m, w| m.max(*w)) as f64;
+            let mut z = vec![0.0f32; d];
+            let max_w = weights.iter().fold(0.0, |m, w| max_abs(m, *w));
+            mix(&mut weights.clone(), max_w, &values, stride, &mut z);
+            for i in 0..d {
+                let sum_v: f64 = (0..n).map(|j| (values[i * stride + j] as f64).abs()).sum();
+                let bound = 0.5 * max / 32767.0 * sum_v * 1.0001 + 1e-6 * want[i].abs();
+                let err = (z[i] as f64 - want[i]).abs();
+                assert!(err <= bound, "seed {seed} i {i}: {err} > {bound}");
+                // Far below the int8 rounding of the values (half a step of 1/127 of max|v|).
+                assert!(err <= 1e-4 * max * sum_v, "seed {seed} i {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn long_contexts_never_overflow_and_odd_inputs_never_panic() {
+        let (d, n) = (4, 2 * 512 + 6);
+        let values = vec![-128i8; d * n];
+        let mut weights = vec![1.0f32; n];
+        let mut z = [0.0f32; 4];
+        mix(&mut weights, 1.0, &values, n, &mut z);
+        for z in z {
+            assert!((z / (-128.0 * n as f32) - 1.0).abs() < 1e-6, "{z}");
+        }
+        assert_eq!(
+            (w_max(512), w_max(513), w_max(1 << 25)),
+            (32767.0, 32703.0, 0.0)
+        );
+        for weights in [
+            [0.0f32; 5],
+            [f32::NAN; 5],
+            [f32::INFINITY; 5],
+            [-1.0, 2.0, -3.0, 0.0, 1e-30],
+        ] {
+            let mut z = [0.0f32; 6];
+            let max = weights.iter().fold(0.0, |m, w| max_abs(m, *w));
+            mix(&mut weights.clone(), max, &values[..7], 2, &mut z);
+            mix(&mut weights.clone(), max, &[], 2, &mut z);
+        }
+        let mut z = [1.0f32; 3];
+        mix(&mut [0.0; 4], 0.0, &[5; 12], 4, &mut z);
+        assert_eq!(z, [0.0; 3]);
+    }
+}
