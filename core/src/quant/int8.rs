@@ -40,8 +40,14 @@ fn dot_f32(a: &[u8], b: &[u8]) -> f32 {
     if a.len().min(b.len()) <= CHUNK {
         dot_i32(a, b) as f32
     } else {
-        chunked(a, b) as f32
+        dot_f32_long(a, b)
     }
+}
+
+/// [`chunked`] as `f32`, for vectors longer than a chunk (out of line: one copy for every caller).
+#[inline(never)]
+fn dot_f32_long(a: &[u8], b: &[u8]) -> f32 {
+    chunked(a, b) as f32
 }
 
 /// Four bytes as one little-endian word.
