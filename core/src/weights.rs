@@ -1,6 +1,6 @@
 //! Read-only views of tensors inside a blob, dequantised on the fly; no copies, any alignment.
 
-use crate::blob::{decode_scale, widen_f16, DType, I4_GROUP, SCALE_BYTES};
+use crate::blob::{decode_finite_scale, widen_f16, DType, I4_GROUP, SCALE_BYTES};
 use crate::quant::{int4, int8};
 
 /// An `f32` vector (biases, norm weights).
@@ -84,9 +84,12 @@ pub struct Matrix<'a> {
     scales: &'a [u8],
 }
 
+/// Scale `i` of `scales`, exact (0 if out of range). A matrix comes from `Model::from_bytes`, which
+/// accepts only finite positive scales: decoded without `f16`'s non-finite and subnormal cases
+/// ([`decode_finite_scale`], the same value for every scale it accepts).
 fn scale_at(scales: &[u8], i: usize) -> f32 {
     let at = i.saturating_mul(SCALE_BYTES);
-    decode_scale(scales.get(at..).unwrap_or(&[]))
+    decode_finite_scale(scales.get(at..).unwrap_or(&[]))
 }
 
 impl<'a> Matrix<'a> {

@@ -81,9 +81,9 @@ fn run() -> Result<(), FirmwareError> {
     // 1. The plain forward pass: accuracy, logits hash and cost per token (the steps alone are timed).
     let (hash, spent) = plain_pass(session, &prompt, &mut counter)?;
     // 2. Previous-token and induction scores, from the attention patterns.
-    let (heads, n_heads) = score_heads(session, &prompt)?;
+    let (heads, n_heads) = score_heads(session, &prompt, &mut counter)?;
     // 3. Every induction head, zero-ablated together.
-    ablate(session, &prompt, &heads[..n_heads])?;
+    ablate(session, &prompt, &heads[..n_heads], &mut counter)?;
 
     // 4. The logits hash, the cost and the stack.
     defmt::println!("logits_hash={=u64:016x}", hash);
@@ -133,20 +133,14 @@ fn plain_pass(
 ) -> Result<(u64, u64), FirmwareError> {
     let mut tally = Tally::default();
     let mut hash = Fnv1a64::new();
-    let mut spent = 0u64;
     // No hooks, through the same `&mut dyn Hooks` type as the hooked passes: one copy of the forward
     // pass in flash (each hook point then costs one virtual `wants` call that says no).
-    let mut none: &mut dyn Hooks = &mut ();
-    session.reset();
-    for (pos, &token) in prompt.tokens().iter().enumerate() {
-        let t0 = counter.now();
-        let logits = session.step_with(u32::from(token), &mut none)?;
-        spent += counter.now() - t0;
+    let spent = run_prompt(session, prompt, &mut (), counter, &mut |pos, logits| {
         hash.write_f32s(logits);
         if let Some(target) = prompt.repeated_target(pos) {
             tally.add(argmax(logits) == target);
         }
-    }
+    })?;
     defmt::println!(
         "accuracy={=f32} ({=u32}/{=u32})",
         tally.fraction(),
@@ -159,9 +153,13 @@ fn plain_pass(
 /// Runs the prompt with a `hook_pattern` hook that sums every head's scores, prints them and returns
 /// the induction heads (see [`HeadScores::induction_heads`]).
 #[inline(never)]
-fn score_heads(session: &mut Session<'_, '_>, prompt: &Prompt) -> Result<Heads, FirmwareError> {
+fn score_heads(
+    session: &mut Session<'_, '_>,
+    prompt: &Prompt,
+    counter: &mut Counter,
+) -> Result<Heads, FirmwareError> {
     let mut sums = HeadScores::new(prompt);
-    run_prompt(session, prompt, &mut sums, &mut |_, _| {})?;
+    run_prompt(session, prompt, &mut sums, counter, &mut |_, _| {})?;
     Ok(print_scores(&sums))
 }
 
@@ -193,6 +191,7 @@ fn ablate(
     session: &mut Session<'_, '_>,
     prompt: &Prompt,
     heads: &[Head],
+    counter: &mut Counter,
 ) -> Result<(), FirmwareError> {
     line::print_heads("ablated_heads=", heads);
     let mut ablated = Tally::default();
@@ -200,6 +199,7 @@ fn ablate(
         session,
         prompt,
         &mut HeadAblation::zero(heads),
+        counter,
         &mut |pos, logits| {
             if let Some(target) = prompt.repeated_target(pos) {
                 ablated.add(argmax(logits) == target);
@@ -215,7 +215,8 @@ fn ablate(
     Ok(())
 }
 
-/// Runs the whole prompt from position 0 with `hooks`, handing each position's logits to `on_logits`.
+/// Runs the whole prompt from position 0 with `hooks`, handing each position's logits to `on_logits`;
+/// returns the instructions (or cycles) the steps took, the steps alone.
 ///
 /// Hooks and callback are trait objects: one copy of the hooked forward pass serves every hook, where
 /// generics would inline one per hook type (each several KB of flash). The timed pass goes through the
@@ -224,11 +225,16 @@ fn run_prompt(
     session: &mut Session<'_, '_>,
     prompt: &Prompt,
     mut hooks: &mut dyn Hooks,
+    counter: &mut Counter,
     on_logits: &mut dyn FnMut(usize, &[f32]),
-) -> Result<(), FirmwareError> {
+) -> Result<u64, FirmwareError> {
+    let mut spent = 0u64;
     session.reset();
     for (pos, &token) in prompt.tokens().iter().enumerate() {
-        on_logits(pos, session.step_with(u32::from(token), &mut hooks)?);
+        let t0 = counter.now();
+        let logits = session.step_with(u32::from(token), &mut hooks)?;
+        spent += counter.now() - t0;
+        on_logits(pos, logits);
     }
-    Ok(())
+    Ok(spent)
 }

@@ -117,8 +117,9 @@ macro_rules! group {
 ///
 /// With the feature `dsp` on an ARM target, when every row is whole, it is one `asm!` loop of 21.75
 /// instructions per 16 multiply-accumulates (per group of four columns `LDRD` of the lanes, then per
-/// row `LDR`, two `SXTB16`, two `SMLAD`; four groups per iteration) and 23 per quad of rows; elsewhere
-/// the same sums in plain Rust.
+/// row `LDR`, two `SXTB16`, two `SMLAD`; four groups per iteration) and 23 per quad of rows (when
+/// some row ends early, the same loop one quad at a time, over the groups the quad's last row has);
+/// elsewhere the same sums in plain Rust.
 #[inline(never)]
 pub fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
     let quads = out.len() / 4;
@@ -214,11 +215,24 @@ pub fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) 
             }
             return;
         }
+        // Some row ends early (or no groups): one quad at a time, each over the groups its last
+        // (shortest) row has, through the loop above (a call that is whole by construction, so it
+        // recurses no further): what the portable kernel computes, without a second copy in flash.
+        for (q, sums) in out.chunks_exact_mut(4).enumerate() {
+            let rows = rows.get((4 * q).saturating_mul(stride)..).unwrap_or(&[]);
+            let last = rows.len().saturating_sub(stride.saturating_mul(3));
+            match lanes.get(..2 * groups.min(last / 4)) {
+                Some(lanes) if !lanes.is_empty() => dot4_strided(rows, stride, lanes, sums),
+                _ => sums.fill(0),
+            }
+        }
     }
+    #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
     dot4_strided_portable(rows, stride, lanes, &mut out[..4 * quads]);
 }
 
 /// [`dot4_strided`] in plain Rust (out of line, so the `asm!` loop's callers keep small frames).
+#[cfg(any(test, not(all(feature = "dsp", target_arch = "arm"))))]
 #[inline(never)]
 fn dot4_strided_portable(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
     for (q, sums) in out.chunks_exact_mut(4).enumerate() {

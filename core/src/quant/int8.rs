@@ -17,24 +17,37 @@ pub const CHUNK: usize = 1 << 16;
 /// blob bytes (two's-complement int8). Extra elements of the longer slice are ignored.
 #[inline]
 pub fn dot(w: &[u8], x: &[i8]) -> i64 {
-    chunked(w, bytemuck::cast_slice(x), dot_i32)
+    chunked(w, bytemuck::cast_slice(x))
 }
 
 /// `sum_i a[i] * b[i]` of two int8 vectors (the attention score `q . k`), exact as [`dot`].
 #[inline]
 pub fn dot_i8(a: &[i8], b: &[i8]) -> i64 {
-    chunked(bytemuck::cast_slice(a), bytemuck::cast_slice(b), dot_i32)
+    chunked(bytemuck::cast_slice(a), bytemuck::cast_slice(b))
 }
 
-/// `f` over matching chunks of at most [`CHUNK`] elements, summed in `i64`.
-#[inline]
-fn chunked(a: &[u8], b: &[u8], f: impl Fn(&[u8], &[u8]) -> i32) -> i64 {
-    if a.len().min(b.len()) <= CHUNK {
-        return f(a, b) as i64;
-    }
+/// [`dot_i32`] over matching chunks of at most [`CHUNK`] elements, summed in `i64`.
+fn chunked(a: &[u8], b: &[u8]) -> i64 {
     a.chunks(CHUNK)
         .zip(b.chunks(CHUNK))
-        .fold(0i64, |acc, (a, b)| acc + f(a, b) as i64)
+        .fold(0i64, |acc, (a, b)| acc + dot_i32(a, b) as i64)
+}
+
+/// [`chunked`] rounded once to `f32`; without a chunk's overflow, straight from [`dot_i32`]'s `i32`
+/// (the same value, without the `i64` conversion's library call).
+#[inline]
+fn dot_f32(a: &[u8], b: &[u8]) -> f32 {
+    if a.len().min(b.len()) <= CHUNK {
+        dot_i32(a, b) as f32
+    } else {
+        dot_f32_long(a, b)
+    }
+}
+
+/// [`chunked`] as `f32`, for vectors longer than a chunk (out of line: one copy for every caller).
+#[inline(never)]
+fn dot_f32_long(a: &[u8], b: &[u8]) -> f32 {
+    chunked(a, b) as f32
 }
 
 /// Four bytes as one little-endian word.
@@ -57,7 +70,8 @@ pub(crate) fn mac_lanes(acc: i32, w: u32, (e, o): (u32, u32)) -> i32 {
 }
 
 /// `sum_i w[i] * x[i]` of bytes read as int8, in `i32`, over the shorter length (at most [`CHUNK`]).
-#[inline]
+/// Out of line: the one copy of the single-row int8 dot product in a build, which every caller shares.
+#[inline(never)]
 fn dot_i32(w: &[u8], x: &[u8]) -> i32 {
     let n = w.len().min(x.len());
     let (w, x) = (&w[..n], &x[..n]);
@@ -79,6 +93,7 @@ fn tail(w: &[u8], x: &[u8]) -> i32 {
 /// rows of bytes, where `W_g` and `W'_g` are the even and odd bytes of a row's `g`-th word as 16-bit
 /// lanes (`SXTB16`) and `(e_g, o_g)` the `g`-th item of `lanes`, over whole words of the rows: the
 /// portable [`dsp::dot4_strided`].
+#[cfg(any(test, not(all(feature = "dsp", target_arch = "arm"))))]
 #[inline(always)]
 pub(crate) fn dot4_lanes(
     rows: [&[u8]; 4],
@@ -110,16 +125,10 @@ pub fn matvec(
 ) {
     let n = x.len();
     let xb: &[u8] = bytemuck::cast_slice(x);
-    if cols == 0 || n > cols.min(CHUNK) {
-        let rows = w.chunks_exact(cols.max(1)).zip(scales.chunks_exact(2));
-        for (o, (row, s)) in out.iter_mut().zip(rows) {
-            *o = rescale(dot(row.get(..n).unwrap_or(&[]), x), decode_scale(s), s_x);
-        }
-        return;
-    }
     let mut done = 0;
     // `s_w * s_x` as `scale_bits(s_w) * (s_x * 2^112)`, the same bits while that stays finite.
-    if n % 4 == 0 && lanes.len() == n / 2 && s_x < 65_536.0 {
+    let fits = cols != 0 && n <= cols.min(CHUNK);
+    if fits && n % 4 == 0 && lanes.len() == n / 2 && s_x < 65_536.0 {
         let rows = out.len().min(w.len() / cols).min(scales.len() / 2);
         let quads = &mut out[..rows - rows % 4];
         dsp::dot4_strided(w, cols, lanes, bytemuck::cast_slice_mut(quads));
@@ -131,21 +140,17 @@ pub fn matvec(
         }
         done = quads.len();
     }
-    let rest = w.chunks_exact(cols).zip(scales.chunks_exact(2)).skip(done);
-    for (o, (row, s)) in out.iter_mut().skip(done).zip(rest) {
-        *o = dot_i32(&row[..n], xb) as f32 * (decode_scale(s) * s_x);
+    // The other rows one at a time (all of them without the lanes), as [`rescale`] of [`dot`].
+    let rest = w.chunks_exact(cols.max(1)).zip(scales.chunks_exact(2));
+    for (o, (row, s)) in out.iter_mut().zip(rest).skip(done) {
+        *o = dot_f32(row.get(..n).unwrap_or(&[]), xb) * (decode_scale(s) * s_x);
     }
 }
 
 /// `a . b` of two int8 vectors, exact, rounded once to `f32` (as [`dot_i8`]`as f32`).
 #[inline]
 pub fn dot_i8_f32(a: &[i8], b: &[i8]) -> f32 {
-    let (a, b): (&[u8], &[u8]) = (bytemuck::cast_slice(a), bytemuck::cast_slice(b));
-    if a.len().min(b.len()) <= CHUNK {
-        dot_i32(a, b) as f32
-    } else {
-        chunked(a, b, dot_i32) as f32
-    }
+    dot_f32(bytemuck::cast_slice(a), bytemuck::cast_slice(b))
 }
 
 /// Rescales an integer dot product: `acc * (s_w * s_x)`, in that order.
