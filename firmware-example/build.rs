@@ -5,6 +5,8 @@
 //! - `MICROLENS_BLOB` (required): path of the blob to embed (`cargo xtask firmware` sets it); relative
 //!   paths are taken from this crate's directory.
 //! - `MICROLENS_SEED` (optional): seed of the prompt generator, decimal or `0x` hex.
+//! - `MICROLENS_STACK_RESERVE` (optional): the stack reserve in bytes, instead of the board's
+//!   `_stack_reserve` (for models other than the shipped one, whose stacks are deeper).
 
 use std::env;
 use std::fs;
@@ -42,7 +44,14 @@ fn memory_x(manifest_dir: &Path, out: &Path) -> Result<(), String> {
     };
     let src = manifest_dir.join("memory").join(format!("{board}.x"));
     println!("cargo:rerun-if-changed={}", src.display());
-    fs::copy(&src, out.join("memory.x")).map_err(|e| format!("{}: {e}", src.display()))?;
+    println!("cargo:rerun-if-env-changed=MICROLENS_STACK_RESERVE");
+    let map = fs::read_to_string(&src).map_err(|e| format!("{}: {e}", src.display()))?;
+    let map = match env::var("MICROLENS_STACK_RESERVE") {
+        Ok(bytes) => with_stack_reserve(&map, &bytes)
+            .map_err(|e| format!("MICROLENS_STACK_RESERVE={bytes}: {e} ({})", src.display()))?,
+        Err(_) => map,
+    };
+    fs::write(out.join("memory.x"), map).map_err(|e| format!("memory.x: {e}"))?;
     fs::write(
         out.join("device.x"),
         "/* No device interrupt handlers: see build.rs. */\n",
@@ -50,6 +59,31 @@ fn memory_x(manifest_dir: &Path, out: &Path) -> Result<(), String> {
     .map_err(|e| format!("device.x: {e}"))?;
     println!("cargo:rustc-link-search={}", out.display());
     Ok(())
+}
+
+/// `map` with its `_stack_reserve = N;` line set to `bytes` (a whole number of words).
+fn with_stack_reserve(map: &str, bytes: &str) -> Result<String, String> {
+    let reserve: u32 = bytes
+        .parse()
+        .map_err(|_| "not a number of bytes".to_string())?;
+    if reserve % 8 != 0 {
+        return Err("not a multiple of 8 (the stack's alignment)".into());
+    }
+    let mut found = false;
+    let lines: Vec<String> = map
+        .lines()
+        .map(|line| match line.starts_with("_stack_reserve = ") {
+            true => {
+                found = true;
+                format!("_stack_reserve = {reserve}; /* MICROLENS_STACK_RESERVE */")
+            }
+            false => line.to_string(),
+        })
+        .collect();
+    match found {
+        true => Ok(lines.join("\n") + "\n"),
+        false => Err("the memory map has no `_stack_reserve = ` line".into()),
+    }
 }
 
 /// Checks the blob and writes `OUT_DIR/model.rs`: its path and the sizes the firmware's buffers need.

@@ -1,7 +1,8 @@
 //! `cargo xtask test`: every test the project has, as CI runs it (`.ci/run` calls exactly this).
 //!
 //! Formatting, clippy with warnings denied, the workspace's tests, the core crate without `std` or
-//! `alloc`, the thumbv6m build and the firmware on QEMU checked against the host. Every step runs even
+//! `alloc`, the thumbv6m build, and the firmware on QEMU checked against the host (the shipped model,
+//! then two fixtures with norms and MLPs). Every step runs even
 //! if an earlier one failed; the last line counts them.
 
 use std::process::Command;
@@ -88,6 +89,39 @@ struct FirmwareDefaults {
     args: firmware::Args,
 }
 
+/// Fixtures whose int8 paths the shipped attention-only model does not reach, run on QEMU for the
+/// device-equals-host hash: LayerNorm with a GELU MLP (the centred hidden input), RMSNorm with rotary
+/// and a SiLU MLP. They are random models (no accuracy to ask for) with deeper stacks.
+const QEMU_FIXTURES: [&str; 2] = ["gpt2_like", "rotary_rms"];
+
+/// Stack reserve for [`QEMU_FIXTURES`] (their high-water marks: 1,912 and 2,520 B).
+const FIXTURE_STACK_RESERVE: &str = "2800";
+
+/// `cargo xtask firmware` on each of [`QEMU_FIXTURES`] as int8.
+fn fixtures_on_qemu() -> Result<()> {
+    for name in QEMU_FIXTURES {
+        let checkpoint = root()
+            .join("tests/fixtures")
+            .join(name)
+            .join("model.safetensors");
+        let checkpoint = checkpoint.to_string_lossy();
+        let args = FirmwareDefaults::parse_from([
+            "firmware",
+            "--skip-thumbv6m",
+            "--checkpoint",
+            &checkpoint,
+            "--min-accuracy",
+            "0",
+            "--min-ablation-drop",
+            "0",
+            "--stack-reserve",
+            FIXTURE_STACK_RESERVE,
+        ]);
+        firmware::run(args.args).with_context(|| format!("fixture {name}"))?;
+    }
+    Ok(())
+}
+
 /// Runs every step and fails if any failed.
 pub fn run() -> Result<()> {
     let steps = [
@@ -127,6 +161,10 @@ pub fn run() -> Result<()> {
             run: Box::new(|| {
                 firmware::run(FirmwareDefaults::parse_from(["firmware", "--skip-thumbv6m"]).args)
             }),
+        },
+        Step {
+            name: "firmware on QEMU, norm and MLP models",
+            run: Box::new(fixtures_on_qemu),
         },
     ];
     let (mut passed, mut failed) = (0, Vec::new());
