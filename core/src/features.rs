@@ -75,20 +75,3 @@ impl Features {
         self.missing
     }
 }
-
-/// Whether the feature `name` is compiled in (unknown names are not).
-pub const fn compiled(name: &str) -> bool {
-    match name.as_bytes() {
-        b"weights-f32" => DType::F32.compiled(),
-        b"weights-f16" => DType::F16.compiled(),
-        b"weights-i8" => DType::I8.compiled(),
-        b"weights-i4" => DType::I4.compiled(),
-        b"activations-f32" => Activations::F32.compiled(),
-        b"activations-i8" => Activations::I8.compiled(),
-        b"norm" => NORM,
-        b"mlp" => MLP,
-        b"rotary" => ROTARY,
-        b"shortformer" => SHORTFORMER,
-        _ => false,
-    }
-}
