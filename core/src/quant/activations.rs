@@ -4,37 +4,16 @@
 /// Largest magnitude of a quantised value: the range is symmetric, `-127..=127`.
 pub const Q_MAX: f32 = 127.0;
 
-/// One int8 value as the weight encoders round it: `x / scale` rounded half away from zero and
-/// clamped to `-127..=127`. A non-finite
-/// quotient (from a zero or non-finite scale) gives 0 or the clamp, never a panic.
-///
-/// Computed as `libm::roundf(x / scale) as i32` would be, without its call: `t = y as i32` truncates
-/// (saturating, NaN to 0), `y - t` is then the exact fraction of `y`, and a fraction of at least one half
-/// moves `t` one step away from zero.
-#[inline]
-pub fn quantize_one(x: f32, scale: f32) -> i8 {
-    let y = x / scale;
-    let t = y as i32;
-    let frac = y - t as f32;
-    let rounded = if frac >= 0.5 {
-        t.saturating_add(1)
-    } else if frac <= -0.5 {
-        t.saturating_sub(1)
-    } else {
-        t
-    };
-    rounded.clamp(-127, 127) as i8
-}
-
-/// One activation value: `x / scale` rounded half away from zero, clamped to `-127..=127` (NaN to 0):
-/// the same integer as [`quantize_one`], in fewer instructions.
+/// One int8 value, for activations and for the weight encoders alike: `x / scale` rounded half away
+/// from zero (the integer `libm::roundf` gives, without its call), clamped to `-127..=127`. A non-finite
+/// quotient (from a zero or non-finite scale) gives 0 (NaN) or the clamp, never a panic.
 ///
 /// The FPU rounds: adding `1.5 * 2^23` leaves no fraction bits, so the sum is the nearest integer plus
 /// that constant (ties to even, IEEE 754's default on every target; Rust never contracts to a fused
 /// multiply-add), read back from its bits; the fraction `y - nearest` is exact, and a tie (`+-0.5`)
 /// that went to the even neighbour towards zero moves one step away from zero.
 #[inline]
-pub fn quantize_scaled(x: f32, scale: f32) -> i8 {
+pub fn quantize_one(x: f32, scale: f32) -> i8 {
     const MAGIC: f32 = 12_582_912.0;
     let y = x / scale;
     if libm::fabsf(y) <= Q_MAX {
@@ -101,9 +80,9 @@ pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     }
 }
 
-/// `q[i] = round(x[i] / scale)` ([`quantize_scaled`]) for as many values as `q` yields.
+/// `q[i] = round(x[i] / scale)` ([`quantize_one`]) for as many values as `q` yields.
 pub fn quantize_into<'q>(x: &[f32], scale: f32, q: impl Iterator<Item = &'q mut i8>) {
-    q.zip(x).for_each(|(q, &x)| *q = quantize_scaled(x, scale));
+    q.zip(x).for_each(|(q, &x)| *q = quantize_one(x, scale));
 }
 
 /// `q * scale`, written into `out`.
@@ -172,13 +151,18 @@ mod tests {
         }
     }
 
+    /// The reference: `libm::roundf` of the quotient, clamped.
+    fn plain(x: f32, s: f32) -> i8 {
+        (libm::roundf(x / s) as i32).clamp(-127, 127) as i8
+    }
+
     #[test]
-    fn scaled_rounding_equals_quantize_one() {
+    fn rounding_equals_libm_roundf_on_every_value_up_to_128() {
         // Every f32 in [-128, 128] (every tie among them), then a sweep of quotients and odd inputs.
         let mut bits = 0u32;
         while bits < 0x4300_0001 {
             for y in [f32::from_bits(bits), -f32::from_bits(bits)] {
-                assert_eq!(quantize_scaled(y, 1.0), quantize_one(y, 1.0), "{y}");
+                assert_eq!(quantize_one(y, 1.0), plain(y, 1.0), "{y}");
             }
             bits += 1;
         }
@@ -189,7 +173,7 @@ mod tests {
                 (seed >> 8) as f32 / 65_536.0 - 128.0,
                 0.37 + (seed & 0xff) as f32 / 300.0,
             );
-            assert_eq!(quantize_scaled(x, s), quantize_one(x, s), "{x} / {s}");
+            assert_eq!(quantize_one(x, s), plain(x, s), "{x} / {s}");
         }
         for (x, s) in [
             (f32::NAN, 1.0),
@@ -198,13 +182,12 @@ mod tests {
             (-3e38, 0.1),
             (-1e9, 1.0),
         ] {
-            assert_eq!(quantize_scaled(x, s), quantize_one(x, s), "{x} / {s}");
+            assert_eq!(quantize_one(x, s), plain(x, s), "{x} / {s}");
         }
     }
 
     #[test]
     fn rounding_equals_libm_roundf() {
-        let plain = |x: f32, s: f32| (libm::roundf(x / s) as i32).clamp(-127, 127) as i8;
         let mut seed = 0x1234_5678u32;
         for i in 0..200_000u32 {
             seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
