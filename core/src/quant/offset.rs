@@ -26,6 +26,17 @@ pub fn centre(x: &mut [f32]) -> f32 {
     c
 }
 
+/// `x` as an integer matrix reads it, rounded to int8 and back in place (`q * s` with one scale
+/// `s = max|x| / 127`), `centred` (the MLP's hidden vector) rounding `x - c` and adding back its
+/// mid-range `c`, exactly as the forward pass rounds its inputs; `scratch` (at least `x.len()` bytes)
+/// holds the integers. What the host's calibration and emulation of the device's roundings use.
+pub fn round_trip(x: &mut [f32], centred: bool, scratch: &mut [i8]) {
+    let c = if centred { centre(x) } else { 0.0 };
+    let q = super::quantize(x, scratch);
+    super::activations::dequantize(q.q, q.scale, x);
+    x.iter_mut().for_each(|v| *v += c);
+}
+
 /// `out[r] += c * sum_j W[r][j]` for an integer matrix, the row sum taken by its own int8-input kernel
 /// ([`Matrix::dot_q`] against ones of scale `c`), using `scratch` (at least `W.cols()` long) for the ones.
 pub fn add_row_sums(w: &Matrix<'_>, c: f32, scratch: &mut [i8], out: &mut [f32]) {
@@ -52,6 +63,18 @@ mod tests {
         let mut x = [0.0, 4.0, 1.0];
         assert_eq!(centre(&mut x), 2.0);
         assert_eq!(x, [-2.0, 2.0, -1.0]);
+    }
+
+    #[test]
+    fn centring_halves_the_step_of_a_one_signed_vector() {
+        let x: [f32; 8] = [0.0, 0.1, 0.7, 1.3, 2.0, 2.54, 0.02, 1.9];
+        for (centred, step) in [(false, 2.54 / 127.0), (true, 1.27 / 127.0)] {
+            let mut y = x;
+            round_trip(&mut y, centred, &mut [0i8; 8]);
+            for (a, b) in x.iter().zip(&y) {
+                assert!((a - b).abs() <= 0.5 * step * 1.001, "{centred}: {a} -> {b}");
+            }
+        }
     }
 
     #[test]

@@ -8,8 +8,7 @@
 //! read `x`; it must read `x~`), so the residual stream itself keeps `x`, as on the device.
 
 use microlens::config::Positional;
-use microlens::quant::activations::dequantize;
-use microlens::quant::{offset, quantize};
+use microlens::quant::offset;
 use microlens::weights::Matrix;
 use microlens::{HookKind, HookPoint, Hooks, Model, TensorId, TensorKind};
 
@@ -47,16 +46,10 @@ impl Int8Rounding {
     }
 }
 
-/// `x` rounded to int8 with one scale and back, as an integer matrix reads it: `q * s` with
-/// `q = round(x / s)`, `s = max|x| / 127`; `centred` (the MLP's hidden vector) rounds `x - c` and adds
-/// back its mid-range `c` ([`microlens::quant::offset`]).
+/// `x` rounded to int8 and back as the device rounds a matrix input ([`offset::round_trip`]).
 pub fn round_trip(x: &mut [f32], centred: bool) {
-    let c = if centred { offset::centre(x) } else { 0.0 };
-    let mut buf = vec![0i8; x.len()];
-    let q = quantize(x, &mut buf);
-    let scale = q.scale;
-    dequantize(&buf, scale, x);
-    x.iter_mut().for_each(|v| *v += c);
+    let mut scratch = vec![0i8; x.len()];
+    offset::round_trip(x, centred, &mut scratch);
 }
 
 /// `x` rounded to int8 with one scale and back ([`round_trip`], not centred).
