@@ -87,6 +87,7 @@ fn fidelity_json_table_and_plots() {
     ]));
     for key in [
         "top1_agreement",
+        "top1_flip_max_margin",
         "mean_kl",
         "max_kl",
         "logit_rmse",

@@ -44,6 +44,22 @@ pub fn argmax(x: &[f32]) -> usize {
         .fold(0, |best, (i, v)| if *v > x[best] { i } else { best })
 }
 
+/// How far the largest value is ahead of the second largest (`0` for fewer than two values): the
+/// logit change that can flip an arg-max.
+pub fn top1_margin(x: &[f32]) -> f64 {
+    let best = argmax(x);
+    let second = x
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != best)
+        .fold(f64::NEG_INFINITY, |m, (_, &v)| m.max(v as f64));
+    if second == f64::NEG_INFINITY {
+        0.0
+    } else {
+        x[best] as f64 - second
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,5 +74,8 @@ mod tests {
         assert!((js(&[1.0, 0.0], &[0.0, 1.0]) - 2f64.ln()).abs() < 1e-12);
         assert_eq!(js(&[0.3, 0.7], &[0.3, 0.7]), 0.0);
         assert_eq!(argmax(&[1.0, 3.0, 3.0, -1.0]), 1);
+        assert_eq!(top1_margin(&[1.0, 3.0, 3.0, -1.0]), 0.0);
+        assert_eq!(top1_margin(&[1.0, 3.5, 3.0, -1.0]), 0.5);
+        assert_eq!(top1_margin(&[2.0]), 0.0);
     }
 }

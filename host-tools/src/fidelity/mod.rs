@@ -12,7 +12,7 @@ mod report;
 
 pub use data::{induction_sequences, read_token_file, repeated_positions};
 pub use heads::{detection_score, HeadFidelity, PatternStats, Patterns};
-pub use metrics::{argmax, js, kl, log_softmax};
+pub use metrics::{argmax, js, kl, log_softmax, top1_margin};
 pub use report::{CompositionChange, ModelFidelity, Report};
 
 use anyhow::{ensure, Result};
@@ -30,6 +30,7 @@ struct LogitStats {
     kl_sum: f64,
     kl_max: f64,
     same_top1: usize,
+    flip_max_margin: f64,
     sq_err: f64,
     values: usize,
     loss: [f64; 2],
@@ -47,6 +48,9 @@ impl LogitStats {
             self.kl_max = self.kl_max.max(d);
             let same = argmax(r) == argmax(c);
             self.same_top1 += same as usize;
+            if !same {
+                self.flip_max_margin = self.flip_max_margin.max(top1_margin(r));
+            }
             self.sq_err += r
                 .iter()
                 .zip(c)
@@ -72,6 +76,7 @@ impl LogitStats {
             mean_kl: self.kl_sum / n,
             max_kl: self.kl_max,
             top1_agreement: self.same_top1 as f64 / n,
+            top1_flip_max_margin: self.flip_max_margin,
             logit_rmse: (self.sq_err / self.values.max(1) as f64).sqrt(),
             repeated_positions: self.loss_positions,
             top1_agreement_repeated: self.same_top1_repeated as f64 / nl,
@@ -177,4 +182,31 @@ pub fn compare_with<H: Hooks>(
     let mut heads = patterns.finish();
     let composition = weight_metrics(reference, candidate, &mut heads)?;
     Ok(Report::new(seqs, logits.finish(), heads, composition))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flips_are_reported_with_the_reference_margin() {
+        let mut stats = LogitStats::default();
+        let reference = [
+            vec![1.0, 0.9, 0.0],
+            vec![2.0, 0.0, 0.5],
+            vec![0.0, 3.0, 2.0],
+        ];
+        let candidate = [
+            vec![0.9, 1.0, 0.0],
+            vec![2.0, 0.0, 0.5],
+            vec![0.0, 1.9, 2.0],
+        ];
+        stats.add(&[0, 1, 2, 3], &reference, &candidate);
+        let m = stats.finish();
+        assert!((m.top1_agreement - 1.0 / 3.0).abs() < 1e-12);
+        assert!((m.top1_flip_max_margin - 1.0).abs() < 1e-6, "{m:?}");
+        let mut same = LogitStats::default();
+        same.add(&[0, 1, 2, 3], &reference, &reference);
+        assert_eq!(same.finish().top1_flip_max_margin, 0.0);
+    }
 }

@@ -19,6 +19,10 @@ pub struct ModelFidelity {
     pub max_kl: f64,
     /// Fraction of positions where both models rank the same token first.
     pub top1_agreement: f64,
+    /// Largest lead of the reference's first logit over its second at a position where the candidate
+    /// ranks another token first (`0` when none does): every flip happened at a reference margin at
+    /// most this large.
+    pub top1_flip_max_margin: f64,
     /// Root mean square of the logit differences.
     pub logit_rmse: f64,
     /// Positions in the repeated part (their next token repeats an earlier bigram).
@@ -136,9 +140,18 @@ impl Report {
     pub fn table(&self) -> String {
         let m = &self.model;
         let mut s = String::new();
+        let flips = if m.top1_agreement < 1.0 {
+            format!(
+                " (every flip where the reference's first logit leads by <= {:.2e})",
+                m.top1_flip_max_margin
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
-            "{} sequences, {} positions: mean KL {:.3e} nats, max KL {:.3e}, top-1 agreement {:.2}%, logit RMSE {:.3e}",
+            "{} sequences, {} positions: mean KL {:.3e} nats, max KL {:.3e}, top-1 agreement {:.2}%{flips}, \
+             logit RMSE {:.3e}",
             self.sequences,
             m.positions,
             m.mean_kl,
