@@ -98,17 +98,20 @@ impl Solver {
 
     /// Quantises one row: the integers (int8 range, or int4 range for `I4`) and the scales (one for
     /// `I8`, `max|w| / 127` of the row as given; one per group of 32 for `I4`), or `None` if a scale is
-    /// out of the `f16` range. An `I4` row is rounded by GPTQ from several starts (each group's clip
-    /// chosen among `clips` when the group is reached, and each clip for every group), each start is
-    /// [refined](Solver::refine), and the one with the least loss is kept.
+    /// out of the `f16` range. An `I4` row is rounded from several starts (GPTQ with each group's clip
+    /// chosen among `clips` when the group is reached, GPTQ with each clip for every group, and nearest
+    /// rounding with each clip), each start is [refined](Solver::refine), and the one with the least
+    /// loss is kept.
     fn row(&self, w: &[f32], dtype: DType, clips: &[f32]) -> Option<(Vec<i8>, Vec<f32>)> {
         let n = self.n;
         let target: Vec<f64> = self.order.iter().map(|&c| w[c] as f64).collect();
         let (q, scales) = if dtype == DType::I4 {
             let singles = clips.chunks(1).filter(|_| clips.len() > 1);
+            let starts = std::iter::once(clips).chain(singles).map(|c| (c, true));
+            let nearest = clips.chunks(1).map(|c| (c, false));
             let mut best: Option<(f64, Vec<i8>, Vec<f32>)> = None;
-            for clips in std::iter::once(clips).chain(singles) {
-                let (mut q, mut scales) = self.gptq(&target, I4_GROUP, I4_MAX, clips)?;
+            for (clips, feedback) in starts.chain(nearest) {
+                let (mut q, mut scales) = self.gptq(&target, I4_GROUP, I4_MAX, clips, feedback)?;
                 self.refine(&target, &mut q, &mut scales, I4_GROUP, I4_MAX as i8);
                 let loss = self.loss(&target, &q, &scales, I4_GROUP);
                 if best.as_ref().is_none_or(|b| loss < b.0) {
@@ -117,7 +120,7 @@ impl Solver {
             }
             best.map(|(_, q, scales)| (q, scales))?
         } else {
-            self.gptq(&target, n.max(1), 127.0, &[1.0])?
+            self.gptq(&target, n.max(1), 127.0, &[1.0], true)?
         };
         let mut out = vec![0i8; n];
         for (k, v) in q.into_iter().enumerate() {
@@ -128,13 +131,15 @@ impl Solver {
 
     /// GPTQ of `target` (in the solver's order) to integers in `-q_max..=q_max` (in that order), with
     /// one scale per `segment` inputs, chosen when the segment is reached among `max|w_g| * f / q_max`
-    /// of the segment as updated, for `f` in `clips`, as the one that adds least to the loss.
+    /// of the segment as updated, for `f` in `clips`, as the one that adds least to the loss; without
+    /// `feedback`, nearest rounding.
     fn gptq(
         &self,
         target: &[f64],
         segment: usize,
         q_max: f32,
         clips: &[f32],
+        feedback: bool,
     ) -> Option<(Vec<i8>, Vec<f32>)> {
         let n = self.n;
         let mut work = target.to_vec();
@@ -148,7 +153,7 @@ impl Solver {
                 let scale = weight_scale(&group, q_max / clip)?;
                 let mut trial = work.clone();
                 let mut tq = vec![0i8; end - start];
-                let loss = self.columns(&mut trial, start..end, scale, q_max, &mut tq);
+                let loss = self.columns(&mut trial, start..end, scale, q_max, &mut tq, feedback);
                 if best.as_ref().is_none_or(|b| loss < b.0) {
                     best = Some((loss, scale, trial, tq));
                 }
@@ -254,8 +259,8 @@ impl Solver {
         }
     }
 
-    /// Quantises columns `cols` of `work` with one `scale`, writing the integers into `q` and pushing
-    /// each column's error onto the later columns; returns the GPTQ loss they add,
+    /// Quantises columns `cols` of `work` with one `scale`, writing the integers into `q` and (with
+    /// `feedback`) pushing each column's error onto the later columns; returns the GPTQ loss they add,
     /// `sum ((w_c - q_c s) / U_cc)²`.
     fn columns(
         &self,
@@ -264,6 +269,7 @@ impl Solver {
         scale: f32,
         q_max: f32,
         q: &mut [i8],
+        feedback: bool,
     ) -> f64 {
         let limit = q_max as i8;
         let mut loss = 0.0;
@@ -272,7 +278,9 @@ impl Solver {
             *qc = quantize_one(x as f32, scale).clamp(-limit, limit);
             let err = (x - *qc as f64 * scale as f64) / self.u[(c, c)];
             loss += err * err;
-            self.feed_back(work, c, err);
+            if feedback {
+                self.feed_back(work, c, err);
+            }
         }
         loss
     }
@@ -508,7 +516,9 @@ mod tests {
             let decoded = decode_matrix(&t).unwrap();
             for (row, w_hat) in w.chunks(n).zip(decoded.chunks(n)) {
                 let target: Vec<f64> = row.iter().map(|&v| v as f64).collect();
-                let (q, scales) = solver.gptq(&target, I4_GROUP, I4_MAX, &I4_CLIPS).unwrap();
+                let (q, scales) = solver
+                    .gptq(&target, I4_GROUP, I4_MAX, &I4_CLIPS, true)
+                    .unwrap();
                 let plain = solver.loss(&target, &q, &scales, I4_GROUP);
                 let r =
                     DVector::from_iterator(n, target.iter().zip(w_hat).map(|(a, b)| a - *b as f64));
