@@ -76,7 +76,8 @@ impl Solver {
         })
     }
 
-    /// The identity solver: no feedback, so GPTQ is exactly nearest rounding.
+    /// The identity solver: no feedback, so GPTQ is exactly nearest rounding (int4 rows are then
+    /// refined on `|w - ŵ|²`).
     pub fn identity(n: usize) -> Solver {
         Solver {
             n,
@@ -208,7 +209,7 @@ impl Solver {
                 for c in cols.clone() {
                     hq.axpy(q[c] as f64, &h.column(c), 1.0);
                 }
-                // With `r` the residual without this segment, the loss is `r'Hr - 2 s qᵀHr + s² qᵀHq`.
+                // With `r` the residual without this segment, the loss is `rᵀHr - 2 s qᵀHr + s² qᵀHq`.
                 let qhq: f64 = cols.clone().map(|c| q[c] as f64 * hq[c]).sum();
                 let old = *scale as f64;
                 let qhr = cols.map(|c| q[c] as f64 * g[c]).sum::<f64>() + old * qhq;
