@@ -3,16 +3,17 @@
 //! and each column's rounding error is pushed onto the columns not yet quantised so that `W x` over the
 //! calibration inputs moves as little as possible. The values fill exactly the blob layout the nearest
 //! rounding of [`super::encode_matrix`] fills (int8: one scale per row, fixed before the row is
-//! quantised; int4: one scale per group of 32 inputs, chosen when the group is reached; f16: each value
-//! to its nearest `f16`, the grid being the format's own), with the core's own rounding and
-//! `f16`-rounded-up scales, so the device maths is unchanged.
+//! quantised; int4: one scale per group of 32 inputs, chosen when the group is reached, then the
+//! integers and scales refined by coordinate descent on the same loss; f16: each value to its nearest
+//! `f16`, the grid being the format's own), with the core's own rounding and `f16` scales, so the
+//! device maths is unchanged.
 
 use anyhow::{anyhow, ensure, Result};
-use microlens::blob::{TensorData, I4_GROUP};
+use microlens::blob::{scale_up, TensorData, I4_GROUP};
 use microlens::quant::activations::quantize_one;
 use microlens::quant::encode::{weight_scale, I4_MAX};
 use microlens::{DType, TensorId};
-use nalgebra::DMatrix;
+use nalgebra::{DMatrix, DVector};
 
 /// Damping added to the diagonal of `H` before inverting it, as a fraction of its mean diagonal.
 pub const DAMPING: f64 = 0.01;
@@ -28,6 +29,8 @@ pub struct Solver {
     /// `order[k]` is the input quantised `k`-th: `0..n`, or by decreasing `H_ii` ("act order").
     order: Vec<usize>,
     u: DMatrix<f64>,
+    /// The damped `H` (in the solver's order), the loss [`Solver::refine`] descends.
+    h: DMatrix<f64>,
 }
 
 impl Solver {
@@ -63,17 +66,24 @@ impl Solver {
             damped[(i, i)] += damping * mean_diag;
         }
         let not_pd = || anyhow!("the calibration Hessian is not positive definite");
-        let inverse = damped.cholesky().ok_or_else(not_pd)?.inverse();
+        let inverse = damped.clone().cholesky().ok_or_else(not_pd)?.inverse();
         let u = inverse.cholesky().ok_or_else(not_pd)?.l().transpose();
-        Ok(Solver { n, order, u })
+        Ok(Solver {
+            n,
+            order,
+            u,
+            h: damped,
+        })
     }
 
-    /// The identity solver: no feedback, so GPTQ is exactly nearest rounding.
+    /// The identity solver: no feedback, so GPTQ is exactly nearest rounding (int4 rows are then
+    /// refined on `|w - ŵ|²`).
     pub fn identity(n: usize) -> Solver {
         Solver {
             n,
             order: (0..n).collect(),
             u: DMatrix::identity(n, n),
+            h: DMatrix::identity(n, n),
         }
     }
 
@@ -88,19 +98,54 @@ impl Solver {
     }
 
     /// Quantises one row: the integers (int8 range, or int4 range for `I4`) and the scales (one for
-    /// `I8`, `max|w| / 127` of the row as given; one per group of 32 for `I4`, chosen when the group is
-    /// reached among `max|w_g| * f / 7` of the group as updated, for `f` in `clips`, as the one that adds
-    /// least to the GPTQ loss), or `None` if a scale is out of the `f16` range.
+    /// `I8`, `max|w| / 127` of the row as given; one per group of 32 for `I4`), or `None` if a scale is
+    /// out of the `f16` range. An `I4` row is rounded from several starts (GPTQ with each group's clip
+    /// chosen among `clips` when the group is reached, GPTQ with each clip for every group, and nearest
+    /// rounding with each clip), each start is [refined](Solver::refine), and the one with the least
+    /// loss is kept.
     fn row(&self, w: &[f32], dtype: DType, clips: &[f32]) -> Option<(Vec<i8>, Vec<f32>)> {
         let n = self.n;
-        let mut work: Vec<f64> = self.order.iter().map(|&c| w[c] as f64).collect();
+        let target: Vec<f64> = self.order.iter().map(|&c| w[c] as f64).collect();
+        let (q, scales) = if dtype == DType::I4 {
+            let singles = clips.chunks(1).filter(|_| clips.len() > 1);
+            let starts = std::iter::once(clips).chain(singles).map(|c| (c, true));
+            let nearest = clips.chunks(1).map(|c| (c, false));
+            let mut best: Option<(f64, Vec<i8>, Vec<f32>)> = None;
+            for (clips, feedback) in starts.chain(nearest) {
+                let (mut q, mut scales) = self.gptq(&target, I4_GROUP, I4_MAX, clips, feedback)?;
+                self.refine(&target, &mut q, &mut scales, I4_GROUP, I4_MAX as i8);
+                let loss = self.loss(&target, &q, &scales, I4_GROUP);
+                if best.as_ref().is_none_or(|b| loss < b.0) {
+                    best = Some((loss, q, scales));
+                }
+            }
+            best.map(|(_, q, scales)| (q, scales))?
+        } else {
+            self.gptq(&target, n.max(1), 127.0, &[1.0], true)?
+        };
+        let mut out = vec![0i8; n];
+        for (k, v) in q.into_iter().enumerate() {
+            out[self.order[k]] = v;
+        }
+        Some((out, scales))
+    }
+
+    /// GPTQ of `target` (in the solver's order) to integers in `-q_max..=q_max` (in that order), with
+    /// one scale per `segment` inputs, chosen when the segment is reached among `max|w_g| * f / q_max`
+    /// of the segment as updated, for `f` in `clips`, as the one that adds least to the loss; without
+    /// `feedback`, nearest rounding.
+    fn gptq(
+        &self,
+        target: &[f64],
+        segment: usize,
+        q_max: f32,
+        clips: &[f32],
+        feedback: bool,
+    ) -> Option<(Vec<i8>, Vec<f32>)> {
+        let n = self.n;
+        let mut work = target.to_vec();
         let mut q = vec![0i8; n];
         let mut scales = Vec::new();
-        let (segment, q_max) = match dtype {
-            DType::I4 => (I4_GROUP, I4_MAX),
-            _ => (n.max(1), 127.0),
-        };
-        let clips = if dtype == DType::I4 { clips } else { &[1.0] };
         for start in (0..n).step_by(segment) {
             let end = (start + segment).min(n);
             let group: Vec<f32> = work[start..end].iter().map(|&v| v as f32).collect();
@@ -109,19 +154,85 @@ impl Solver {
                 let scale = weight_scale(&group, q_max / clip)?;
                 let mut trial = work.clone();
                 let mut tq = vec![0i8; end - start];
-                let loss = self.columns(&mut trial, start..end, scale, q_max, &mut tq);
+                let loss = self.columns(&mut trial, start..end, scale, q_max, &mut tq, feedback);
                 if best.as_ref().is_none_or(|b| loss < b.0) {
                     best = Some((loss, scale, trial, tq));
                 }
             }
             let (_, scale, trial, tq) = best?;
             work = trial;
-            for (k, v) in (start..end).zip(tq) {
-                q[self.order[k]] = v;
-            }
+            q[start..end].copy_from_slice(&tq);
             scales.push(scale);
         }
         Some((q, scales))
+    }
+
+    /// The loss GPTQ minimises, `(w - ŵ)ᵀ H (w - ŵ)` with the damped `H`, of integers `q` with one of
+    /// `scales` per `segment` inputs (`w` and `q` in the solver's order).
+    fn loss(&self, w: &[f64], q: &[i8], scales: &[f32], segment: usize) -> f64 {
+        let r = residual(w, q, scales, segment);
+        (&self.h * &r).dot(&r)
+    }
+
+    /// Lowers [the loss](Solver::loss) of a rounded row by coordinate descent, never raising it: moves
+    /// of one integer by ±1 (within `-limit..=limit`) while one helps, then each segment's scale (its
+    /// integers kept) to the better `f16` either side of its least-squares optimum, and again while a
+    /// scale moved. `g = H (w - ŵ)` is kept up to date: moving `ŵ_i` by `d` changes the loss by
+    /// `d² H_ii - 2 d g_i`.
+    fn refine(&self, w: &[f64], q: &mut [i8], scales: &mut [f32], segment: usize, limit: i8) {
+        let (n, h) = (self.n, &self.h);
+        let limit = limit as i16;
+        let mut g = h * residual(w, q, scales, segment);
+        for _ in 0..REFINE_ROUNDS {
+            for _ in 0..REFINE_PASSES {
+                let mut moved = false;
+                for i in 0..n {
+                    let s = scales[i / segment] as f64;
+                    for step in [1i16, -1] {
+                        let (next, d) = (q[i] as i16 + step, step as f64 * s);
+                        if next.abs() <= limit && d * d * h[(i, i)] - 2.0 * d * g[i] < 0.0 {
+                            q[i] = next as i8;
+                            g.axpy(-d, &h.column(i), 1.0);
+                            moved = true;
+                            break;
+                        }
+                    }
+                }
+                if !moved {
+                    break;
+                }
+            }
+            let mut rescaled = false;
+            for (k, scale) in scales.iter_mut().enumerate() {
+                let cols = k * segment..((k + 1) * segment).min(n);
+                let mut hq = DVector::zeros(n);
+                for c in cols.clone() {
+                    hq.axpy(q[c] as f64, &h.column(c), 1.0);
+                }
+                // With `r` the residual without this segment, the loss is `rᵀHr - 2 s qᵀHr + s² qᵀHq`.
+                let qhq: f64 = cols.clone().map(|c| q[c] as f64 * hq[c]).sum();
+                let old = *scale as f64;
+                let qhr = cols.map(|c| q[c] as f64 * g[c]).sum::<f64>() + old * qhq;
+                let Some(up) = (qhq > 0.0).then(|| scale_up((qhr / qhq) as f32)).flatten() else {
+                    continue;
+                };
+                let down = half::f16::from_bits(half::f16::from_f32(up).to_bits() - 1).to_f32();
+                let change = |s: f64| (s * s - old * old) * qhq - 2.0 * (s - old) * qhr;
+                let best = [up, down]
+                    .into_iter()
+                    .filter(|&s| s > 0.0)
+                    .map(|s| (change(s as f64), s))
+                    .min_by(|a, b| a.0.total_cmp(&b.0));
+                if let Some((_, s)) = best.filter(|b| b.0 < 0.0) {
+                    g.axpy(old - s as f64, &hq, 1.0);
+                    *scale = s;
+                    rescaled = true;
+                }
+            }
+            if !rescaled {
+                break;
+            }
+        }
     }
 
     /// Rounds one row to `f16`, in the solver's order, each value to its nearest `f16` after the
@@ -149,8 +260,8 @@ impl Solver {
         }
     }
 
-    /// Quantises columns `cols` of `work` with one `scale`, writing the integers into `q` and pushing
-    /// each column's error onto the later columns; returns the GPTQ loss they add,
+    /// Quantises columns `cols` of `work` with one `scale`, writing the integers into `q` and (with
+    /// `feedback`) pushing each column's error onto the later columns; returns the GPTQ loss they add,
     /// `sum ((w_c - q_c s) / U_cc)²`.
     fn columns(
         &self,
@@ -159,6 +270,7 @@ impl Solver {
         scale: f32,
         q_max: f32,
         q: &mut [i8],
+        feedback: bool,
     ) -> f64 {
         let limit = q_max as i8;
         let mut loss = 0.0;
@@ -167,10 +279,28 @@ impl Solver {
             *qc = quantize_one(x as f32, scale).clamp(-limit, limit);
             let err = (x - *qc as f64 * scale as f64) / self.u[(c, c)];
             loss += err * err;
-            self.feed_back(work, c, err);
+            if feedback {
+                self.feed_back(work, c, err);
+            }
         }
         loss
     }
+}
+
+/// Coordinate passes over a row per round of [`Solver::refine`], at most.
+const REFINE_PASSES: usize = 20;
+/// Rounds of passes and rescaling in [`Solver::refine`], at most.
+const REFINE_ROUNDS: usize = 5;
+
+/// `w - ŵ` for integers `q` with one scale per `segment` inputs.
+fn residual(w: &[f64], q: &[i8], scales: &[f32], segment: usize) -> DVector<f64> {
+    DVector::from_iterator(
+        w.len(),
+        w.iter()
+            .zip(q)
+            .enumerate()
+            .map(|(i, (w, &q))| w - q as f64 * scales[i / segment] as f64),
+    )
 }
 
 /// Packs a row's integers as the blob stores them: one byte each for `I8`, two per byte (low nibble
@@ -354,8 +484,57 @@ mod tests {
         let w: Vec<f32> = (0..rows * n).map(|_| rng.random_range(-3.0..3.0)).collect();
         for dtype in [DType::F16, DType::I8, DType::I4] {
             let g = encode_matrix(id, [rows, n], &w, dtype, &Solver::identity(n), &[1.0]).unwrap();
-            assert_eq!(g, nearest(id, [rows, n], &w, dtype).unwrap(), "{dtype:?}");
+            let r = nearest(id, [rows, n], &w, dtype).unwrap();
+            if dtype != DType::I4 {
+                assert_eq!(g, r, "{dtype:?}");
+                continue;
+            }
+            // The int4 refinement only moves nearest rounding where that lowers `|w - ŵ|²`.
+            let error = |t: &TensorData| {
+                let v = decode_matrix(t).unwrap();
+                w.iter()
+                    .zip(v)
+                    .map(|(a, b)| (*a as f64 - b as f64).powi(2))
+                    .sum::<f64>()
+            };
+            assert!(error(&g) < error(&r), "{} vs {}", error(&g), error(&r));
         }
+    }
+
+    /// The int4 blob values have at most the GPTQ loss of plain GPTQ (every row), less in some rows, and
+    /// the loss the refinement assumed.
+    #[test]
+    fn refinement_never_raises_the_gptq_loss() {
+        let id = TensorId::layer(TensorKind::WOut, 0);
+        let mut lowered = 0;
+        for seed in 0..6 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let (rows, n) = (8, 70);
+            let w: Vec<f32> = (0..rows * n).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let x = inputs(400, n, &mut rng);
+            let solver = Solver::new(&second_moment(&x, n), n, DAMPING, false).unwrap();
+            let t = encode_matrix(id, [rows, n], &w, DType::I4, &solver, &I4_CLIPS).unwrap();
+            let decoded = decode_matrix(&t).unwrap();
+            for (row, w_hat) in w.chunks(n).zip(decoded.chunks(n)) {
+                let target: Vec<f64> = row.iter().map(|&v| v as f64).collect();
+                let (q, scales) = solver
+                    .gptq(&target, I4_GROUP, I4_MAX, &I4_CLIPS, true)
+                    .unwrap();
+                let plain = solver.loss(&target, &q, &scales, I4_GROUP);
+                let r =
+                    DVector::from_iterator(n, target.iter().zip(w_hat).map(|(a, b)| a - *b as f64));
+                let blob = (&solver.h * &r).dot(&r);
+                let (q, scales) = solver.row(row, DType::I4, &I4_CLIPS).unwrap();
+                let assumed = solver.loss(&target, &q, &scales, I4_GROUP);
+                assert!(
+                    (blob - assumed).abs() <= 1e-9 * assumed,
+                    "{blob} vs {assumed}"
+                );
+                assert!(blob <= plain, "seed {seed}: refined {blob} plain {plain}");
+                lowered += usize::from(blob < 0.999 * plain);
+            }
+        }
+        assert!(lowered > 0);
     }
 
     #[test]
