@@ -194,17 +194,17 @@ fn measured_fidelity_does_not_regress() {
         (
             DType::I8,
             Limits {
-                mean_kl: 1.20e-03,
+                mean_kl: 1.104e-03,
                 mean_kl_by_model: &[
-                    ("attn_only_2l", 2.025e-04),
-                    ("gpt2_like", 1.975e-04),
-                    ("shortformer", 2.337e-04),
-                    ("lnpre_relu_3l", 1.812e-04),
-                    ("nonorm_1l", 6.975e-04),
-                    ("rotary_rms", 1.638e-04),
-                    ("rotary_adjacent_rmspre", 8.425e-05),
-                    ("hf_gpt2", 1.197e-03),
-                    ("induction-2l", 2.112e-04),
+                    ("attn_only_2l", 1.837e-04),
+                    ("gpt2_like", 1.825e-04),
+                    ("shortformer", 2.250e-04),
+                    ("lnpre_relu_3l", 1.725e-04),
+                    ("nonorm_1l", 6.625e-04),
+                    ("rotary_rms", 1.563e-04),
+                    ("rotary_adjacent_rmspre", 8.137e-05),
+                    ("hf_gpt2", 1.104e-03),
+                    ("induction-2l", 2.075e-04),
                 ],
                 top1: 0.97,
                 attention: 0.14,
@@ -214,17 +214,17 @@ fn measured_fidelity_does_not_regress() {
         (
             DType::I4,
             Limits {
-                mean_kl: 1.125e-01,
+                mean_kl: 1.036e-01,
                 mean_kl_by_model: &[
-                    ("attn_only_2l", 1.800e-02),
-                    ("gpt2_like", 1.650e-02),
-                    ("shortformer", 2.413e-02),
-                    ("lnpre_relu_3l", 1.313e-02),
-                    ("nonorm_1l", 5.962e-02),
-                    ("rotary_rms", 2.025e-02),
-                    ("rotary_adjacent_rmspre", 1.035e-02),
-                    ("hf_gpt2", 1.125e-01),
-                    ("induction-2l", 1.026e-02),
+                    ("attn_only_2l", 1.675e-02),
+                    ("gpt2_like", 1.537e-02),
+                    ("shortformer", 2.275e-02),
+                    ("lnpre_relu_3l", 1.262e-02),
+                    ("nonorm_1l", 6.100e-02),
+                    ("rotary_rms", 1.962e-02),
+                    ("rotary_adjacent_rmspre", 1.073e-02),
+                    ("hf_gpt2", 1.036e-01),
+                    ("induction-2l", 1.001e-02),
                 ],
                 top1: 0.75,
                 attention: 0.95,
@@ -266,8 +266,8 @@ fn shipped_model_hashes_equal_the_device_ones() {
     for (dtype, device) in [
         (DType::F32, "de9e11fb6ffc5d19"),
         (DType::F16, "066483fb13ba348d"),
-        (DType::I8, "f81770df37542fee"),
-        (DType::I4, "b5f25c5457816238"),
+        (DType::I8, "947931f0732cbbe3"),
+        (DType::I4, "433705afffa49831"),
     ] {
         let blob = requantize(&model, dtype);
         let out = microlens_host::run::run_blob(&blob, &tokens).unwrap();
@@ -308,8 +308,8 @@ fn shipped_model_error_sources() {
 }
 
 /// The int8 emulation is what the device does: the int8-weight model with `f32` activations, run with
-/// every int8 rounding emulated, comes within 15% of the real W8A8 model's mean KL (measured: +6% on the
-/// shipped model, 0% on attn_only_2l).
+/// every int8 rounding emulated, comes within 15% of the real W8A8 model's mean KL (measured: +2% on the
+/// shipped model, +1% on attn_only_2l).
 #[test]
 fn int8_emulation_matches_the_real_int8_model() {
     use microlens_host::fidelity::compare_with;

@@ -12,6 +12,7 @@ pub mod calibration;
 pub mod compensation;
 pub mod embedding;
 pub mod gptq;
+pub mod search;
 
 use anyhow::{anyhow, ensure, Result};
 use microlens::blob::{Activations, TensorData, I4_GROUP};
