@@ -214,17 +214,17 @@ fn measured_fidelity_does_not_regress() {
         (
             DType::I4,
             Limits {
-                mean_kl: 1.036e-01,
+                mean_kl: 1.040e-01,
                 mean_kl_by_model: &[
-                    ("attn_only_2l", 1.675e-02),
-                    ("gpt2_like", 1.537e-02),
-                    ("shortformer", 2.275e-02),
-                    ("lnpre_relu_3l", 1.262e-02),
-                    ("nonorm_1l", 6.100e-02),
-                    ("rotary_rms", 1.962e-02),
-                    ("rotary_adjacent_rmspre", 1.073e-02),
-                    ("hf_gpt2", 1.036e-01),
-                    ("induction-2l", 1.001e-02),
+                    ("attn_only_2l", 1.650e-02),
+                    ("gpt2_like", 1.525e-02),
+                    ("shortformer", 2.263e-02),
+                    ("lnpre_relu_3l", 1.240e-02),
+                    ("nonorm_1l", 6.150e-02),
+                    ("rotary_rms", 1.850e-02),
+                    ("rotary_adjacent_rmspre", 1.009e-02),
+                    ("hf_gpt2", 1.040e-01),
+                    ("induction-2l", 9.625e-03),
                 ],
                 top1: 0.75,
                 attention: 0.95,
@@ -267,7 +267,7 @@ fn shipped_model_hashes_equal_the_device_ones() {
         (DType::F32, "de9e11fb6ffc5d19"),
         (DType::F16, "066483fb13ba348d"),
         (DType::I8, "947931f0732cbbe3"),
-        (DType::I4, "433705afffa49831"),
+        (DType::I4, "be4a1015884b5e99"),
     ] {
         let blob = requantize(&model, dtype);
         let out = microlens_host::run::run_blob(&blob, &tokens).unwrap();

@@ -22,7 +22,9 @@ use super::search;
 pub const DAMPING: f64 = 0.01;
 
 /// Clipping factors tried for an int4 group scale (`max|w_g| * f / 7`).
-pub const I4_CLIPS: [f32; 6] = [1.0, 0.95, 0.9, 0.85, 0.8, 0.75];
+pub const I4_CLIPS: [f32; 11] = [
+    1.0, 0.975, 0.95, 0.925, 0.9, 0.875, 0.85, 0.825, 0.8, 0.775, 0.75,
+];
 
 /// What GPTQ needs of one input space: the order the inputs are quantised in and the upper Cholesky
 /// factor `U` of the damped `H⁻¹` (in that order), whose rows carry the error feedback.
