@@ -1,11 +1,12 @@
-//! Exact integer search for one GPTQ group: the integers `q` (in `-limit..=limit`) that minimise GPTQ's
-//! loss over the group's columns, `sum_c ((x_c - q_c s) / U_cc)²`, where each column's value `x_c` is
-//! the row's after the feedback of the columns before it (`x_j -= (x_c - q_c s) / U_cc * U_cj`). GPTQ
-//! takes the nearest integer at each column (Babai's nearest plane); this enumerates the others too, in
-//! order of cost (Schnorr and Euchner's zig-zag), dropping a branch as soon as its cost reaches the best
-//! found, so it returns the closest point of the group's lattice, or the best found within `max_nodes`.
+//! Exact integer search for one block of a GPTQ row (a group, or part of one): the integers `q` (in
+//! `-limit..=limit`) that minimise GPTQ's loss over the block's columns,
+//! `sum_c ((x_c - q_c s) / U_cc)²`, where each column's value `x_c` is the row's after the feedback of
+//! the columns before it (`x_j -= (x_c - q_c s) / U_cc * U_cj`). GPTQ takes the nearest integer at each
+//! column (Babai's nearest plane); this enumerates the others too, in order of cost (Schnorr and
+//! Euchner's zig-zag), dropping a branch as soon as its cost reaches the best found, so it returns the
+//! closest point of the block's lattice, or the best found within `max_nodes`.
 
-/// The feedback rows of a group: `u(c, j)` is `U_cj` for group-local columns `c <= j`.
+/// The feedback rows of a block: `u(c, j)` is `U_cj` for block-local columns `c <= j`.
 pub trait Feedback {
     /// `U_cj`.
     fn u(&self, c: usize, j: usize) -> f64;
