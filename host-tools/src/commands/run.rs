@@ -17,7 +17,8 @@ pub struct Args {
     /// Comma-separated token ids, e.g. 3,1,4.
     #[arg(long)]
     pub tokens: String,
-    /// Print one JSON object {"logits": [pos][vocab], "patterns": [layer][head][query][key]}.
+    /// Print one JSON object: "logits" indexed by position then vocab, "patterns" by layer, head,
+    /// query, key.
     #[arg(long)]
     pub json: bool,
     /// Print only `logits_hash=<16 hex digits>` (FNV-1a 64 of every logit's f32 bytes); with --json, add a

@@ -63,7 +63,7 @@ pub struct Args {
     /// Held-out evaluation sequences.
     #[arg(long, default_value_t = 2048)]
     pub eval_size: usize,
-    /// File stem of the outputs [default: induction-<layers>l].
+    /// File stem of the outputs [default: `induction-{layers}l`, `{layers}` the value of `--layers`].
     #[arg(long)]
     pub name: Option<String>,
 }
