@@ -379,7 +379,7 @@ fn int8_rounding_error_sources() {
 #[test]
 #[ignore = "a measurement for the README: run with --ignored --nocapture"]
 fn top1_against_int4_error_size() {
-    use microlens_host::quantize::requantize_tensors;
+    use microlens_host::quantize::{decode_matrix, encode_matrix, requantize_tensors};
     const FRACTIONS: [f64; 9] = [0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0];
     for (name, blob) in models() {
         let reference = Model::from_bytes(&blob).unwrap();
@@ -389,20 +389,21 @@ fn top1_against_int4_error_size() {
         let int4 = requantize_with(&reference, DType::I4, Activations::F32, &rounding).unwrap();
         let int4 = requantize_tensors(&Model::from_bytes(&int4).unwrap(), DType::F32).unwrap();
         let exact = requantize_tensors(&reference, DType::F32).unwrap();
-        let floats = |bytes: &[u8]| -> Vec<f32> {
-            let words = bytes.chunks_exact(4);
-            words
-                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-                .collect()
-        };
         let mut points = Vec::new();
         for a in FRACTIONS {
-            let mut tensors = exact.clone();
-            for (t, q) in tensors.iter_mut().zip(&int4) {
-                let (w, q) = (floats(&t.data), floats(&q.data));
-                let moved = w.iter().zip(&q).map(|(w, q)| w + a as f32 * (q - w));
-                t.data = moved.flat_map(f32::to_le_bytes).collect();
-            }
+            let tensors: Vec<_> = exact
+                .iter()
+                .zip(&int4)
+                .map(|(t, q)| {
+                    let (w, q) = (decode_matrix(t).unwrap(), decode_matrix(q).unwrap());
+                    let moved: Vec<f32> = w
+                        .iter()
+                        .zip(&q)
+                        .map(|(w, q)| w + a as f32 * (q - w))
+                        .collect();
+                    encode_matrix(t.id, t.shape, &moved, DType::F32).unwrap()
+                })
+                .collect();
             let processing = *reference.processing();
             let moved =
                 microlens::blob::write(cfg, processing, Activations::F32, &tensors).unwrap();
@@ -503,7 +504,7 @@ fn int4_error_against_its_floors() {
     use microlens::blob::I4_GROUP;
     use microlens_host::quantize::calibration::{record, Inputs, Site, Source};
     use microlens_host::quantize::compensation;
-    use microlens_host::quantize::{requantize as nearest, requantize_tensors, Against};
+    use microlens_host::quantize::{decode_matrix, requantize_tensors, Against};
     use nalgebra::{DMatrix, DVector};
     const BITS_PER_WEIGHT: f64 = 4.0 + 16.0 / 32.0;
     for (name, blob) in models() {
@@ -518,14 +519,14 @@ fn int4_error_against_its_floors() {
             Against::Float,
         )
         .unwrap();
-        let near = nearest(&reference, DType::I4, Activations::I8).unwrap();
-        let near = requantize_tensors(&Model::from_bytes(&near).unwrap(), DType::F32).unwrap();
+        let near = requantize_tensors(&reference, DType::I4).unwrap();
         let sites: Vec<Site> = exact.iter().filter_map(|t| Site::of(t.id)).collect();
         let inputs = record(&reference, &seqs, Inputs::Float, &sites).unwrap();
-        let floats = |bytes: &[u8]| -> Vec<f64> {
-            let words = bytes.chunks_exact(4);
-            words
-                .map(|b| f32::from_le_bytes(b.try_into().unwrap()) as f64)
+        let values = |t: &microlens::blob::TensorData| -> Vec<f64> {
+            decode_matrix(t)
+                .unwrap()
+                .into_iter()
+                .map(f64::from)
                 .collect()
         };
         let mut largest = (0.0f64, 0.0f64);
@@ -536,19 +537,12 @@ fn int4_error_against_its_floors() {
             let x = &inputs[&site];
             let x = DMatrix::from_row_iterator(x.len() / n, n, x.iter().map(|&v| v as f64));
             let h = x.transpose() * &x / x.nrows() as f64;
-            let w = DMatrix::from_row_slice(rows, n, &floats(&t.data));
+            let w = DMatrix::from_row_slice(rows, n, &values(t));
             let power = |values: Vec<f64>| {
                 let d = &w - DMatrix::from_row_slice(rows, n, &values);
                 (&d * &h * d.transpose()).trace()
             };
-            let pg = power(
-                microlens_host::quantize::decode_matrix(g)
-                    .unwrap()
-                    .iter()
-                    .map(|&v| v as f64)
-                    .collect(),
-            );
-            let pn = power(floats(&q.data));
+            let (pg, pn) = (power(values(g)), power(values(q)));
             let eig = h.symmetric_eigenvalues();
             let top = eig.max();
             let kept: Vec<f64> = eig.iter().copied().filter(|&v| v > 1e-9 * top).collect();
