@@ -4,17 +4,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-/// Every fixture directory under `tests/fixtures/` (see its README).
-pub const FIXTURES: [&str; 8] = [
-    "attn_only_2l",
-    "gpt2_like",
-    "shortformer",
-    "lnpre_relu_3l",
-    "nonorm_1l",
-    "rotary_rms",
-    "rotary_adjacent_rmspre",
-    "hf_gpt2",
-];
+include!("fixture_names.rs");
 
 /// One token sequence and what TransformerLens computed for it.
 #[derive(Debug, Deserialize)]

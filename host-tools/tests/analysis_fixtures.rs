@@ -19,7 +19,7 @@ fn max_diff(a: &[f64], b: &[f64]) -> f64 {
 
 #[test]
 fn composition_scores_match_transformer_lens() {
-    for name in common::ALL {
+    for name in common::FIXTURES {
         let expected = common::expected(name);
         for (processed, key) in [(false, "unprocessed"), (true, "processed")] {
             let blob = common::blob(name, processed);
@@ -37,7 +37,7 @@ fn composition_scores_match_transformer_lens() {
 
 #[test]
 fn copying_scores_match_transformer_lens() {
-    for name in common::ALL {
+    for name in common::FIXTURES {
         let expected = common::expected(name);
         for (processed, key) in [(false, "unprocessed"), (true, "processed")] {
             let blob = common::blob(name, processed);

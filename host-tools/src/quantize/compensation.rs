@@ -1,35 +1,59 @@
-//! GPTQ over a whole model. The tables `W_E`/`W_pos` are rounded against the output Fisher
+//! GPTQ over a whole model. The lookup tables (`W_E`, `W_pos`, `pos_Q`, `pos_K`) are rounded against the output Fisher
 //! ([`super::embedding`]); the other matrices either each against the float model's inputs (plain
 //! GPTQ, [`Against::Float`]) or, in forward order, with the errors of what is already quantised
 //! compensated ([`Against::Quantized`]): each site's matrices are rounded against the inputs the model
 //! produces with everything before them quantised (and its int8 activations and KV cache), after
 //! moving their float weights to the ones that best reproduce the float model's outputs from those
-//! inputs. With `x` the float model's inputs and `x̃` the quantised one's, `W* = W + W E (H̃ + λI)⁻¹`,
+//! inputs, and their biases take up the mean of what is left. With `x` the float model's inputs and
+//! `x̃` the quantised one's, centred (`x - E x`, `x̃ - E x̃`), `W* = W + W E (H̃ + λI)⁻¹`,
 //! `E = E[(x - x̃) x̃ᵀ]`, `H̃ = E[x̃ x̃ᵀ]`, minimises `E|W x - W* x̃|²` (up to the damping `λ`), and
 //! `E|W x - Ŵ x̃|² = E|W x - W* x̃|² + E|(W* - Ŵ) x̃|²`, so GPTQ of `W*` against `H̃` minimises the
-//! whole error.
+//! whole error; the bias `b̂ = b + W E x - Ŵ E x̃` makes the uncentred error's mean zero.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use anyhow::{anyhow, ensure, Result};
 use microlens::blob::{Activations, TensorData};
 use microlens::tensors::Catalogue;
 use microlens::weights::Matrix;
-use microlens::{DType, Model, TensorId};
-use nalgebra::DMatrix;
+use microlens::{DType, Model, TensorId, TensorKind};
+use nalgebra::{DMatrix, DVector};
 
 use super::calibration::{record, Inputs, Site};
 use super::gptq::{self, Solver};
-use super::{embedding, matrix_values, requantize_tensor, Against};
+use super::{decode_matrix, embedding, encode_matrix, matrix_values, requantize_tensor, Against};
 
 /// `rows` (`[count][n]`) as a matrix.
 fn as_matrix(rows: &[f32], n: usize) -> DMatrix<f64> {
     DMatrix::from_row_iterator(rows.len() / n.max(1), n, rows.iter().map(|&v| v as f64))
 }
 
-/// The second moment of `xq` and the shift `E (H̃ + λI)⁻¹` that moves `W` to `W*` (module docs), from
-/// the float model's inputs `x` and the quantised model's `xq` at the same tokens (`[tokens][n]`).
-fn compensate(x: &DMatrix<f64>, xq: &DMatrix<f64>) -> Result<(DMatrix<f64>, Option<DMatrix<f64>>)> {
+/// A site's inputs as its matrices are rounded against them.
+struct Compensation {
+    /// `H̃`, the second moment of the quantised model's centred inputs.
+    h: DMatrix<f64>,
+    /// `E (H̃ + λI)⁻¹`, which moves `W` to `W*` (module docs).
+    shift: DMatrix<f64>,
+    /// The float model's mean input `E x`.
+    mean: DVector<f64>,
+    /// The quantised model's mean input `E x̃`.
+    mean_q: DVector<f64>,
+}
+
+/// `rows` minus their mean row, and the mean row (as a column).
+fn centred(rows: &DMatrix<f64>) -> (DMatrix<f64>, DVector<f64>) {
+    let mean = rows.row_mean().transpose();
+    let mut c = rows.clone();
+    for mut row in c.row_iter_mut() {
+        row -= mean.transpose();
+    }
+    (c, mean)
+}
+
+/// How a site's matrices are rounded (module docs), from the float model's inputs `x` and the quantised
+/// model's `xq` at the same tokens (`[tokens][n]`).
+fn compensate(x: &DMatrix<f64>, xq: &DMatrix<f64>) -> Result<Compensation> {
     ensure!(
         x.shape() == xq.shape(),
         "the quantised model saw {} inputs where the float model saw {}",
@@ -38,8 +62,9 @@ fn compensate(x: &DMatrix<f64>, xq: &DMatrix<f64>) -> Result<(DMatrix<f64>, Opti
     );
     let n = x.ncols();
     let count = xq.nrows().max(1) as f64;
-    let h = xq.transpose() * xq / count;
-    let e = (x - xq).transpose() * xq / count;
+    let ((x, mean), (xq, mean_q)) = (centred(x), centred(xq));
+    let h = xq.transpose() * &xq / count;
+    let e = (x - &xq).transpose() * &xq / count;
     let mut damped = h.clone();
     let lambda = gptq::DAMPING * h.diagonal().mean().max(f64::MIN_POSITIVE);
     for i in 0..n {
@@ -48,7 +73,27 @@ fn compensate(x: &DMatrix<f64>, xq: &DMatrix<f64>) -> Result<(DMatrix<f64>, Opti
     let inverse = damped
         .try_inverse()
         .ok_or_else(|| anyhow!("the calibration Hessian is singular"))?;
-    Ok((h, Some(e * inverse)))
+    Ok(Compensation {
+        h,
+        shift: e * inverse,
+        mean,
+        mean_q,
+    })
+}
+
+/// The bias added to the output of matrix `id`.
+fn bias_of(id: TensorId) -> Option<TensorId> {
+    let kind = match id.kind {
+        TensorKind::WQ => TensorKind::BQ,
+        TensorKind::WK => TensorKind::BK,
+        TensorKind::WV => TensorKind::BV,
+        TensorKind::WO => TensorKind::BO,
+        TensorKind::WIn => TensorKind::BIn,
+        TensorKind::WOut => TensorKind::BOut,
+        TensorKind::WU => TensorKind::BU,
+        _ => return None,
+    };
+    Some(TensorId { kind, ..id })
 }
 
 /// The blob of `model` with the tensors in `done` quantised and the others `f32`.
@@ -96,12 +141,17 @@ pub fn requantize_tensors(
     // Act order helped the int8 matrices, not the tables; int4 groups need the inputs in order.
     let act_order = dtype != DType::I4;
     let mut done: BTreeMap<(u8, usize), TensorData> = BTreeMap::new();
-    let tables = embedding::solver(model, seqs, false)?;
+    let mut tables: BTreeMap<(u8, usize), Solver> = BTreeMap::new();
     for id in Catalogue::new(&cfg).ids() {
         let t = match model.matrix(id) {
-            Some(m) if embedding::is_residual_table(id.kind) => {
+            Some(m) if embedding::is_table(id.kind) => {
+                let moment = embedding::moment_of(id);
+                let solver = match tables.entry(key(moment)) {
+                    Entry::Occupied(s) => s.into_mut(),
+                    Entry::Vacant(e) => e.insert(embedding::solver(model, moment, seqs, false)?),
+                };
                 let values = matrix_values(&m);
-                gptq::encode_matrix(id, id.shape(&cfg), &values, dtype, &tables, &gptq::I4_CLIPS)?
+                gptq::encode_matrix(id, id.shape(&cfg), &values, dtype, solver, &gptq::I4_CLIPS)?
             }
             Some(_) if Site::of(id).is_some() => continue,
             _ => requantize_tensor(model, id, dtype)?,
@@ -125,26 +175,43 @@ pub fn requantize_tensors(
             .map(|(_, m)| m.cols())
             .ok_or_else(|| anyhow!("no matrix reads {site:?}"))?;
         let x = as_matrix(&float.remove(&site).unwrap_or_default(), n);
-        let (h, shift) = match against {
+        let (h, comp) = match against {
             Against::Float => (x.transpose() * &x / x.nrows().max(1) as f64, None),
             Against::Quantized => {
                 let partial = partial_blob(model, activations, &done)?;
                 let partial = Model::from_bytes(&partial)?;
                 let quantized = record(&partial, seqs, Inputs::of(activations), &[site])?;
                 let xq = as_matrix(quantized.get(&site).map_or(&[][..], Vec::as_slice), n);
-                compensate(&x, &xq)?
+                let comp = compensate(&x, &xq)?;
+                (comp.h.clone(), Some(comp))
             }
         };
         let solver = Solver::new(h.as_slice(), n, gptq::DAMPING, act_order)?;
         for (id, m) in ids {
             let w = as_matrix(&matrix_values(&m), n);
-            let target = match &shift {
-                Some(shift) => &w + &w * shift,
-                None => w,
+            let target = match &comp {
+                Some(c) => &w + &w * &c.shift,
+                None => w.clone(),
             };
             let values: Vec<f32> = target.transpose().iter().map(|&v| v as f32).collect();
             let t =
                 gptq::encode_matrix(id, id.shape(&cfg), &values, dtype, &solver, &gptq::I4_CLIPS)?;
+            if let (Some(c), Some(b)) = (&comp, bias_of(id)) {
+                let rounded = as_matrix(&decode_matrix(&t)?, n);
+                let shift = &w * &c.mean - rounded * &c.mean_q;
+                let bias = model
+                    .vector(b)
+                    .ok_or_else(|| anyhow!("the model has no tensor {b}"))?;
+                let values: Vec<f32> = bias
+                    .iter()
+                    .zip(shift.iter())
+                    .map(|(v, &s)| (v as f64 + s) as f32)
+                    .collect();
+                done.insert(
+                    key(b),
+                    encode_matrix(b, b.shape(&cfg), &values, DType::F32)?,
+                );
+            }
             done.insert(key(id), t);
         }
     }
@@ -164,31 +231,39 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
 
     #[test]
-    fn the_shift_undoes_a_distortion_of_the_inputs() {
+    fn the_shift_and_bias_undo_a_distortion_of_the_inputs() {
         let mut rng = ChaCha8Rng::seed_from_u64(4);
         let (count, n) = (2000, 5);
         let x = DMatrix::from_fn(count, n, |_, j| {
-            rng.random_range(-1.0..1.0) * (1.0 + j as f64)
+            rng.random_range(-1.0..1.0) * (1.0 + j as f64) + 0.5
         });
-        // The quantised model's inputs: shrunk by 10% and with input 1 leaking into input 0.
-        let mut xq = &x * 0.9;
+        // The quantised model's inputs: shrunk by 10%, offset, and with input 1 leaking into input 0.
+        let mut xq = x.map(|v| 0.9 * v + 0.3);
         for t in 0..count {
             xq[(t, 0)] += 0.2 * x[(t, 1)];
         }
         let w = DMatrix::from_fn(3, n, |_, _| rng.random_range(-1.0..1.0));
-        let (h, shift) = compensate(&x, &xq).unwrap();
-        assert!((&h - xq.transpose() * &xq / count as f64).amax() < 1e-12);
-        let w_star = &w + &w * shift.unwrap();
-        let err = |v: &DMatrix<f64>| (&x * w.transpose() - &xq * v.transpose()).norm();
-        assert!(
-            err(&w_star) < 0.05 * err(&w),
-            "{} vs {}",
-            err(&w_star),
-            err(&w)
-        );
+        let c = compensate(&x, &xq).unwrap();
+        let (xqc, mean_q) = centred(&xq);
+        assert!((&c.h - xqc.transpose() * &xqc / count as f64).amax() < 1e-12);
+        assert!((mean_q - &c.mean_q).amax() < 1e-12 && (c.mean_q[4] - 0.75).abs() < 0.1);
+        let w_star = &w + &w * &c.shift;
+        // `|W x - (V x̃ + b)|` over every token.
+        let err = |v: &DMatrix<f64>, b: &DVector<f64>| {
+            let mut e = &x * w.transpose() - &xq * v.transpose();
+            for mut row in e.row_iter_mut() {
+                row -= b.transpose();
+            }
+            e.norm()
+        };
+        let (zero, bias) = (DVector::zeros(3), &w * &c.mean - &w_star * &c.mean_q);
+        let compensated = err(&w_star, &bias);
+        assert!(compensated < 0.05 * err(&w, &zero), "{compensated}");
+        // Without its bias the offset stays.
+        assert!(compensated < 0.05 * err(&w_star, &zero), "{compensated}");
         // Nothing to undo: no shift.
-        let (_, none) = compensate(&x, &x).unwrap();
-        assert!(none.unwrap().amax() < 1e-12);
+        let same = compensate(&x, &x).unwrap();
+        assert!(same.shift.amax() < 1e-12);
         assert!(compensate(&x, &xq.rows(0, 10).into_owned()).is_err());
     }
 }

@@ -1,11 +1,12 @@
-//! The second moment GPTQ rounds the lookup tables `W_E` and `W_pos` against. Their rows are not
-//! multiplied by an input but added to the residual stream, so what matters is how far a row's rounding
-//! error `e` moves the model's next-token distributions: to second order `eᵀ H e / 2` in KL, with `H`
-//! the output Fisher information pulled back to the residual stream ([`output_moment`]). (Weighting
-//! the matrices that read the stream instead, `H = sum_W Wᵀ W / tr(Wᵀ W)`, did less well.)
+//! The second moment GPTQ rounds the lookup tables against: `W_E` and `W_pos`, whose rows are added to
+//! the residual stream, and the shortformer's `pos_Q`/`pos_K`, whose rows are added to the queries and
+//! keys. A row is not multiplied by an input, so what matters is how far its rounding error `e` moves
+//! the model's next-token distributions: to second order `eᵀ H e / 2` in KL, with `H` the output Fisher
+//! information pulled back to the activation the row is added to ([`output_moment`]). (Weighting the
+//! matrices that read the stream instead, `H = sum_W Wᵀ W / tr(Wᵀ W)`, did less well for `W_E`/`W_pos`.)
 
 use anyhow::{anyhow, Result};
-use microlens::{Model, TensorKind};
+use microlens::{Model, TensorId, TensorKind};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use microlens::{HookKind, HookPoint, Hooks};
@@ -16,26 +17,78 @@ use super::gptq::{Solver, DAMPING};
 use super::matrix_values;
 use crate::run::run_with_hooks;
 
-/// Whether `kind` is a table whose rows are added to the residual stream.
-pub fn is_residual_table(kind: TensorKind) -> bool {
-    matches!(kind, TensorKind::WE | TensorKind::WPos)
+/// Whether `kind` is a lookup table whose rows are added to an activation (not multiplied by one).
+pub fn is_table(kind: TensorKind) -> bool {
+    matches!(
+        kind,
+        TensorKind::WE | TensorKind::WPos | TensorKind::PosQ | TensorKind::PosK
+    )
 }
 
-/// The solver for the residual tables of `model` (`act_order`: see [`Solver::new`]).
-pub fn solver(model: &Model<'_>, seqs: &[Vec<u32>], act_order: bool) -> Result<Solver> {
+/// The activation the rows of table `kind` are added to: `hook_embed` (the residual stream's first
+/// term, which `W_pos` joins), or a block's `hook_q`/`hook_k`.
+fn added_to(kind: TensorKind) -> Option<HookKind> {
+    match kind {
+        TensorKind::WE | TensorKind::WPos => Some(HookKind::Embed),
+        TensorKind::PosQ => Some(HookKind::Q),
+        TensorKind::PosK => Some(HookKind::K),
+        _ => None,
+    }
+}
+
+/// The table whose output moment the rows of table `id` are rounded against: `W_E`'s for `W_pos` (both
+/// are added to the residual stream at the embedding), its own for the others.
+pub fn moment_of(id: TensorId) -> TensorId {
+    match id.kind {
+        TensorKind::WPos => TensorId::global(TensorKind::WE),
+        _ => id,
+    }
+}
+
+/// The solver for the tables whose [`moment_of`] is `id` (`act_order`: see [`Solver::new`]), with
+/// central-difference steps of 1% of the RMS of table `id`.
+pub fn solver(
+    model: &Model<'_>,
+    id: TensorId,
+    seqs: &[Vec<u32>],
+    act_order: bool,
+) -> Result<Solver> {
+    let table = model
+        .matrix(id)
+        .ok_or_else(|| anyhow!("the model has no {id}"))?;
+    let values = matrix_values(&table);
+    let rms = (values.iter().map(|v| (*v as f64).powi(2)).sum::<f64>()
+        / values.len().max(1) as f64)
+        .sqrt();
+    let kind = added_to(id.kind).ok_or_else(|| anyhow!("{id} is not a lookup table"))?;
+    let nudge = Nudge {
+        kind,
+        layer: id.layer,
+        d_head: (kind != HookKind::Embed).then_some(model.config().d_head),
+        dir: 0,
+        eps: (1e-2 * rms).max(1e-6) as f32,
+        signs: &[],
+    };
+    let n = table.cols();
     Solver::new(
-        &output_moment(model, seqs)?,
-        model.config().d_model,
+        &output_moment(model, seqs, nudge, n)?,
+        n,
         DAMPING,
         act_order,
     )
 }
 
-/// Calibration sequences the output moment is measured on (each costs `2 d_model + 1` runs).
+/// Calibration sequences the output moment is measured on (each costs `2 n + 1` runs for an `n`-wide
+/// activation).
 pub const OUTPUT_SEQUENCES: usize = 16;
 
-/// Hooks that add `eps * signs[pos]` to input `dir` of the embedding (`hook_embed`) at every position.
+/// Hooks that add `eps * signs[pos]` to value `dir` of activation `kind` of block `layer` at every
+/// position (`d_head`: the activation is hooked head by head, `dir` counting across the heads).
+#[derive(Clone, Copy)]
 struct Nudge<'s> {
+    kind: HookKind,
+    layer: usize,
+    d_head: Option<usize>,
     dir: usize,
     eps: f32,
     signs: &'s [f32],
@@ -43,30 +96,31 @@ struct Nudge<'s> {
 
 impl Hooks for Nudge<'_> {
     fn wants(&self, kind: HookKind) -> bool {
-        kind == HookKind::Embed
+        kind == self.kind
     }
     fn hook(&mut self, p: HookPoint, act: &mut [f32]) {
-        act[self.dir] += self.eps * self.signs[p.pos];
+        let (head, i) = self
+            .d_head
+            .map_or((0, self.dir), |d| (self.dir / d, self.dir % d));
+        if p.layer == self.layer && p.head == head {
+            act[i] += self.eps * self.signs[p.pos];
+        }
     }
 }
 
-/// `E[Jᵀ F J]`: how a change `e` of the residual stream at one position moves the next-token
-/// distributions (`eᵀ H e / 2` is the KL it adds, to second order), with `J` the derivative of the
-/// logits of that and every later position by the residual stream there and `F = diag(p) - p pᵀ` the
-/// Fisher information of each softmax. `J` comes from central differences through the core's own
-/// forward, nudging every position at once with random signs, so the cross-position terms cancel on
-/// average; measured on the first [`OUTPUT_SEQUENCES`] of `seqs`.
-pub fn output_moment(model: &Model<'_>, seqs: &[Vec<u32>]) -> Result<Vec<f64>> {
-    let cfg = *model.config();
-    let n = cfg.d_model;
-    let w_e = model
-        .matrix(microlens::TensorId::global(TensorKind::WE))
-        .ok_or_else(|| anyhow!("the model has no W_E"))?;
-    let values = matrix_values(&w_e);
-    let rms = (values.iter().map(|v| (*v as f64).powi(2)).sum::<f64>()
-        / values.len().max(1) as f64)
-        .sqrt();
-    let eps = (1e-2 * rms).max(1e-6) as f32;
+/// `E[Jᵀ F J]`: how a change `e` of the activation `at` nudges (`n` values wide) at one position moves
+/// the next-token distributions (`eᵀ H e / 2` is the KL it adds, to second order), with `J` the
+/// derivative of the logits of that and every later position by the activation there and
+/// `F = diag(p) - p pᵀ` the Fisher information of each softmax. `J` comes from central differences
+/// (steps of `at.eps`) through the core's own forward, nudging every position at once with random
+/// signs, so the cross-position terms cancel on average; measured on the first [`OUTPUT_SEQUENCES`] of
+/// `seqs`.
+fn output_moment(
+    model: &Model<'_>,
+    seqs: &[Vec<u32>],
+    at: Nudge<'_>,
+    n: usize,
+) -> Result<Vec<f64>> {
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let mut h = vec![0.0f64; n * n];
     let mut positions = 0usize;
@@ -91,17 +145,18 @@ pub fn output_moment(model: &Model<'_>, seqs: &[Vec<u32>]) -> Result<Vec<f64>> {
                         dir,
                         eps,
                         signs: &signs,
+                        ..at
                     },
                 )
             };
-            let (up, down) = (run(eps)?, run(-eps)?);
+            let (up, down) = (run(at.eps)?, run(-at.eps)?);
             let di: Vec<Vec<f64>> = up
                 .iter()
                 .zip(&down)
                 .map(|(u, l)| {
                     u.iter()
                         .zip(l)
-                        .map(|(a, b)| (*a as f64 - *b as f64) / (2.0 * eps as f64))
+                        .map(|(a, b)| (*a as f64 - *b as f64) / (2.0 * at.eps as f64))
                         .collect()
                 })
                 .collect();
@@ -149,25 +204,58 @@ mod tests {
     use crate::tests::random_model::{config, state_dict};
     use microlens::{Normalization, Positional};
 
-    #[test]
-    fn output_moment_is_symmetric_and_positive_semi_definite() {
-        let cfg = config(Normalization::LN, Positional::Standard, true);
+    /// The output moment at `kind` (of the last block, unless `hook_embed`) of a random `cfg` model,
+    /// checked symmetric and positive semi-definite.
+    fn moment(cfg: &microlens::Config, kind: HookKind, n: usize) -> nalgebra::DMatrix<f64> {
         let opts = ProcessingOptions::default();
-        let blob = convert_state_dict(state_dict(&cfg, 2), &cfg, &opts, &F32Encoder)
+        let blob = convert_state_dict(state_dict(cfg, 2), cfg, &opts, &F32Encoder)
             .unwrap()
             .blob;
         let model = Model::from_bytes(&blob).unwrap();
         let seqs = crate::fidelity::induction_sequences(4, cfg.n_ctx, cfg.d_vocab, 1);
-        let h = output_moment(&model, &seqs).unwrap();
-        let n = model.config().d_model;
+        let at = Nudge {
+            kind,
+            layer: if kind == HookKind::Embed {
+                0
+            } else {
+                cfg.n_layers - 1
+            },
+            d_head: (kind != HookKind::Embed).then_some(cfg.d_head),
+            dir: 0,
+            eps: 1e-3,
+            signs: &[],
+        };
+        let h = output_moment(&model, &seqs, at, n).unwrap();
         let m = nalgebra::DMatrix::from_row_slice(n, n, &h);
         assert!((&m - m.transpose()).amax() < 1e-12);
         let eig = m.clone().symmetric_eigen().eigenvalues;
         assert!(eig.iter().all(|&e| e > -1e-9 * eig.amax()), "{eig}");
         assert!(eig.amax() > 0.0);
+        m
+    }
+
+    #[test]
+    fn output_moment_is_symmetric_and_positive_semi_definite() {
+        let cfg = config(Normalization::LN, Positional::Standard, true);
+        let m = moment(&cfg, HookKind::Embed, cfg.d_model);
         // LayerNorm removes the mean: a change along (1, ..., 1) moves nothing.
+        let n = cfg.d_model;
         let ones = nalgebra::DVector::from_element(n, 1.0);
-        assert!((ones.transpose() * &m * &ones)[0] < 1e-3 * eig.amax() * n as f64);
-        assert!(is_residual_table(TensorKind::WPos) && !is_residual_table(TensorKind::PosQ));
+        let top = m.clone().symmetric_eigen().eigenvalues.amax();
+        assert!((ones.transpose() * &m * &ones)[0] < 1e-3 * top * n as f64);
+        assert!(is_table(TensorKind::PosQ) && !is_table(TensorKind::WQ));
+        assert_eq!(
+            moment_of(TensorId::global(TensorKind::WPos)).kind,
+            TensorKind::WE
+        );
+    }
+
+    #[test]
+    fn every_query_and_key_value_moves_the_output() {
+        let cfg = config(Normalization::LN, Positional::Shortformer, false);
+        for kind in [HookKind::Q, HookKind::K] {
+            let m = moment(&cfg, kind, cfg.d_attn());
+            assert!(m.diagonal().iter().all(|&v| v > 0.0), "{kind:?}: {m}");
+        }
     }
 }

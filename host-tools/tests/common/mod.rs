@@ -8,21 +8,11 @@ use microlens_host::convert::{convert, ConvertOptions};
 use microlens_host::fold::ProcessingOptions;
 use serde_json::Value;
 
-/// Every fixture.
-pub const ALL: [&str; 8] = [
-    "attn_only_2l",
-    "gpt2_like",
-    "shortformer",
-    "lnpre_relu_3l",
-    "nonorm_1l",
-    "rotary_rms",
-    "rotary_adjacent_rmspre",
-    "hf_gpt2",
-];
+include!("../../../tests/fixture_names.rs");
 
 /// Fixtures with TransformerLens caches (all but `hf_gpt2`).
 pub fn with_cache() -> impl Iterator<Item = &'static str> {
-    ALL.into_iter().filter(|&n| n != "hf_gpt2")
+    FIXTURES.into_iter().filter(|&n| n != "hf_gpt2")
 }
 
 /// `tests/fixtures/<name>`.

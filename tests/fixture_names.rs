@@ -1,0 +1,12 @@
+/// Every fixture directory under `tests/fixtures/` (see its README), the one list of them: the end-to-end
+/// tests and the host crate's tests both `include!` this file.
+pub const FIXTURES: [&str; 8] = [
+    "attn_only_2l",
+    "gpt2_like",
+    "shortformer",
+    "lnpre_relu_3l",
+    "nonorm_1l",
+    "rotary_rms",
+    "rotary_adjacent_rmspre",
+    "hf_gpt2",
+];
