@@ -57,7 +57,7 @@ pub struct Args {
     pub calibration_tokens: Option<PathBuf>,
     /// GPTQ: round each matrix against the float model's inputs (float: plain GPTQ), or in forward order
     /// against the inputs of the model quantised so far, as the device multiplies them, compensating its
-    /// errors (quantized) [default: quantized].
+    /// errors, each bias taking up the mean error left (quantized) [default: quantized].
     #[arg(long)]
     pub calibration_inputs: Option<String>,
 }

@@ -45,14 +45,21 @@ pub fn moment_of(id: TensorId) -> TensorId {
     }
 }
 
-/// The solver for the tables whose [`moment_of`] is `id` (`act_order`: see [`Solver::new`]), with
-/// central-difference steps of 1% of the RMS of table `id`.
+/// The solver for the tables whose [`moment_of`] is `id` (`act_order`: see [`Solver::new`]).
 pub fn solver(
     model: &Model<'_>,
     id: TensorId,
     seqs: &[Vec<u32>],
     act_order: bool,
 ) -> Result<Solver> {
+    let n = id.shape(model.config())[1];
+    Solver::new(&moment(model, id, seqs)?, n, DAMPING, act_order)
+}
+
+/// The output moment `H` (`[n][n]`, row-major) the rows of table `id` are rounded against, taken at
+/// [`moment_of`]`(id)` with central-difference steps of 1% of that table's RMS.
+pub fn moment(model: &Model<'_>, id: TensorId, seqs: &[Vec<u32>]) -> Result<Vec<f64>> {
+    let id = moment_of(id);
     let table = model
         .matrix(id)
         .ok_or_else(|| anyhow!("the model has no {id}"))?;
@@ -69,13 +76,7 @@ pub fn solver(
         eps: (1e-2 * rms).max(1e-6) as f32,
         signs: &[],
     };
-    let n = table.cols();
-    Solver::new(
-        &output_moment(model, seqs, nudge, n)?,
-        n,
-        DAMPING,
-        act_order,
-    )
+    output_moment(model, seqs, nudge, table.cols())
 }
 
 /// Calibration sequences the output moment is measured on (each costs `2 n + 1` runs for an `n`-wide

@@ -5,7 +5,7 @@
 //!
 //! Integer weights are rounded to nearest, or with GPTQ ([`gptq`]): over the whole model
 //! ([`compensation`]), each matrix against the inputs it sees on calibration sequences
-//! ([`calibration`]) and the tables `W_E`/`W_pos` against the output Fisher ([`embedding`]). The
+//! ([`calibration`]) and the lookup tables (`W_E`, `W_pos`, `pos_Q`, `pos_K`) against the output Fisher ([`embedding`]). The
 //! layout and the scales' format are the same either way, so the device maths is too.
 
 pub mod calibration;
