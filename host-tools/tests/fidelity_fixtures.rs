@@ -15,10 +15,13 @@ mod common;
 
 use std::path::PathBuf;
 
+use microlens::blob::TensorData;
 use microlens::{Activations, DType, Model};
 use microlens_host::convert::{convert, ConvertOptions};
 use microlens_host::fidelity::{compare, induction_sequences, Report};
-use microlens_host::quantize::{default_activations, requantize_with, Rounding};
+use microlens_host::quantize::{
+    default_activations, requantize_tensors, requantize_with, Rounding,
+};
 
 /// `reference` re-encoded as `dtype` as `microlens convert --dtype` does by default (GPTQ for f16/i8/i4).
 fn requantize(reference: &Model<'_>, dtype: DType) -> Vec<u8> {
@@ -372,6 +375,23 @@ fn int8_rounding_error_sources() {
     }
 }
 
+/// The default int4 weights of `reference` (rounded for `f32` activations) and its exact tensors, both
+/// as `f32` tensors, for mixing the two.
+fn int4_and_exact(reference: &Model<'_>) -> (Vec<TensorData>, Vec<TensorData>) {
+    let rounding = Rounding::default_for(DType::I4);
+    let int4 = requantize_with(reference, DType::I4, Activations::F32, &rounding).unwrap();
+    let int4 = requantize_tensors(&Model::from_bytes(&int4).unwrap(), DType::F32).unwrap();
+    (int4, requantize_tensors(reference, DType::F32).unwrap())
+}
+
+/// `reference` against itself with `tensors` (`f32` activations) on `seqs`.
+fn compare_tensors(reference: &Model<'_>, tensors: &[TensorData], seqs: &[Vec<u32>]) -> Report {
+    let cfg = reference.config();
+    let blob =
+        microlens::blob::write(cfg, *reference.processing(), Activations::F32, tensors).unwrap();
+    compare(reference, &Model::from_bytes(&blob).unwrap(), seqs, || {}).unwrap()
+}
+
 /// How top-1 agreement and mean KL scale with the size of the int4 weight error: each model with its
 /// weights moved a fraction `a` of the way from the `f32` values to the int4 (GPTQ, `f32` activations)
 /// ones, `W + a (Ŵ - W)`, stored as `f32`. Prints, per model, where top-1 agreement crosses 97% (the i4
@@ -379,16 +399,13 @@ fn int8_rounding_error_sources() {
 #[test]
 #[ignore = "a measurement for the README: run with --ignored --nocapture"]
 fn top1_against_int4_error_size() {
-    use microlens_host::quantize::{decode_matrix, encode_matrix, requantize_tensors};
+    use microlens_host::quantize::{decode_matrix, encode_matrix};
     const FRACTIONS: [f64; 9] = [0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0];
     for (name, blob) in models() {
         let reference = Model::from_bytes(&blob).unwrap();
         let cfg = reference.config();
         let seqs = induction_sequences(200, cfg.n_ctx, cfg.d_vocab, 0);
-        let rounding = Rounding::default_for(DType::I4);
-        let int4 = requantize_with(&reference, DType::I4, Activations::F32, &rounding).unwrap();
-        let int4 = requantize_tensors(&Model::from_bytes(&int4).unwrap(), DType::F32).unwrap();
-        let exact = requantize_tensors(&reference, DType::F32).unwrap();
+        let (int4, exact) = int4_and_exact(&reference);
         let mut points = Vec::new();
         for a in FRACTIONS {
             let tensors: Vec<_> = exact
@@ -404,16 +421,7 @@ fn top1_against_int4_error_size() {
                     encode_matrix(t.id, t.shape, &moved, DType::F32).unwrap()
                 })
                 .collect();
-            let processing = *reference.processing();
-            let moved =
-                microlens::blob::write(cfg, processing, Activations::F32, &tensors).unwrap();
-            let r = compare(
-                &reference,
-                &Model::from_bytes(&moved).unwrap(),
-                &seqs,
-                || {},
-            )
-            .unwrap();
+            let r = compare_tensors(&reference, &tensors, &seqs);
             println!(
                 "{name:24} a {a:.2}: mean KL {:.2e} top-1 {:.4} (flips at reference margins <= {:.3})",
                 r.model.mean_kl, r.model.top1_agreement, r.model.top1_flip_max_margin
@@ -444,15 +452,12 @@ fn top1_against_int4_error_size() {
 #[test]
 #[ignore = "a measurement for the README: run with --ignored --nocapture"]
 fn int4_error_of_the_lookup_tables() {
-    use microlens_host::quantize::{embedding::is_table, requantize_tensors};
+    use microlens_host::quantize::embedding::is_table;
     for (name, blob) in models() {
         let reference = Model::from_bytes(&blob).unwrap();
         let cfg = reference.config();
         let seqs = induction_sequences(200, cfg.n_ctx, cfg.d_vocab, 0);
-        let rounding = Rounding::default_for(DType::I4);
-        let int4 = requantize_with(&reference, DType::I4, Activations::F32, &rounding).unwrap();
-        let int4 = requantize_tensors(&Model::from_bytes(&int4).unwrap(), DType::F32).unwrap();
-        let exact = requantize_tensors(&reference, DType::F32).unwrap();
+        let (int4, exact) = int4_and_exact(&reference);
         let kl = |tables: bool, rest: bool| {
             let tensors: Vec<_> = exact
                 .iter()
@@ -463,14 +468,7 @@ fn int4_error_of_the_lookup_tables() {
                     _ => t.clone(),
                 })
                 .collect();
-            let mixed =
-                microlens::blob::write(cfg, *reference.processing(), Activations::F32, &tensors)
-                    .unwrap();
-            let mixed = Model::from_bytes(&mixed).unwrap();
-            compare(&reference, &mixed, &seqs, || {})
-                .unwrap()
-                .model
-                .mean_kl
+            compare_tensors(&reference, &tensors, &seqs).model.mean_kl
         };
         let (all, tables, rest) = (kl(true, true), kl(true, false), kl(false, true));
         println!(
@@ -552,7 +550,7 @@ fn int4_error_against_its_floors() {
     use microlens_host::quantize::calibration::{record, Inputs, Site, Source};
     use microlens_host::quantize::compensation;
     use microlens_host::quantize::embedding::{is_table, moment, moment_of};
-    use microlens_host::quantize::{decode_matrix, requantize_tensors, Against};
+    use microlens_host::quantize::{decode_matrix, Against};
     use nalgebra::{DMatrix, DVector};
     use std::collections::BTreeMap;
     const BITS_PER_WEIGHT: f64 = 4.0 + 16.0 / 32.0;
