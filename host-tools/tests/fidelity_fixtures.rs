@@ -452,7 +452,7 @@ fn top1_against_int4_error_size() {
 #[test]
 #[ignore = "a measurement for the README: run with --ignored --nocapture"]
 fn int4_error_of_the_lookup_tables() {
-    use microlens_host::quantize::embedding::is_table;
+    use microlens_host::quantize::tables::is_table;
     for (name, blob) in models() {
         let reference = Model::from_bytes(&blob).unwrap();
         let cfg = reference.config();
@@ -549,7 +549,7 @@ fn int4_error_against_its_floors() {
     use microlens::{Positional, TensorKind};
     use microlens_host::quantize::calibration::{record, Inputs, Site, Source};
     use microlens_host::quantize::compensation;
-    use microlens_host::quantize::embedding::{is_table, moment, moment_of};
+    use microlens_host::quantize::tables::{is_table, moment, moment_of};
     use microlens_host::quantize::{decode_matrix, Against};
     use nalgebra::{DMatrix, DVector};
     use std::collections::BTreeMap;

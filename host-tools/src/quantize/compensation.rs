@@ -1,14 +1,15 @@
-//! GPTQ over a whole model. The lookup tables (`W_E`, `W_pos`, `pos_Q`, `pos_K`) are rounded against the output Fisher
-//! ([`super::embedding`]); the other matrices either each against the float model's inputs (plain
-//! GPTQ, [`Against::Float`]) or, in forward order, with the errors of what is already quantised
-//! compensated ([`Against::Quantized`]): each site's matrices are rounded against the inputs the model
-//! produces with everything before them quantised (and its int8 activations and KV cache), after
-//! moving their float weights to the ones that best reproduce the float model's outputs from those
-//! inputs, and their biases take up the mean of what is left. With `x` the float model's inputs and
-//! `x̃` the quantised one's, centred (`x - E x`, `x̃ - E x̃`), `W* = W + W E (H̃ + λI)⁻¹`,
-//! `E = E[(x - x̃) x̃ᵀ]`, `H̃ = E[x̃ x̃ᵀ]`, minimises `E|W x - W* x̃|²` (up to the damping `λ`), and
-//! `E|W x - Ŵ x̃|² = E|W x - W* x̃|² + E|(W* - Ŵ) x̃|²`, so GPTQ of `W*` against `H̃` minimises the
-//! whole error; the bias `b̂ = b + W E x - Ŵ E x̃` makes the uncentred error's mean zero.
+//! GPTQ over a whole model. The lookup tables (`W_E`, `W_pos`, `pos_Q`, `pos_K`) are rounded
+//! against the output Fisher ([`super::tables`]); the other matrices either each against the float
+//! model's inputs (plain GPTQ, [`Against::Float`]) or, in forward order, with the errors of what is
+//! already quantised compensated ([`Against::Quantized`]): each site's matrices are rounded against
+//! the inputs the model produces with everything before them quantised (and its int8 activations
+//! and KV cache), after moving their float weights to the ones that best reproduce the float
+//! model's outputs from those inputs, and their biases take up the mean of what is left. With `x`
+//! the float model's inputs and `x̃` the quantised one's, centred (`x - E x`, `x̃ - E x̃`),
+//! `W* = W + W E (H̃ + λI)⁻¹`, `E = E[(x - x̃) x̃ᵀ]`, `H̃ = E[x̃ x̃ᵀ]`, minimises `E|W x - W* x̃|²`
+//! (up to the damping `λ`), and `E|W x - Ŵ x̃|² = E|W x - W* x̃|² + E|(W* - Ŵ) x̃|²`, so GPTQ of `W*`
+//! against `H̃` minimises the whole error; the bias `b̂ = b + W E x - Ŵ E x̃` makes the uncentred
+//! error's mean zero.
 
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
@@ -22,7 +23,7 @@ use nalgebra::{DMatrix, DVector};
 
 use super::calibration::{record, Inputs, Site};
 use super::gptq::{self, Solver};
-use super::{decode_matrix, embedding, encode_matrix, matrix_values, requantize_tensor, Against};
+use super::{decode_matrix, encode_matrix, matrix_values, requantize_tensor, tables, Against};
 
 /// `rows` (`[count][n]`) as a matrix.
 fn as_matrix(rows: &[f32], n: usize) -> DMatrix<f64> {
@@ -141,14 +142,14 @@ pub fn requantize_tensors(
     // Act order helped the int8 matrices, not the tables; int4 groups need the inputs in order.
     let act_order = dtype != DType::I4;
     let mut done: BTreeMap<(u8, usize), TensorData> = BTreeMap::new();
-    let mut tables: BTreeMap<(u8, usize), Solver> = BTreeMap::new();
+    let mut solvers: BTreeMap<(u8, usize), Solver> = BTreeMap::new();
     for id in Catalogue::new(&cfg).ids() {
         let t = match model.matrix(id) {
-            Some(m) if embedding::is_table(id.kind) => {
-                let moment = embedding::moment_of(id);
-                let solver = match tables.entry(key(moment)) {
+            Some(m) if tables::is_table(id.kind) => {
+                let moment = tables::moment_of(id);
+                let solver = match solvers.entry(key(moment)) {
                     Entry::Occupied(s) => s.into_mut(),
-                    Entry::Vacant(e) => e.insert(embedding::solver(model, moment, seqs, false)?),
+                    Entry::Vacant(e) => e.insert(tables::solver(model, moment, seqs, false)?),
                 };
                 let values = matrix_values(&m);
                 gptq::encode_matrix(id, id.shape(&cfg), &values, dtype, solver, &gptq::I4_CLIPS)?

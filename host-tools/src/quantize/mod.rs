@@ -5,14 +5,15 @@
 //!
 //! Integer weights are rounded to nearest, or with GPTQ ([`gptq`]): over the whole model
 //! ([`compensation`]), each matrix against the inputs it sees on calibration sequences
-//! ([`calibration`]) and the lookup tables (`W_E`, `W_pos`, `pos_Q`, `pos_K`) against the output Fisher ([`embedding`]). The
-//! layout and the scales' format are the same either way, so the device maths is too.
+//! ([`calibration`]) and the lookup tables (`W_E`, `W_pos`, `pos_Q`, `pos_K`) against the output
+//! Fisher ([`tables`]). The layout and the scales' format are the same either way, so the device
+//! maths is too.
 
 pub mod calibration;
 pub mod compensation;
-pub mod embedding;
 pub mod gptq;
 pub mod search;
+pub mod tables;
 
 use anyhow::{anyhow, ensure, Result};
 use microlens::blob::{Activations, TensorData, I4_GROUP};

@@ -2,7 +2,7 @@
 //! the residual stream, and the shortformer's `pos_Q`/`pos_K`, whose rows are added to the queries and
 //! keys. A row is not multiplied by an input, so what matters is how far its rounding error `e` moves
 //! the model's next-token distributions: to second order `eᵀ H e / 2` in KL, with `H` the output Fisher
-//! information pulled back to the activation the row is added to ([`output_moment`]). (Weighting the
+//! information pulled back to the activation the row is added to ([`moment`]). (Weighting the
 //! matrices that read the stream instead, `H = sum_W Wᵀ W / tr(Wᵀ W)`, did less well for `W_E`/`W_pos`.)
 
 use anyhow::{anyhow, Result};
