@@ -51,14 +51,19 @@ fn models() -> Vec<(&'static str, Vec<u8>)> {
     all
 }
 
+/// `fidelity`'s default data for a model of `cfg`: 200 random induction sequences of `n_ctx` tokens,
+/// seed 0.
+fn evaluation_sequences(cfg: &microlens::Config) -> Vec<Vec<u32>> {
+    induction_sequences(200, cfg.n_ctx, cfg.d_vocab, 0)
+}
+
 /// `fidelity reference.mlb <reference as dtype>` on the default sequences.
 fn fidelity(reference: &[u8], dtype: DType) -> (Report, usize) {
     let reference = Model::from_bytes(reference).unwrap();
     let candidate = requantize(&reference, dtype);
     let bytes = candidate.len();
     let candidate = Model::from_bytes(&candidate).unwrap();
-    let cfg = reference.config();
-    let seqs = induction_sequences(200, cfg.n_ctx, cfg.d_vocab, 0);
+    let seqs = evaluation_sequences(reference.config());
     (
         compare(&reference, &candidate, &seqs, || {}).unwrap(),
         bytes,
@@ -286,8 +291,7 @@ fn shipped_model_hashes_equal_the_device_ones() {
 fn shipped_model_error_sources() {
     let reference = shipped();
     let reference = Model::from_bytes(&reference).unwrap();
-    let cfg = reference.config();
-    let seqs = induction_sequences(200, cfg.n_ctx, cfg.d_vocab, 0);
+    let seqs = evaluation_sequences(reference.config());
     for dtype in [DType::I8, DType::I4] {
         for (label, rounding) in [
             ("nearest", Rounding::Nearest),
@@ -347,8 +351,7 @@ fn int8_rounding_error_sources() {
     use microlens_host::fidelity::emulation::{Int8Emulation, Int8Rounding};
     for (name, blob) in models() {
         let reference = Model::from_bytes(&blob).unwrap();
-        let cfg = reference.config();
-        let seqs = induction_sequences(200, cfg.n_ctx, cfg.d_vocab, 0);
+        let seqs = evaluation_sequences(reference.config());
         let row = |label: &str, candidate: &Model<'_>, roundings: &[Int8Rounding]| {
             let mut hooks = Int8Emulation::new(candidate, roundings);
             let r = compare_with(&reference, candidate, &mut hooks, &seqs, || {}).unwrap();
@@ -403,8 +406,7 @@ fn top1_against_int4_error_size() {
     const FRACTIONS: [f64; 9] = [0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0];
     for (name, blob) in models() {
         let reference = Model::from_bytes(&blob).unwrap();
-        let cfg = reference.config();
-        let seqs = induction_sequences(200, cfg.n_ctx, cfg.d_vocab, 0);
+        let seqs = evaluation_sequences(reference.config());
         let (int4, exact) = int4_and_exact(&reference);
         let mut points = Vec::new();
         for a in FRACTIONS {
@@ -455,8 +457,7 @@ fn int4_error_of_the_lookup_tables() {
     use microlens_host::quantize::tables::is_table;
     for (name, blob) in models() {
         let reference = Model::from_bytes(&blob).unwrap();
-        let cfg = reference.config();
-        let seqs = induction_sequences(200, cfg.n_ctx, cfg.d_vocab, 0);
+        let seqs = evaluation_sequences(reference.config());
         let (int4, exact) = int4_and_exact(&reference);
         let kl = |tables: bool, rest: bool| {
             let tensors: Vec<_> = exact
@@ -588,8 +589,9 @@ fn int4_error_against_its_floors() {
                 let x = DMatrix::from_row_iterator(x.len() / n, n, x.iter().map(|&v| v as f64));
                 x.transpose() * &x / x.nrows() as f64
             } else if is_table(t.id.kind) && !(shortformer && t.id.kind == TensorKind::WPos) {
+                let of = moment_of(t.id);
                 let h = moments
-                    .entry((moment_of(t.id).kind as u8, t.id.layer))
+                    .entry((of.kind as u8, of.layer))
                     .or_insert_with(|| moment(&reference, t.id, &seqs).unwrap());
                 DMatrix::from_row_slice(n, n, h)
             } else {

@@ -176,15 +176,22 @@ pub fn requantize_tensors(
             .map(|(_, m)| m.cols())
             .ok_or_else(|| anyhow!("no matrix reads {site:?}"))?;
         let x = as_matrix(&float.remove(&site).unwrap_or_default(), n);
-        let (h, comp) = match against {
-            Against::Float => (x.transpose() * &x / x.nrows().max(1) as f64, None),
+        let comp = match against {
+            Against::Float => None,
             Against::Quantized => {
                 let partial = partial_blob(model, activations, &done)?;
                 let partial = Model::from_bytes(&partial)?;
                 let quantized = record(&partial, seqs, Inputs::of(activations), &[site])?;
                 let xq = as_matrix(quantized.get(&site).map_or(&[][..], Vec::as_slice), n);
-                let comp = compensate(&x, &xq)?;
-                (comp.h.clone(), Some(comp))
+                Some(compensate(&x, &xq)?)
+            }
+        };
+        let float_h;
+        let h = match &comp {
+            Some(c) => &c.h,
+            None => {
+                float_h = x.transpose() * &x / x.nrows().max(1) as f64;
+                &float_h
             }
         };
         let solver = Solver::new(h.as_slice(), n, gptq::DAMPING, act_order)?;
