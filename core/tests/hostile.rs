@@ -1,0 +1,122 @@
+//! The core API handed hostile numbers: sizes that overflow `usize` (on 32-bit targets too), lengths that
+//! point past the blob. Every case is a typed error or `None`, never a panic or a wrapped size.
+
+mod common;
+
+use common::{random_blob, run};
+use microlens::analysis::PatternRecorder;
+use microlens::blob::{crc32, Blob, Preamble, PREAMBLE_LEN, VERSION};
+use microlens::config::{MAX_DIM, MAX_LAYERS};
+use microlens::{Activations, Config, Error, KvCache, Model, Normalization, Positional, Session};
+
+/// `a * b * ...` in `u128`, or `usize::MAX` where it does not fit a `usize`.
+fn product(factors: &[usize]) -> usize {
+    let p: u128 = factors.iter().map(|&f| f as u128).product();
+    usize::try_from(p).unwrap_or(usize::MAX)
+}
+
+#[test]
+fn item16_pattern_recorder_sizes_do_not_overflow() {
+    assert!(PatternRecorder::new(&mut [], 0, 1, 1, 1 << 32).is_none());
+    assert!(PatternRecorder::new(&mut [], 0, 1, 1, usize::MAX).is_none());
+    assert!(PatternRecorder::new(&mut [0.0; 4], 0, usize::MAX, usize::MAX, 2).is_none());
+    assert_eq!(PatternRecorder::len(1, 1, usize::MAX), usize::MAX);
+    assert_eq!(PatternRecorder::len(2, 3, 4), 96);
+    assert_eq!(PatternRecorder::len(0, 3, usize::MAX), 0);
+}
+
+/// A body of `body_len` zero bytes signed with its CRC, whose preamble claims `header_len`.
+fn preamble_claiming(header_len: u32, body_len: usize) -> std::vec::Vec<u8> {
+    let body = vec![0u8; body_len];
+    let p = Preamble {
+        version: VERSION,
+        flags: 0,
+        header_len,
+        body_len: body_len as u32,
+        crc32: crc32(&body),
+    };
+    let mut out = p.encode().to_vec();
+    out.extend_from_slice(&body);
+    out
+}
+
+#[test]
+fn item16_blob_parse_checks_the_header_length_before_adding() {
+    for header_len in [u32::MAX, u32::MAX - PREAMBLE_LEN as u32 + 1, 1 << 31, 33] {
+        let bytes = preamble_claiming(header_len, 32);
+        assert!(
+            matches!(Blob::parse(&bytes), Err(Error::Inconsistent(_))),
+            "header_len {header_len}"
+        );
+    }
+    // A header exactly filling the body decodes (or not) without reading past it.
+    let bytes = preamble_claiming(32, 32);
+    assert!(Blob::parse(&bytes).is_err());
+}
+
+/// The largest config `validate` accepts in every size: its KV cache is 2^49 words.
+fn widest() -> Config {
+    let mut cfg = Config::new(MAX_LAYERS, MAX_DIM, 1, MAX_DIM, MAX_DIM, MAX_DIM, Some(MAX_DIM));
+    cfg.normalization = Normalization::LN;
+    cfg
+}
+
+#[test]
+fn item03_kv_cache_len_never_wraps() {
+    let cfg = widest();
+    cfg.validate().unwrap();
+    let per_side = [cfg.n_layers, cfg.n_ctx, cfg.d_attn()];
+    assert_eq!(KvCache::len(&cfg, Activations::F32), product(&[2, product(&per_side)]));
+    let i8 = KvCache::len(&cfg, Activations::I8);
+    assert!(i8 >= product(&[2, product(&per_side)]) / 4, "{i8}");
+    // What the cache needs is never less than the f32 words it indexes.
+    let mut small = [0.0f32; 16];
+    assert!(matches!(
+        KvCache::new(&cfg, Activations::F32, &mut small),
+        Err(Error::BufferTooSmall { .. })
+    ));
+    assert!(matches!(
+        KvCache::new(&cfg, Activations::I8, &mut small),
+        Err(Error::BufferTooSmall { .. })
+    ));
+    // The workspace of the widest config fits comfortably in a 32-bit usize.
+    assert!(cfg.workspace_len() < 1 << 26);
+}
+
+#[test]
+fn item03_max_dim_keeps_single_dimensions_and_products_of_two_in_range() {
+    // MAX_DIM's promise: any one dimension, and the product of two (a matrix), fit a 32-bit `usize`
+    // when checked; larger products (KV cache, pattern buffers) are checked and saturate.
+    assert!((MAX_DIM as u64) * (MAX_DIM as u64) <= u64::from(u32::MAX) + 1);
+    assert!(MAX_LAYERS * MAX_DIM <= u32::MAX as usize);
+}
+
+#[test]
+fn item03_a_session_for_fewer_positions_than_n_ctx() {
+    let mut cfg = Config::new(2, 8, 2, 4, 11, 64, None);
+    cfg.normalization = Normalization::None;
+    cfg.positional = Positional::Standard;
+    let bytes = random_blob(&cfg, 5);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let tokens = [1, 4, 2, 9, 3];
+    let full = run(&model, &tokens, &mut ());
+    for act in [Activations::F32] {
+        let words = KvCache::len_for(&cfg, act, tokens.len());
+        assert!(words < KvCache::len(&cfg, act) / 10, "{words}");
+    }
+    let mut kv = vec![0.0; model.kv_cache_len_for(tokens.len())];
+    let mut ws = vec![0.0; model.workspace_len()];
+    let mut session = Session::with_positions(&model, tokens.len(), &mut kv, &mut ws).unwrap();
+    let mut short = vec![];
+    session
+        .run(&tokens, &mut (), |_, l| short.push(l.to_vec()))
+        .unwrap();
+    assert_eq!(short, full, "the same logits, bit for bit");
+    assert!(matches!(
+        session.step(1),
+        Err(Error::ContextFull { n_ctx: 5 })
+    ));
+    // More positions than the context is refused, not clamped.
+    let mut kv = vec![0.0; model.kv_cache_len()];
+    assert!(Session::with_positions(&model, 65, &mut kv, &mut ws).is_err());
+}

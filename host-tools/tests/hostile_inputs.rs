@@ -1,0 +1,656 @@
+//! The `microlens` binary fed what a careless script or a hostile file gives it: every bad input gets one
+//! clear stderr line and a non-zero exit (or works), never a panic (exit 101), an abort, a hang, or a
+//! destroyed input. One test (or more) per finding of the reliability review, numbered as there.
+
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use microlens::blob::{self, Activations, Processing, TensorData};
+use microlens::tensors::Catalogue;
+use microlens::{Config, DType, Normalization, Positional};
+use safetensors::tensor::TensorView;
+use safetensors::Dtype;
+use serde_json::{json, Value};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(name)
+}
+
+/// Runs `microlens args`, killing it after `limit` (a hang is a failure).
+fn microlens_within(args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_microlens"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("microlens runs");
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        out.read_to_end(&mut v).ok();
+        v
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        err.read_to_end(&mut v).ok();
+        v
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > limit {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("microlens {args:?} still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
+fn microlens(args: &[&str]) -> Output {
+    microlens_within(args, Duration::from_secs(120))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A failure: non-zero exit that is not a panic (101) or a signal, and exactly one line on stderr that
+/// mentions `needle`.
+#[track_caller]
+fn assert_one_line_error(o: &Output, needle: &str) {
+    let err = text(&o.stderr);
+    assert!(
+        !o.status.success(),
+        "expected a failure, got success; stdout: {}",
+        text(&o.stdout)
+    );
+    let code = o.status.code();
+    assert!(
+        code.is_some() && code != Some(101),
+        "exit {:?} (panic or signal): {err}",
+        o.status
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "stderr: {err}");
+    assert!(
+        err.to_lowercase().contains(&needle.to_lowercase()),
+        "stderr {err:?} does not mention {needle:?}"
+    );
+}
+
+#[track_caller]
+fn assert_ok(o: &Output) {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status,
+        text(&o.stderr)
+    );
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+// ----------------------------------------------------------------------------------------------------
+// Models made here: blobs written with the core's blob writer, TL checkpoints as safetensors + JSON.
+
+/// An attention-only, norm-free config.
+fn attn_only(n_layers: usize, d_model: usize, d_head: usize, d_vocab: usize, n_ctx: usize) -> Config {
+    let mut cfg = Config::new(n_layers, d_model, 1, d_head, d_vocab, n_ctx, None);
+    cfg.normalization = Normalization::None;
+    cfg
+}
+
+/// A small deterministic generator in [-1, 1).
+fn lcg(seed: &mut u64) -> f32 {
+    *seed = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (*seed >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+}
+
+/// An `f32` blob of `cfg`: every value from `value(tensor name, seed state)`.
+fn blob_of(cfg: &Config, value: impl Fn(&str, &mut u64) -> f32) -> Vec<u8> {
+    let mut seed = 7;
+    let tensors: Vec<TensorData> = Catalogue::new(cfg)
+        .ids()
+        .map(|id| {
+            let shape = id.shape(cfg);
+            let name = id.to_string();
+            let data = (0..shape[0] * shape[1])
+                .flat_map(|_| value(&name, &mut seed).to_le_bytes())
+                .collect();
+            TensorData {
+                id,
+                dtype: DType::F32,
+                shape,
+                data,
+                scales: vec![],
+            }
+        })
+        .collect();
+    let processing = Processing {
+        fold_ln: false,
+        center_writing_weights: false,
+        center_unembed: false,
+        fold_value_biases: false,
+        original_normalization: cfg.normalization,
+    };
+    blob::write(cfg, processing, Activations::F32, &tensors).unwrap()
+}
+
+fn random_blob(cfg: &Config) -> Vec<u8> {
+    blob_of(cfg, |_, seed| lcg(seed))
+}
+
+/// 256 layers, n_ctx 2^20, rotary (no W_pos): a small blob whose full-context KV cache is 32 GiB.
+fn absurd_context() -> Config {
+    let mut cfg = attn_only(256, 4, 16, 8, 1 << 20);
+    cfg.positional = Positional::Rotary {
+        dim: 16,
+        base: 10000.0,
+        adjacent_pairs: false,
+    };
+    cfg
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// A TL checkpoint (attention-only; no norm or LN) with every value from `value`: `model.safetensors`
+/// and `config.json` in `dir`.
+fn checkpoint(dir: &Path, cfg: &Config, value: impl Fn(&str, &mut u64) -> f32) -> PathBuf {
+    let (d, h, dh, v) = (cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_vocab);
+    let mut shapes: Vec<(String, Vec<usize>)> = vec![("embed.W_E".into(), vec![v, d])];
+    if cfg.positional == Positional::Standard {
+        shapes.push(("pos_embed.W_pos".into(), vec![cfg.n_ctx, d]));
+    }
+    let ln = cfg.normalization == Normalization::LN;
+    for l in 0..cfg.n_layers {
+        if ln {
+            shapes.push((format!("blocks.{l}.ln1.w"), vec![d]));
+            shapes.push((format!("blocks.{l}.ln1.b"), vec![d]));
+        }
+        for m in ["W_Q", "W_K", "W_V"] {
+            shapes.push((format!("blocks.{l}.attn.{m}"), vec![h, d, dh]));
+        }
+        for b in ["b_Q", "b_K", "b_V"] {
+            shapes.push((format!("blocks.{l}.attn.{b}"), vec![h, dh]));
+        }
+        shapes.push((format!("blocks.{l}.attn.W_O"), vec![h, dh, d]));
+        shapes.push((format!("blocks.{l}.attn.b_O"), vec![d]));
+    }
+    if ln {
+        shapes.push(("ln_final.w".into(), vec![d]));
+        shapes.push(("ln_final.b".into(), vec![d]));
+    }
+    shapes.push(("unembed.W_U".into(), vec![d, cfg.d_vocab_out]));
+    shapes.push(("unembed.b_U".into(), vec![cfg.d_vocab_out]));
+    let mut seed = 11;
+    let data: Vec<(String, Vec<usize>, Vec<u8>)> = shapes
+        .into_iter()
+        .map(|(name, shape)| {
+            let n: usize = shape.iter().product();
+            let bytes = (0..n)
+                .flat_map(|_| value(&name, &mut seed).to_le_bytes())
+                .collect();
+            (name, shape, bytes)
+        })
+        .collect();
+    let views: Vec<(&str, TensorView<'_>)> = data
+        .iter()
+        .map(|(n, sh, b)| (n.as_str(), TensorView::new(Dtype::F32, sh.clone(), b).unwrap()))
+        .collect();
+    let path = dir.join("model.safetensors");
+    std::fs::write(&path, safetensors::serialize(views, None).unwrap()).unwrap();
+    let mut json = json!({
+        "n_layers": cfg.n_layers, "d_model": d, "n_ctx": cfg.n_ctx, "d_head": dh, "n_heads": h,
+        "d_mlp": null, "act_fn": null, "d_vocab": v, "d_vocab_out": cfg.d_vocab_out, "eps": 1e-5,
+        "attn_only": true, "normalization_type": null, "positional_embedding_type": "standard",
+        "use_attn_scale": true, "attn_scale": (dh as f64).sqrt(),
+    });
+    if ln {
+        json["normalization_type"] = json!("LN");
+    }
+    if let Positional::Rotary { dim, .. } = cfg.positional {
+        json["positional_embedding_type"] = json!("rotary");
+        json["rotary_dim"] = json!(dim);
+        json["rotary_base"] = json!(10000);
+    }
+    std::fs::write(dir.join("config.json"), json.to_string()).unwrap();
+    path
+}
+
+/// The attn_only_2l fixture converted to a blob in `dir`.
+fn fixture_blob(dir: &Path) -> PathBuf {
+    let out = dir.join("m.mlb");
+    let ckpt = fixture("attn_only_2l").join("model.safetensors");
+    assert_ok(&microlens(&["convert", s(&ckpt), "-o", s(&out)]));
+    out
+}
+
+/// The attn_only_2l fixture copied into `dir` (checkpoint and config).
+fn fixture_copy(dir: &Path) -> (PathBuf, PathBuf) {
+    let (ck, cf) = (dir.join("model.safetensors"), dir.join("config.json"));
+    std::fs::copy(fixture("attn_only_2l").join("model.safetensors"), &ck).unwrap();
+    std::fs::copy(fixture("attn_only_2l").join("config.json"), &cf).unwrap();
+    (ck, cf)
+}
+
+fn mkfifo(p: &Path) {
+    assert!(Command::new("mkfifo").arg(p).status().unwrap().success());
+}
+
+// ----------------------------------------------------------------------------------------------------
+// 1. Outputs through links, FIFOs and devices.
+
+#[test]
+fn item01_output_symlink_is_written_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, _) = fixture_copy(dir.path());
+    let target = write(dir.path(), "target.mlb", b"old");
+    let link = dir.path().join("link.mlb");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    assert_ok(&microlens(&["convert", s(&ck), "-o", s(&link)]));
+    assert!(
+        link.symlink_metadata().unwrap().file_type().is_symlink(),
+        "the link was replaced by a file"
+    );
+    let written = std::fs::read(&target).unwrap();
+    assert!(written.len() > 100 && written.starts_with(b"MLNS") || written.len() > 100);
+    assert_ok(&microlens(&["inspect", s(&link)]));
+}
+
+#[test]
+fn item01_non_regular_outputs_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, _) = fixture_copy(dir.path());
+    let fifo = dir.path().join("fifo");
+    mkfifo(&fifo);
+    assert_one_line_error(
+        &microlens(&["convert", s(&ck), "-o", s(&fifo)]),
+        "not a regular file",
+    );
+    assert!(fifo.symlink_metadata().unwrap().file_type().is_fifo());
+    let blob = fixture_blob(dir.path());
+    assert_one_line_error(
+        &microlens(&["run", s(&blob), "--tokens", "1,2", "--cache", s(&fifo)]),
+        "not a regular file",
+    );
+    assert!(fifo.symlink_metadata().unwrap().file_type().is_fifo());
+    // A link to a FIFO, and a directory, are refused too.
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&fifo, &link).unwrap();
+    assert_one_line_error(
+        &microlens(&["convert", s(&ck), "-o", s(&link)]),
+        "not a regular file",
+    );
+    assert_one_line_error(
+        &microlens(&["convert", s(&ck), "-o", s(dir.path())]),
+        "not a regular file",
+    );
+    // A character device (never replaced, whoever runs this).
+    assert_one_line_error(
+        &microlens(&["convert", s(&ck), "-o", "/dev/null"]),
+        "not a regular file",
+    );
+    assert!(Path::new("/dev/null")
+        .metadata()
+        .unwrap()
+        .file_type()
+        .is_char_device());
+}
+
+// 2. An output equal to an input.
+
+#[test]
+fn item02_output_equal_to_an_input_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, cf) = fixture_copy(dir.path());
+    let (ck_bytes, cf_bytes) = (std::fs::read(&ck).unwrap(), std::fs::read(&cf).unwrap());
+    assert_one_line_error(
+        &microlens(&["convert", s(&ck), "--config", s(&cf), "-o", s(&ck)]),
+        "input",
+    );
+    assert_one_line_error(&microlens(&["convert", s(&ck), "-o", s(&cf)]), "input");
+    // The same file by another name: a relative path, a hard link.
+    let hard = dir.path().join("hard.json");
+    std::fs::hard_link(&cf, &hard).unwrap();
+    assert_one_line_error(&microlens(&["convert", s(&ck), "-o", s(&hard)]), "input");
+    let dotted = dir.path().join(".").join("model.safetensors");
+    assert_one_line_error(&microlens(&["convert", s(&ck), "-o", s(&dotted)]), "input");
+    assert_eq!(std::fs::read(&ck).unwrap(), ck_bytes, "checkpoint destroyed");
+    assert_eq!(std::fs::read(&cf).unwrap(), cf_bytes, "config destroyed");
+
+    let blob = fixture_blob(dir.path());
+    let blob_bytes = std::fs::read(&blob).unwrap();
+    assert_one_line_error(
+        &microlens(&["run", s(&blob), "--tokens", "1,2", "--cache", s(&blob)]),
+        "input",
+    );
+    assert_eq!(std::fs::read(&blob).unwrap(), blob_bytes, "blob destroyed");
+}
+
+// 3. A valid blob with an absurd context: allocate for the tokens run.
+
+#[test]
+fn item03_absurd_context_blob_runs_the_tokens_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let blob = write(dir.path(), "big.mlb", &random_blob(&absurd_context()));
+    let o = microlens(&["run", s(&blob), "--tokens", "1,2,3", "--hash"]);
+    assert_ok(&o);
+    assert!(text(&o.stdout).starts_with("logits_hash="));
+    assert_ok(&microlens(&["run", s(&blob), "--tokens", "1,2,3", "--cache", s(&dir.path().join("c.st"))]));
+    assert_ok(&microlens(&["inspect", s(&blob)]));
+}
+
+#[test]
+fn item03_absurd_context_checkpoint_converts_to_i4() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = checkpoint(dir.path(), &absurd_context(), |_, seed| 0.3 * lcg(seed));
+    let out = dir.path().join("i4.mlb");
+    let o = microlens(&[
+        "convert",
+        s(&ck),
+        "-o",
+        s(&out),
+        "--dtype",
+        "i4",
+        "--calibration-sequences",
+        "2",
+    ]);
+    assert_ok(&o);
+    assert_ok(&microlens(&["run", s(&out), "--tokens", "1,2,3"]));
+}
+
+// 4. fidelity's default --seq-len on such a blob.
+
+#[test]
+fn item04_fidelity_default_seq_len_on_an_absurd_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = absurd_context();
+    cfg.n_layers = 2;
+    let blob = write(dir.path(), "big.mlb", &random_blob(&cfg));
+    let o = microlens(&["fidelity", s(&blob), s(&blob), "--sequences", "2"]);
+    assert_ok(&o);
+}
+
+// 5. circuits with n_ctx = 1.
+
+#[test]
+fn item05_circuits_with_a_context_of_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let blob = write(dir.path(), "c1.mlb", &random_blob(&attn_only(1, 4, 2, 5, 1)));
+    assert_one_line_error(&microlens(&["circuits", s(&blob)]), "n_ctx");
+}
+
+// 6. Absurd sequence counts.
+
+#[test]
+fn item06_absurd_sequence_counts_are_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let blob = fixture_blob(dir.path());
+    let quick = Duration::from_secs(20);
+    for n in ["18446744073709551615", "1000000000"] {
+        assert_one_line_error(
+            &microlens_within(&["fidelity", s(&blob), s(&blob), "--sequences", n], quick),
+            "--sequences",
+        );
+        assert_one_line_error(
+            &microlens_within(&["circuits", s(&blob), "--sequences", n], quick),
+            "--sequences",
+        );
+        let ck = fixture("attn_only_2l").join("model.safetensors");
+        let out = dir.path().join("q.mlb");
+        assert_one_line_error(
+            &microlens_within(
+                &["convert", s(&ck), "-o", s(&out), "--dtype", "i8", "--calibration-sequences", n],
+                quick,
+            ),
+            "--calibration-sequences",
+        );
+        assert!(!out.exists());
+    }
+}
+
+// 7. Endless streams as inputs.
+
+#[test]
+fn item07_endless_streams_fail_on_their_first_bytes() {
+    let quick = Duration::from_secs(20);
+    assert_one_line_error(
+        &microlens_within(&["run", "/dev/zero", "--tokens", "1"], quick),
+        "/dev/zero",
+    );
+    assert_one_line_error(&microlens_within(&["inspect", "/dev/urandom"], quick), "/dev/urandom");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = fixture("attn_only_2l").join("config.json");
+    let out = dir.path().join("o.mlb");
+    assert_one_line_error(
+        &microlens_within(&["convert", "/dev/zero", "--config", s(&cfg), "-o", s(&out)], quick),
+        "/dev/zero",
+    );
+    assert_one_line_error(
+        &microlens_within(&["convert", "/dev/urandom", "--config", s(&cfg), "-o", s(&out)], quick),
+        "/dev/urandom",
+    );
+    let ck = fixture("attn_only_2l").join("model.safetensors");
+    assert_one_line_error(
+        &microlens_within(&["convert", s(&ck), "--config", "/dev/zero", "-o", s(&out)], quick),
+        "/dev/zero",
+    );
+    let blob = fixture_blob(dir.path());
+    assert_one_line_error(
+        &microlens_within(&["fidelity", s(&blob), s(&blob), "--tokens", "/dev/zero"], quick),
+        "/dev/zero",
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn item07_a_blob_through_a_pipe_still_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let blob = fixture_blob(dir.path());
+    let fifo = dir.path().join("pipe.mlb");
+    mkfifo(&fifo);
+    let (b, f) = (blob.clone(), fifo.clone());
+    let feeder = std::thread::spawn(move || {
+        let bytes = std::fs::read(b).unwrap();
+        std::fs::write(f, bytes).ok();
+    });
+    assert_ok(&microlens(&["run", s(&fifo), "--tokens", "1,2", "--hash"]));
+    feeder.join().unwrap();
+}
+
+// 8. Broken pipes.
+
+#[test]
+fn item08_a_closed_stdout_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let blob = fixture_blob(dir.path());
+    for args in [
+        vec!["run", s(&blob), "--tokens", "1,2,3", "--json"],
+        vec!["run", s(&blob), "--tokens", "1,2,3"],
+        vec!["inspect", s(&blob)],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_microlens"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader is gone before the first write: `| head -c0`
+        let o = child.wait_with_output().unwrap();
+        let err = text(&o.stderr);
+        assert!(err.is_empty(), "{args:?}: stderr {err:?}");
+        assert_ne!(o.status.code(), Some(101), "{args:?} panicked");
+    }
+}
+
+// 9. One-line errors.
+
+#[test]
+fn item09_errors_are_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let blob = fixture_blob(dir.path());
+    let cache = dir.path().join("c.st");
+    assert_one_line_error(
+        &microlens(&["run", s(&blob), "--tokens", "1", "--cache", s(&cache), "--names", "("]),
+        "--names",
+    );
+    assert_one_line_error(&microlens(&["run", s(&blob), "--tokens", "-1"]), "-1");
+    assert_one_line_error(
+        &microlens(&["fidelity", s(&blob), s(&blob), "--emulate-int8", "bad"]),
+        "bad",
+    );
+    assert_one_line_error(
+        &microlens(&["patch", s(&blob), "--clean", "1,2", "--corrupt", "1,3", "--answer=-1", "--wrong", "2"]),
+        "-1",
+    );
+    assert_one_line_error(&microlens(&["inspect"]), "model");
+    assert_one_line_error(&microlens(&["frobnicate"]), "frobnicate");
+}
+
+// 10. Huge finite weights.
+
+#[test]
+fn item10_non_finite_logits_are_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = attn_only(1, 4, 2, 5, 8);
+    let ck = checkpoint(dir.path(), &cfg, |name, seed| {
+        if name.contains("W_U") || name.contains("W_E") {
+            3e38 * (0.5 + 0.5 * lcg(seed).abs())
+        } else {
+            lcg(seed)
+        }
+    });
+    let out = dir.path().join("huge.mlb");
+    let o = microlens(&["convert", s(&ck), "-o", s(&out), "--no-center-unembed", "--no-center-writing-weights"]);
+    if o.status.success() {
+        assert_one_line_error(&microlens(&["run", s(&out), "--tokens", "1,2"]), "non-finite");
+    } else {
+        assert_one_line_error(&o, "overflow");
+    }
+}
+
+// 11. train-induction's learning rate and output, checked before training.
+
+#[test]
+fn item11_train_induction_checks_its_arguments_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o");
+    for lr in ["NaN", "inf", "-1", "0"] {
+        let o = microlens_within(
+            &["train-induction", "-o", s(&out), "--lr", lr, "--steps", "3", "--eval-size", "4"],
+            Duration::from_secs(60),
+        );
+        assert_one_line_error(&o, "--lr");
+        assert!(!out.exists(), "--lr {lr}: wrote {out:?}");
+    }
+    let file = write(dir.path(), "existing", b"keep me");
+    let o = microlens_within(
+        &["train-induction", "-o", s(&file), "--steps", "3", "--eval-size", "4"],
+        Duration::from_secs(60),
+    );
+    assert_one_line_error(&o, "not a directory");
+    assert!(!text(&o.stdout).contains("trained"), "it trained first");
+    assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
+}
+
+// 12. 0/0 printed as figures.
+
+#[test]
+fn item12_degenerate_comparisons_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let blob = fixture_blob(dir.path());
+    let b = s(&blob);
+    assert_one_line_error(
+        &microlens(&["patch", b, "--clean", "1,2,3", "--corrupt", "1,5,3", "--answer", "4", "--wrong", "4"]),
+        "--wrong",
+    );
+    assert_one_line_error(
+        &microlens(&["patch", b, "--clean", "1,2,3", "--corrupt", "1,2,3", "--answer", "4", "--wrong", "5"]),
+        "identical",
+    );
+    assert_one_line_error(&microlens(&["circuits", b, "--half", "0"]), "--half");
+    let o = microlens(&["fidelity", b, b, "--seq-len", "2", "--sequences", "3", "--json"]);
+    assert_ok(&o);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        !v.to_string().contains("NaN") && !v.to_string().contains("null") || v.to_string().contains("\"repeated_positions\":0"),
+        "0/0 in {v}"
+    );
+    let table = microlens(&["fidelity", b, b, "--seq-len", "2", "--sequences", "3"]);
+    assert_ok(&table);
+    assert!(!text(&table.stdout).contains("NaN"), "{}", text(&table.stdout));
+}
+
+// 13. GPTQ on d_model = 1 names the Hessian.
+
+#[test]
+fn item13_gptq_failure_names_the_hessian() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = attn_only(1, 1, 1, 5, 8);
+    cfg.normalization = Normalization::LN;
+    let ck = checkpoint(dir.path(), &cfg, |_, seed| lcg(seed));
+    let out = dir.path().join("q.mlb");
+    let o = microlens(&["convert", s(&ck), "-o", s(&out), "--dtype", "i8"]);
+    if !o.status.success() {
+        assert_one_line_error(&o, "Hessian");
+        assert!(!text(&o.stderr).contains("has a NaN or infinite value") || text(&o.stderr).contains("Hessian"));
+    }
+}
+
+// 14. Output modes follow the umask.
+
+#[test]
+fn item14_outputs_get_the_umask_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let blob = fixture_blob(dir.path());
+    let mode = blob.metadata().unwrap().permissions().mode() & 0o777;
+    // The test harness runs under the usual umask 022 (or stricter group/other bits).
+    assert_ne!(mode, 0o600, "blob written 0600");
+    assert_eq!(mode & 0o600, 0o600);
+    let cache = dir.path().join("c.st");
+    assert_ok(&microlens(&["run", s(&blob), "--tokens", "1", "--cache", s(&cache)]));
+    assert_eq!(cache.metadata().unwrap().permissions().mode() & 0o777, mode);
+    // Rewriting an existing file keeps its mode.
+    std::fs::set_permissions(&blob, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let ck = fixture("attn_only_2l").join("model.safetensors");
+    assert_ok(&microlens(&["convert", s(&ck), "-o", s(&blob)]));
+    assert_eq!(blob.metadata().unwrap().permissions().mode() & 0o777, 0o640);
+}
+
+// 15. A missing checkpoint is named.
+
+#[test]
+fn item15_a_missing_checkpoint_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.safetensors");
+    let out = dir.path().join("x.mlb");
+    assert_one_line_error(
+        &microlens(&["convert", s(&missing), "-o", s(&out)]),
+        "missing.safetensors",
+    );
+    assert!(!text(&microlens(&["convert", s(&missing), "-o", s(&out)]).stderr).contains("config"));
+}
+
+// 16 is a core API test (core/tests/hostile.rs).
