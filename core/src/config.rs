@@ -7,8 +7,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Inconsistency};
 
-/// Largest dimension accepted anywhere in a config: keeps every size computation far from overflow on
-/// 32-bit targets.
+/// Largest dimension accepted anywhere in a config (`n_heads * d_head` included): a sum of a few dozen
+/// dimensions (the workspace) or `n_layers` times one fits a 32-bit `usize`. Products of two dimensions
+/// or more (a matrix, up to 2^40 values; the KV cache, up to 2^49 words) may not: they are computed with
+/// checked arithmetic (`DType::data_len`) or saturate at `usize::MAX`, which no buffer holds
+/// ([`crate::KvCache::len`], [`crate::analysis::PatternRecorder::len`]).
 pub const MAX_DIM: usize = 1 << 20;
 /// Largest number of layers accepted.
 pub const MAX_LAYERS: usize = 256;
@@ -153,7 +156,8 @@ impl Config {
 
     /// Width of all heads side by side: `n_heads * d_head`.
     pub const fn d_attn(&self) -> usize {
-        self.n_heads * self.d_head
+        // Saturating: a config not yet validated may hold anything.
+        self.n_heads.saturating_mul(self.d_head)
     }
 
     /// Whether the model has no MLPs.

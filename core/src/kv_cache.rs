@@ -52,25 +52,60 @@ fn take<'b, T>(rest: &mut &'b mut [T], n: usize) -> &'b mut [T] {
 impl<'b> KvCache<'b> {
     /// `f32` words a full-context cache needs. `f32`: `2 * n_layers * n_ctx * d_attn`. int8: the values
     /// packed four per word, `ceil(2 * n_layers * n_ctx * d_attn / 4)`, plus `2 * n_layers * n_ctx *
-    /// n_heads` scales: a quarter of the `f32` cache plus `4 / d_head` bytes per value.
+    /// n_heads` scales: a quarter of the `f32` cache plus `4 / d_head` bytes per value. `usize::MAX` (a
+    /// length no buffer has) where that overflows, as it can on 32-bit targets.
     pub const fn len(cfg: &Config, activations: Activations) -> usize {
-        let per_side = cfg.n_layers * cfg.n_ctx * cfg.d_attn();
-        match activations {
-            Activations::F32 => 2 * per_side,
-            Activations::I8 => {
-                (2 * per_side).div_ceil(4) + 2 * cfg.n_layers * cfg.n_ctx * cfg.n_heads
-            }
+        Self::len_for(cfg, activations, cfg.n_ctx)
+    }
+
+    /// `f32` words a cache of the first `positions` positions needs ([`KvCache::len`] with `n_ctx =
+    /// positions`), saturating at `usize::MAX`.
+    pub const fn len_for(cfg: &Config, activations: Activations, positions: usize) -> usize {
+        let per_side = cfg
+            .n_layers
+            .saturating_mul(positions)
+            .saturating_mul(cfg.d_attn());
+        let both = per_side.saturating_mul(2);
+        let len = match activations {
+            Activations::F32 => both,
+            Activations::I8 => both.div_ceil(4).saturating_add(
+                cfg.n_layers
+                    .saturating_mul(positions)
+                    .saturating_mul(cfg.n_heads)
+                    .saturating_mul(2),
+            ),
+        };
+        if per_side == usize::MAX || both == usize::MAX {
+            usize::MAX
+        } else {
+            len
         }
     }
 
     /// A cache for `cfg` in `buf` (at least [`KvCache::len`] words).
     pub fn new(cfg: &Config, activations: Activations, buf: &'b mut [f32]) -> Result<Self, Error> {
+        Self::with_positions(cfg, activations, cfg.n_ctx, buf)
+    }
+
+    /// A cache for the first `positions` positions (at most `n_ctx`) in `buf` (at least
+    /// [`KvCache::len_for`] words): what a run of that many tokens needs.
+    pub fn with_positions(
+        cfg: &Config,
+        activations: Activations,
+        positions: usize,
+        buf: &'b mut [f32],
+    ) -> Result<Self, Error> {
         if !activations.compiled() {
             return Err(Error::Unsupported {
                 feature: activations.feature(),
             });
         }
-        let needed = Self::len(cfg, activations);
+        if positions > cfg.n_ctx {
+            return Err(Error::OutOfRange {
+                what: "KV cache positions (more than n_ctx)",
+            });
+        }
+        let needed = Self::len_for(cfg, activations, positions);
         if buf.len() < needed {
             return Err(Error::BufferTooSmall {
                 what: "KV cache",
@@ -78,7 +113,8 @@ impl<'b> KvCache<'b> {
                 found: buf.len(),
             });
         }
-        let per_side = cfg.n_layers * cfg.n_ctx * cfg.d_attn();
+        // `needed` fits, so every product below does.
+        let per_side = cfg.n_layers * positions * cfg.d_attn();
         let mut rest = &mut buf[..needed];
         let store = match activations {
             Activations::F32 => Store::F32 {
@@ -86,7 +122,7 @@ impl<'b> KvCache<'b> {
                 v: take(&mut rest, per_side),
             },
             Activations::I8 => {
-                let n_scales = cfg.n_layers * cfg.n_ctx * cfg.n_heads;
+                let n_scales = cfg.n_layers * positions * cfg.n_heads;
                 let k_scale = take(&mut rest, n_scales);
                 let v_scale = take(&mut rest, n_scales);
                 let mut values: &mut [i8] = bytemuck::cast_slice_mut(rest);
@@ -100,10 +136,15 @@ impl<'b> KvCache<'b> {
         };
         Ok(KvCache {
             store,
-            n_ctx: cfg.n_ctx,
+            n_ctx: positions,
             n_heads: cfg.n_heads,
             d_head: cfg.d_head,
         })
+    }
+
+    /// Positions the cache holds (`n_ctx`, or fewer: [`KvCache::with_positions`]).
+    pub fn capacity(&self) -> usize {
+        self.n_ctx
     }
 
     /// Index of `(layer, pos, head)` in the scale arrays; times `d_head`, the start of its values.

@@ -59,6 +59,10 @@ impl Model<'_> {
     pub fn kv_cache_len(&self) -> usize {
         KvCache::len(self.config(), self.activations())
     }
+    /// `f32` words of KV cache a session of `positions` tokens needs ([`Session::with_positions`]).
+    pub fn kv_cache_len_for(&self, positions: usize) -> usize {
+        KvCache::len_for(self.config(), self.activations(), positions)
+    }
     /// `f32` words of workspace this model needs.
     pub fn workspace_len(&self) -> usize {
         self.config().workspace_len()

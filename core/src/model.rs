@@ -60,7 +60,7 @@ fn check_entry(
     if !within(e.offset, e.len) || !within(e.scales_offset, e.scales_len) {
         return Err(inconsistent(Inconsistency::Bounds { index }));
     }
-    let scales = &data[e.scales_offset as usize..(e.scales_offset + e.scales_len) as usize];
+    let scales = &data[e.scales_offset as usize..e.scales_offset as usize + e.scales_len as usize];
     let bad = |s: f32| !(s.is_finite() && s > 0.0);
     if scales
         .chunks_exact(SCALE_BYTES)

@@ -28,11 +28,22 @@ impl<'a, 'b> Session<'a, 'b> {
         kv: &'b mut [f32],
         workspace: &'b mut [f32],
     ) -> Result<Self, Error> {
+        Self::with_positions(model, model.config().n_ctx, kv, workspace)
+    }
+
+    /// A session of at most `positions` tokens (at most `n_ctx`), whose KV cache needs only
+    /// [`Model::kv_cache_len_for`]`(positions)` words: what a host sizes for the tokens it runs.
+    pub fn with_positions(
+        model: &Model<'a>,
+        positions: usize,
+        kv: &'b mut [f32],
+        workspace: &'b mut [f32],
+    ) -> Result<Self, Error> {
         let cfg = model.config();
         Ok(Session {
             model: *model,
             ws: Workspace::new(cfg, workspace)?,
-            kv: KvCache::new(cfg, model.activations(), kv)?,
+            kv: KvCache::with_positions(cfg, model.activations(), positions, kv)?,
             pos: 0,
         })
     }
@@ -61,8 +72,10 @@ impl<'a, 'b> Session<'a, 'b> {
     pub fn step_with<H: Hooks>(&mut self, token: u32, hooks: &mut H) -> Result<&[f32], Error> {
         let cfg = *self.model.config();
         let pos = self.pos;
-        if pos >= cfg.n_ctx {
-            return Err(Error::ContextFull { n_ctx: cfg.n_ctx });
+        if pos >= self.kv.capacity() {
+            return Err(Error::ContextFull {
+                n_ctx: self.kv.capacity(),
+            });
         }
         if token as usize >= cfg.d_vocab {
             return Err(Error::TokenOutOfRange {

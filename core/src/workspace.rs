@@ -42,14 +42,17 @@ impl Layout {
             _ => 0,
         };
         let widest = max(max(cfg.d_model, cfg.d_attn()), cfg.d_mlp_or_zero());
-        let quant = 3 * widest.div_ceil(4);
-        let len = 5 * cfg.d_model
-            + 4 * cfg.d_attn()
-            + cfg.n_ctx
-            + cfg.d_mlp_or_zero()
-            + cfg.d_vocab_out
-            + 2 * rotary
-            + quant;
+        let quant = widest.div_ceil(4).saturating_mul(3);
+        // Saturating (a config not validated may hold anything): `usize::MAX` is a length no buffer has.
+        let len = cfg
+            .d_model
+            .saturating_mul(5)
+            .saturating_add(cfg.d_attn().saturating_mul(4))
+            .saturating_add(cfg.n_ctx)
+            .saturating_add(cfg.d_mlp_or_zero())
+            .saturating_add(cfg.d_vocab_out)
+            .saturating_add(rotary.saturating_mul(2))
+            .saturating_add(quant);
         Layout {
             d_model: cfg.d_model,
             d_attn: cfg.d_attn(),

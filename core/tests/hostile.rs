@@ -56,7 +56,15 @@ fn item16_blob_parse_checks_the_header_length_before_adding() {
 
 /// The largest config `validate` accepts in every size: its KV cache is 2^49 words.
 fn widest() -> Config {
-    let mut cfg = Config::new(MAX_LAYERS, MAX_DIM, 1, MAX_DIM, MAX_DIM, MAX_DIM, Some(MAX_DIM));
+    let mut cfg = Config::new(
+        MAX_LAYERS,
+        MAX_DIM,
+        1,
+        MAX_DIM,
+        MAX_DIM,
+        MAX_DIM,
+        Some(MAX_DIM),
+    );
     cfg.normalization = Normalization::LN;
     cfg
 }
@@ -66,7 +74,10 @@ fn item03_kv_cache_len_never_wraps() {
     let cfg = widest();
     cfg.validate().unwrap();
     let per_side = [cfg.n_layers, cfg.n_ctx, cfg.d_attn()];
-    assert_eq!(KvCache::len(&cfg, Activations::F32), product(&[2, product(&per_side)]));
+    assert_eq!(
+        KvCache::len(&cfg, Activations::F32),
+        product(&[2, product(&per_side)])
+    );
     let i8 = KvCache::len(&cfg, Activations::I8);
     assert!(i8 >= product(&[2, product(&per_side)]) / 4, "{i8}");
     // What the cache needs is never less than the f32 words it indexes.
@@ -85,10 +96,19 @@ fn item03_kv_cache_len_never_wraps() {
 
 #[test]
 fn item03_max_dim_keeps_single_dimensions_and_products_of_two_in_range() {
-    // MAX_DIM's promise: any one dimension, and the product of two (a matrix), fit a 32-bit `usize`
-    // when checked; larger products (KV cache, pattern buffers) are checked and saturate.
-    assert!((MAX_DIM as u64) * (MAX_DIM as u64) <= u64::from(u32::MAX) + 1);
-    assert!(MAX_LAYERS * MAX_DIM <= u32::MAX as usize);
+    // MAX_DIM's promise: a sum of a few dozen dimensions (the workspace), or n_layers times one, fits a
+    // 32-bit `usize`; products of two dimensions or more are checked (a matrix's length) or saturate.
+    assert!(64 * MAX_DIM as u64 <= u64::from(u32::MAX));
+    assert!(MAX_LAYERS as u64 * MAX_DIM as u64 <= u64::from(u32::MAX));
+    let mut square = Config::new(1, MAX_DIM, 1, MAX_DIM, MAX_DIM, MAX_DIM, None);
+    square.normalization = Normalization::None;
+    square.validate().unwrap();
+    let w_e = square.d_vocab as u64 * square.d_model as u64;
+    let len = microlens::DType::F32.data_len(square.d_vocab, square.d_model);
+    assert_eq!(
+        len.map(|n| n as u64),
+        usize::try_from(4 * w_e).ok().map(|n| n as u64)
+    );
 }
 
 #[test]
@@ -100,7 +120,7 @@ fn item03_a_session_for_fewer_positions_than_n_ctx() {
     let model = Model::from_bytes(&bytes).unwrap();
     let tokens = [1, 4, 2, 9, 3];
     let full = run(&model, &tokens, &mut ());
-    for act in [Activations::F32] {
+    for act in [Activations::F32, Activations::I8] {
         let words = KvCache::len_for(&cfg, act, tokens.len());
         assert!(words < KvCache::len(&cfg, act) / 10, "{words}");
     }

@@ -163,7 +163,7 @@ pub fn to_safetensors(tensors: &BTreeMap<String, Tensor>) -> Result<Vec<u8>> {
 
 /// Reads an `f32` safetensors file (e.g. a TransformerLens cache) into named tensors.
 pub fn read_safetensors(path: &Path) -> Result<BTreeMap<String, Tensor>> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = crate::files::read_checkpoint(path)?;
     from_safetensors(&bytes).with_context(|| format!("{}", path.display()))
 }
 

@@ -1,7 +1,6 @@
 //! Checkpoint -> blob: read the config and checkpoint, add shortformer tables, process the weights as
 //! TransformerLens does, lay every tensor out for the blob, encode it and write the blob.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -83,6 +82,8 @@ impl ConvertOptions {
 /// calibrates on that model and re-encodes its matrices.
 pub fn convert(checkpoint: &Path, opts: &ConvertOptions) -> Result<Conversion> {
     let encoder = encoder_for(opts.dtype)?;
+    std::fs::metadata(checkpoint)
+        .with_context(|| format!("cannot read checkpoint {}", checkpoint.display()))?;
     let cfg = tl_config::load(&config_path(checkpoint, opts))?.config;
     let sd = checkpoint::load(checkpoint, &cfg)
         .with_context(|| format!("checkpoint {}", checkpoint.display()))?;
@@ -135,21 +136,7 @@ pub fn convert_state_dict(
     })
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same directory, renamed over `path`.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("cannot write in {}", dir.display()))?;
-    tmp.write_all(bytes)
-        .and_then(|()| tmp.as_file().sync_all())
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    tmp.persist(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
-}
+pub use crate::files::write_atomically;
 
 /// [`convert`], then [`write_atomically`] to `out`: on any error nothing is written.
 pub fn convert_to_file(checkpoint: &Path, out: &Path, opts: &ConvertOptions) -> Result<Conversion> {

@@ -8,6 +8,7 @@ pub mod commands;
 pub mod convert;
 pub mod encode;
 pub mod fidelity;
+pub mod files;
 pub mod fold;
 pub mod hash;
 pub mod layout;

@@ -36,8 +36,49 @@ enum Command {
     Patch(commands::patch::Args),
 }
 
+/// A closed stdout (`microlens run ... | head -c1`) ends the process quietly, as it does `cat`, instead of
+/// making `println!` panic.
+fn quiet_broken_pipe() {
+    #[cfg(unix)]
+    // SAFETY: called first in `main`, before any other thread exists; restoring the default action of a
+    // signal has no other effect on the process.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// An error as one line: the lines of its chain (a regex error, a clap usage error) joined.
+fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    quiet_broken_pipe();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e)
+            if !e.use_stderr()
+                || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
+        {
+            e.exit()
+        }
+        Err(e) => {
+            // Usage errors: clap's first line (and the values it accepts), without the usage block.
+            let rendered = e.to_string();
+            let mut lines = rendered.lines().filter(|l| {
+                let l = l.trim();
+                !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information")
+            });
+            let first = lines.next().unwrap_or("error: bad arguments").trim();
+            let rest: Vec<&str> = lines.map(str::trim).collect();
+            eprintln!("{}", one_line(&format!("{first} {}", rest.join(" "))));
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Convert(a) => commands::convert::run(a),
         Command::Inspect(a) => commands::inspect::run(a),
@@ -50,7 +91,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", one_line(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }

@@ -31,8 +31,7 @@ pub struct ImportedConfig {
 
 /// Reads and maps a config file (TL or HF GPT-2, detected from its keys).
 pub fn load(path: &Path) -> Result<ImportedConfig> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read config {}", path.display()))?;
+    let text = crate::files::read_text(path).context("cannot read config")?;
     let json: Value = serde_json::from_str(&text)
         .with_context(|| format!("config {} is not valid JSON", path.display()))?;
     parse(&json).with_context(|| format!("config {}", path.display()))

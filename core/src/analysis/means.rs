@@ -12,9 +12,9 @@ pub struct HeadMeans<'a> {
 }
 
 impl<'a> HeadMeans<'a> {
-    /// `f32` words the buffer needs: `n_layers * n_heads * d_head`.
+    /// `f32` words the buffer needs: `n_layers * n_heads * d_head` (`usize::MAX` if that overflows).
     pub const fn len(n_layers: usize, n_heads: usize, d_head: usize) -> usize {
-        n_layers * n_heads * d_head
+        n_layers.saturating_mul(n_heads).saturating_mul(d_head)
     }
 
     /// An accumulator over `buf` (at least [`HeadMeans::len`] words; zeroed here).

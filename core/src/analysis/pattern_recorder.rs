@@ -15,9 +15,13 @@ pub struct PatternRecorder<'a> {
 
 impl<'a> PatternRecorder<'a> {
     /// `f32` words needed for `n_layers` layers of `n_heads` heads over `n_pos` positions:
-    /// `n_layers * n_heads * n_pos * n_pos`.
+    /// `n_layers * n_heads * n_pos * n_pos`, or `usize::MAX` (no buffer is that long) if it overflows.
     pub const fn len(n_layers: usize, n_heads: usize, n_pos: usize) -> usize {
-        n_layers * n_heads * n_pos * n_pos
+        match n_pos.checked_mul(n_pos) {
+            Some(square) => n_layers.saturating_mul(n_heads).saturating_mul(square),
+            None if n_layers == 0 || n_heads == 0 => 0,
+            None => usize::MAX,
+        }
     }
 
     /// A recorder into `buf` (zeroed here) of layers `first_layer..first_layer + n_layers`; rows and

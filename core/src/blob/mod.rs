@@ -82,9 +82,13 @@ impl<'a> Blob<'a> {
                 found: crc,
             });
         }
+        // `header_len <= body.len()` first: then `PREAMBLE_LEN + header_len <= total` cannot overflow.
+        if p.header_len as usize > body.len() {
+            return Err(Error::Inconsistent(Inconsistency::Layout));
+        }
         let header_end = PREAMBLE_LEN + p.header_len as usize;
         let data_start = align_up(header_end);
-        if p.header_len as usize > body.len() || data_start > total {
+        if data_start > total {
             return Err(Error::Inconsistent(Inconsistency::Layout));
         }
         let header = match postcard::take_from_bytes::<Header<'a>>(&bytes[PREAMBLE_LEN..header_end])

@@ -23,11 +23,8 @@ fn attribute(
 ) -> Result<Vec<Vec<f32>>> {
     check_tokens(model, tokens)?;
     let cfg = model.config();
-    let (mut kv, mut ws) = (
-        vec![0.0; model.kv_cache_len()],
-        vec![0.0; model.workspace_len()],
-    );
-    let mut session = Session::new(model, &mut kv, &mut ws)?;
+    let (mut kv, mut ws) = crate::run::session_buffers(model, tokens.len())?;
+    let mut session = Session::with_positions(model, tokens.len(), &mut kv, &mut ws)?;
     let (mut dir, mut out) = (
         vec![0.0; cfg.d_model],
         vec![0.0; cfg.n_layers * cfg.n_heads],

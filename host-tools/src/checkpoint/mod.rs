@@ -9,7 +9,7 @@ mod safetensors;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{bail, ensure, Result};
 use microlens::tensors::Catalogue;
 use microlens::{Config, TensorKind};
 
@@ -58,12 +58,29 @@ pub(crate) fn decode_floats(dtype: FloatDType, bytes: &[u8]) -> Vec<f32> {
 
 /// Every array of a safetensors or `.pth` (zip) file, told apart by their first bytes.
 pub fn read_file(path: &Path) -> Result<BTreeMap<String, RawTensor>> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    parse(&crate::files::read_checkpoint(path)?)
+}
+
+/// Every array of safetensors or `.pth` (zip) bytes, told apart by their first bytes.
+pub fn parse(bytes: &[u8]) -> Result<BTreeMap<String, RawTensor>> {
     if bytes.starts_with(b"PK\x03\x04") {
-        pth::read(&bytes)
+        pth::read(bytes)
     } else {
-        safetensors::read(&bytes)
+        safetensors::read(bytes)
     }
+}
+
+/// A TL state dict of `cfg` from the arrays of a checkpoint (TL or HF GPT-2 names), checked with
+/// [`validate`].
+pub fn state_dict(raw: BTreeMap<String, RawTensor>, cfg: &Config) -> Result<StateDict> {
+    ensure!(!raw.is_empty(), "no tensors found");
+    let sd = if hf_gpt2::is_hf_gpt2(raw.keys()) {
+        hf_gpt2::to_tl(floats(raw, hf_gpt2::is_buffer)?, cfg)?
+    } else {
+        floats(raw, is_tl_buffer)?.into_iter().collect()
+    };
+    validate(&sd, cfg)?;
+    Ok(sd)
 }
 
 /// Buffers a TransformerLens state dict carries that are not parameters (`mask`, `IGNORE`, rotary tables).
@@ -100,15 +117,7 @@ fn floats(
 /// Reads a checkpoint (TL or HF GPT-2 names, detected from the names) as a TL state dict of `cfg`, and
 /// checks it with [`validate`].
 pub fn load(path: &Path, cfg: &Config) -> Result<StateDict> {
-    let raw = read_file(path)?;
-    ensure!(!raw.is_empty(), "no tensors found");
-    let sd = if hf_gpt2::is_hf_gpt2(raw.keys()) {
-        hf_gpt2::to_tl(floats(raw, hf_gpt2::is_buffer)?, cfg)?
-    } else {
-        floats(raw, is_tl_buffer)?.into_iter().collect()
-    };
-    validate(&sd, cfg)?;
-    Ok(sd)
+    state_dict(read_file(path)?, cfg)
 }
 
 /// Checks that `sd` holds exactly the parameters of `cfg`, each in its TL shape and finite.

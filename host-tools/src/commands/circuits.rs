@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{ensure, Context, Result};
 use microlens::analysis::{Head, HeadPattern};
 use microlens::{Config, Model};
 use serde_json::{json, Value};
@@ -16,7 +16,7 @@ use crate::analysis::{
     qk_circuit, repeated_random_tokens, skip_trigrams, AblationTable, Baseline, CircuitWeights,
     CompositionMode, CompositionScores, HeadScores,
 };
-use crate::run::run_model;
+use crate::run::{check_sequences, run_model};
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
@@ -81,11 +81,22 @@ fn mean_dla(model: &Model<'_>, seqs: &[Vec<u32>], half: usize) -> Result<Vec<f64
 fn analyse(model: &Model<'_>, args: &Args) -> Result<Report> {
     let cfg = *model.config();
     let w = CircuitWeights::from_model(model)?;
+    ensure!(
+        cfg.n_ctx >= 2,
+        "circuits runs sequences of two repeated halves: it needs n_ctx >= 2, the model has n_ctx = {}",
+        cfg.n_ctx
+    );
+    ensure!(
+        args.half != Some(0),
+        "--half must be in 1..={} (n_ctx / 2)",
+        cfg.n_ctx / 2
+    );
     let half = args
         .half
         .unwrap_or((cfg.n_ctx / 2).min(32))
         .clamp(1, cfg.n_ctx / 2);
-    let seqs = repeated_random_tokens(cfg.d_vocab, half, args.sequences.max(1), args.seed);
+    check_sequences("--sequences", args.sequences, 2 * half)?;
+    let seqs = repeated_random_tokens(cfg.d_vocab, half, args.sequences, args.seed);
     let square = cfg.d_vocab == cfg.d_vocab_out;
     let copying = heads(&cfg)
         .map(|h| square.then(|| full_ov_copying_score(&w.w_e, w.head(h), &w.w_u)))
@@ -311,8 +322,7 @@ fn write_plots(model: &Model<'_>, r: &Report, dir: &Path) -> Result<Vec<PathBuf>
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
-    let bytes = std::fs::read(&args.model)
-        .with_context(|| format!("cannot read {}", args.model.display()))?;
+    let bytes = crate::files::read_blob(&args.model)?;
     let model = Model::from_bytes(&bytes).with_context(|| format!("{}", args.model.display()))?;
     let report = analyse(&model, &args)?;
     if args.json {

@@ -161,6 +161,8 @@ pub fn run(args: Args) -> Result<()> {
             fold_value_biases: !args.no_fold_value_biases,
         },
     };
+    let config = config_path(&args.checkpoint, &opts);
+    crate::files::check_output(&args.output, &[&args.checkpoint, &config])?;
     let c = convert_to_file(&args.checkpoint, &args.output, &opts)?;
     println!(
         "wrote {}: {} parameters, {} bytes ({} matrices{}, {} activations), config from {}",
@@ -173,7 +175,7 @@ pub fn run(args: Args) -> Result<()> {
             _ => String::new(),
         },
         crate::quantize::default_activations(opts.dtype).name(),
-        config_path(&args.checkpoint, &opts).display()
+        config.display()
     );
     if c.config.positional == Positional::Shortformer {
         println!("shortformer: W_pos enters through per-layer pos_Q/pos_K tables (from the unprocessed W_pos, W_Q, W_K)");

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::fidelity::emulation::{Int8Emulation, Int8Rounding};
 use crate::fidelity::{compare_with, induction_sequences, plot::write_plots, read_token_file};
-use crate::run::check_tokens;
+use crate::run::{check_sequences, check_tokens, DEFAULT_MAX_SEQ_LEN};
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
@@ -22,7 +22,7 @@ pub struct Args {
     /// Number of random sequences (each a random prefix, then a random segment repeated).
     #[arg(long, default_value_t = 200)]
     pub sequences: usize,
-    /// Length of each random sequence [default: the model's n_ctx].
+    /// Length of each random sequence [default: the model's n_ctx, at most 256].
     #[arg(long)]
     pub seq_len: Option<usize>,
     /// Seed of the random sequences.
@@ -44,7 +44,7 @@ pub struct Args {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+    crate::files::read_blob(path)
 }
 
 /// `path (dtypes of its matrices, activations)`, as JSON.
@@ -75,13 +75,13 @@ pub fn run(args: Args) -> Result<()> {
     let seqs = match &args.tokens {
         Some(path) => read_token_file(path)?,
         None => {
-            let len = args.seq_len.unwrap_or(cfg.n_ctx);
+            let len = args.seq_len.unwrap_or(cfg.n_ctx.min(DEFAULT_MAX_SEQ_LEN));
             ensure!(
                 (1..=cfg.n_ctx).contains(&len),
                 "--seq-len must be in 1..={} (n_ctx)",
                 cfg.n_ctx
             );
-            ensure!(args.sequences > 0, "--sequences must be positive");
+            check_sequences("--sequences", args.sequences, len)?;
             induction_sequences(args.sequences, len, cfg.d_vocab, args.seed)
         }
     };

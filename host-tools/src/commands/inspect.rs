@@ -146,8 +146,7 @@ fn print_text(s: &serde_json::Value) {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
-    let bytes = std::fs::read(&args.model)
-        .with_context(|| format!("cannot read {}", args.model.display()))?;
+    let bytes = crate::files::read_blob(&args.model)?;
     let model = Model::from_bytes(&bytes).with_context(|| format!("{}", args.model.display()))?;
     let s = summary(&model)?;
     if args.json {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{ensure, Context, Result};
 use microlens::Model;
 use serde_json::json;
 
@@ -18,10 +18,10 @@ pub struct Args {
     /// The blob (.mlb).
     pub model: PathBuf,
     /// Clean tokens, comma-separated.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub clean: String,
     /// Corrupted tokens, comma-separated, as many as the clean ones.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub corrupt: String,
     /// The token the clean run should predict at the last position.
     #[arg(long)]
@@ -98,10 +98,24 @@ fn write_plots(p: &Patching, clean: &[u32], dir: &Path) -> Result<Vec<PathBuf>> 
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
     let (clean, corrupt) = (parse_tokens(&args.clean)?, parse_tokens(&args.corrupt)?);
-    let bytes = std::fs::read(&args.model)
-        .with_context(|| format!("cannot read {}", args.model.display()))?;
+    ensure!(
+        args.answer != args.wrong,
+        "--answer and --wrong are both {}: their logit difference is always 0",
+        args.answer
+    );
+    ensure!(
+        clean != corrupt,
+        "the clean and corrupted sequences are identical: patching one into the other changes nothing"
+    );
+    let bytes = crate::files::read_blob(&args.model)?;
     let model = Model::from_bytes(&bytes).with_context(|| format!("{}", args.model.display()))?;
     let p = activation_patching(&model, &clean, &corrupt, args.answer, args.wrong)?;
+    ensure!(
+        p.clean != p.corrupt,
+        "the clean and corrupted runs have the same logit difference ({}): the normalised tables would \
+         be 0/0",
+        p.clean
+    );
     if args.json {
         let v = json!({
             "answer": args.answer, "wrong": args.wrong,

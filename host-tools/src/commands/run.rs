@@ -15,7 +15,7 @@ pub struct Args {
     /// The blob (.mlb).
     pub model: PathBuf,
     /// Comma-separated token ids, e.g. 3,1,4.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub tokens: String,
     /// Print one JSON object: "logits" indexed by position then vocab, "patterns" by layer, head,
     /// query, key.
@@ -82,17 +82,24 @@ fn print_table(tokens: &[u32], out: &RunOutput) {
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
     let tokens = parse_tokens(&args.tokens)?;
-    let bytes = std::fs::read(&args.model)
-        .with_context(|| format!("cannot read {}", args.model.display()))?;
+    let names = args
+        .names
+        .as_deref()
+        .map(|p| {
+            regex::Regex::new(p).map_err(|e| {
+                let why = e.to_string();
+                let why = why.lines().last().unwrap_or("invalid").trim().to_owned();
+                anyhow::anyhow!("--names {p:?} is not a regular expression: {why}")
+            })
+        })
+        .transpose()?;
+    if let Some(path) = &args.cache {
+        crate::files::check_output(path, &[&args.model])?;
+    }
+    let bytes = crate::files::read_blob(&args.model)?;
     let model = Model::from_bytes(&bytes).with_context(|| format!("{}", args.model.display()))?;
     let out = run_model(&model, &tokens)?;
     if let Some(path) = &args.cache {
-        let names = args
-            .names
-            .as_deref()
-            .map(regex::Regex::new)
-            .transpose()
-            .context("--names")?;
         let written = crate::cache::write_cache(&model, &tokens, names.as_ref(), path)?;
         eprintln!("wrote {} activations to {}", written.len(), path.display());
     }

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{ensure, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::train::data::{repeated_random, InductionData};
@@ -46,7 +46,7 @@ pub struct Args {
     #[arg(long, default_value_t = 2000)]
     pub steps: usize,
     /// Peak learning rate (AdamW; linear warm-up, cosine decay to a tenth).
-    #[arg(long, default_value_t = 3e-3)]
+    #[arg(long, default_value_t = 3e-3, allow_hyphen_values = true)]
     pub lr: f64,
     /// Sequences per step.
     #[arg(long, default_value_t = 64)]
@@ -96,6 +96,16 @@ impl Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
+    ensure!(
+        args.lr.is_finite() && args.lr > 0.0,
+        "--lr must be a positive finite number, not {}",
+        args.lr
+    );
+    ensure!(
+        !args.out.exists() || args.out.is_dir(),
+        "-o {} exists and is not a directory",
+        args.out.display()
+    );
     let cfg = args.train_config();
     let name = args
         .name

@@ -31,8 +31,7 @@ pub fn induction_sequences(n: usize, seq_len: usize, d_vocab: usize, seed: u64) 
 
 /// One sequence per non-empty line of comma-separated token ids.
 pub fn read_token_file(path: &Path) -> Result<Vec<Vec<u32>>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = crate::files::read_text(path)?;
     let seqs: Vec<Vec<u32>> = text
         .lines()
         .enumerate()

@@ -13,6 +13,7 @@ use microlens::{HookKind, HookKinds, HookPoint, Hooks, Model, Normalization};
 use microlens::{TensorId, TensorKind};
 
 use crate::fidelity::{induction_sequences, read_token_file};
+use crate::run::{check_sequences, DEFAULT_MAX_SEQ_LEN};
 
 /// An activation that matrices read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -69,7 +70,8 @@ impl Inputs {
 /// Where calibration tokens come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
-    /// `sequences` random repeated-segment sequences of `n_ctx` tokens (as `fidelity` makes them).
+    /// `sequences` random repeated-segment sequences of `n_ctx` tokens, at most 256 (as `fidelity` makes
+    /// them).
     Random {
         /// How many.
         sequences: usize,
@@ -101,8 +103,9 @@ impl Source {
         let cfg = model.config();
         let seqs = match self {
             Source::Random { sequences, seed } => {
-                ensure!(*sequences > 0, "calibration needs at least one sequence");
-                induction_sequences(*sequences, cfg.n_ctx, cfg.d_vocab, *seed)
+                let len = cfg.n_ctx.min(DEFAULT_MAX_SEQ_LEN);
+                check_sequences("--calibration-sequences", *sequences, len)?;
+                induction_sequences(*sequences, len, cfg.d_vocab, *seed)
             }
             Source::File(path) => {
                 let seqs = read_token_file(path).context("calibration tokens")?;

@@ -66,17 +66,35 @@ fn compensate(x: &DMatrix<f64>, xq: &DMatrix<f64>) -> Result<Compensation> {
     let ((x, mean), (xq, mean_q)) = (centred(x), centred(xq));
     let h = xq.transpose() * &xq / count;
     let e = (x - &xq).transpose() * &xq / count;
+    let scale = h.diagonal().mean();
+    ensure!(
+        scale.is_finite(),
+        "the calibration Hessian has a NaN or infinite value"
+    );
+    if scale <= 0.0 {
+        // The inputs never vary (e.g. a LayerNorm over d_model = 1): nothing to compensate.
+        return Ok(Compensation {
+            shift: DMatrix::zeros(n, n),
+            h,
+            mean,
+            mean_q,
+        });
+    }
     let mut damped = h.clone();
-    let lambda = gptq::DAMPING * h.diagonal().mean().max(f64::MIN_POSITIVE);
     for i in 0..n {
-        damped[(i, i)] += lambda;
+        damped[(i, i)] += gptq::DAMPING * scale;
     }
     let inverse = damped
         .try_inverse()
         .ok_or_else(|| anyhow!("the calibration Hessian is singular"))?;
+    let shift = e * inverse;
+    ensure!(
+        shift.iter().all(|v| v.is_finite()),
+        "the calibration Hessian is too ill-conditioned to invert (its inverse is not finite)"
+    );
     Ok(Compensation {
         h,
-        shift: e * inverse,
+        shift,
         mean,
         mean_q,
     })
