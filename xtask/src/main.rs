@@ -6,16 +6,20 @@
 //!   example with it, runs it on QEMU, prints the device's lines and the firmware's flash and RAM sizes,
 //!   and checks the device against the host (same logits hash, accuracy, clean exit).
 //! - `cargo xtask thumbv6m`: checks that the core crate builds for Cortex-M0+ (no FPU, no DSP).
+//! - `cargo xtask core32`: the core's tests on i686, where `usize` is 32 bits.
+//! - `cargo xtask fuzz [--seconds N] [--target T]`: coverage-guided fuzzing (cargo-fuzz, libFuzzer).
 //!
 //! The Cortex-M toolchain is chosen by itself: the rustup target when installed, otherwise Debian's Rust
 //! with `-Zbuild-std=core` (installed with apt-get when running as root); see [`toolchain`].
 
 mod blob_source;
+mod core32;
 mod defmt_print;
 mod demo;
 mod device;
 mod elf_size;
 mod firmware;
+mod fuzz;
 mod host_tool;
 mod paths;
 mod qemu;
@@ -46,6 +50,10 @@ enum Command {
     Firmware(firmware::Args),
     /// Check that the core crate builds for thumbv6m-none-eabi (Cortex-M0+).
     Thumbv6m,
+    /// The core crate's tests on a 32-bit target (i686), where `usize` size arithmetic could wrap.
+    Core32,
+    /// Coverage-guided fuzzing (cargo-fuzz, installed if missing): each target for --seconds.
+    Fuzz(fuzz::Args),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +62,8 @@ fn main() -> ExitCode {
         Command::Demo => demo::run(),
         Command::Firmware(args) => firmware::run(args),
         Command::Thumbv6m => thumbv6m::check(),
+        Command::Fuzz(args) => fuzz::run(args),
+        Command::Core32 => core32::run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,8 +1,8 @@
 //! `cargo xtask test`: every test the project has, as CI runs it (`.ci/run` calls exactly this).
 //!
 //! Formatting, clippy with warnings denied, the workspace's tests, the core crate without `std` or
-//! `alloc`, the thumbv6m build, and the firmware on QEMU checked against the host (the shipped model,
-//! then two fixtures with norms and MLPs). Every step runs even
+//! `alloc`, the thumbv6m build, the firmware on QEMU checked against the host (the shipped model,
+//! then two fixtures with norms and MLPs), and a short run of every fuzz target. Every step runs even
 //! if an earlier one failed; the last line counts them.
 
 use std::process::Command;
@@ -122,6 +122,9 @@ fn fixtures_on_qemu() -> Result<()> {
     Ok(())
 }
 
+/// Seconds each fuzz target runs in CI (the long campaigns: `cargo xtask fuzz --seconds 600`).
+const FUZZ_SMOKE_SECONDS: u64 = 30;
+
 /// Runs every step and fails if any failed.
 pub fn run() -> Result<()> {
     let steps = [
@@ -153,6 +156,10 @@ pub fn run() -> Result<()> {
             run: Box::new(no_std_no_alloc),
         },
         Step {
+            name: "core tests on 32-bit (i686)",
+            run: Box::new(crate::core32::run),
+        },
+        Step {
             name: "thumbv6m build",
             run: Box::new(thumbv6m::check),
         },
@@ -165,6 +172,16 @@ pub fn run() -> Result<()> {
         Step {
             name: "firmware on QEMU, norm and MLP models",
             run: Box::new(fixtures_on_qemu),
+        },
+        Step {
+            name: "fuzz smoke run",
+            run: Box::new(|| {
+                crate::fuzz::run(crate::fuzz::Args {
+                    seconds: FUZZ_SMOKE_SECONDS,
+                    target: None,
+                    jobs: 1,
+                })
+            }),
         },
     ];
     let (mut passed, mut failed) = (0, Vec::new());

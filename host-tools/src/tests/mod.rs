@@ -4,4 +4,5 @@
 mod bad_inputs;
 mod checkpoints;
 mod processing;
+mod properties;
 pub(crate) mod random_model;

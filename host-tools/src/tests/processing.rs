@@ -115,6 +115,7 @@ fn every_variant_preserves_log_probs_and_patterns() {
         "worst |d log-prob| {:.2e}, |d pattern| {:.2e}",
         worst.0, worst.1
     );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// Largest |mean| over the last axis (`last`) or the second-last axis (`!last`) of a TL tensor.

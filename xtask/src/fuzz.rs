@@ -1,0 +1,247 @@
+//! `cargo xtask fuzz [--seconds N] [--target T]`: coverage-guided fuzzing of the blob reader, the forward
+//! pass and the host's parsers with cargo-fuzz (libFuzzer), on the stable toolchain.
+//!
+//! cargo-fuzz needs nightly flags (`-Zsanitizer`, `-Cpasses=sancov-module`): `RUSTC_BOOTSTRAP=1` lets the
+//! stable compiler take them; `-s none` builds without AddressSanitizer (safe Rust; overflow checks and
+//! debug assertions stay on, see `fuzz/Cargo.toml`). cargo-fuzz is installed with `cargo install` when
+//! missing. The seed corpus is made here, never committed: every fixture and the shipped model converted
+//! to every dtype (`fuzz/corpus/`), plus their checkpoints, configs and token lists for the host parsers.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use crate::paths::root;
+use crate::toolchain::run_status;
+
+/// The fuzz targets (`fuzz/fuzz_targets/*.rs`).
+pub const TARGETS: [&str; 4] = [
+    "blob_bytes",
+    "blob_resigned",
+    "config_writer",
+    "host_parsers",
+];
+
+/// Arguments.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Seconds per target.
+    #[arg(long, default_value_t = 60)]
+    pub seconds: u64,
+    /// Only this target (default: all).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Parallel fuzzing jobs per target (libFuzzer `-fork`); 1 runs in-process.
+    #[arg(long, default_value_t = 1)]
+    pub jobs: u32,
+}
+
+fn fuzz_dir() -> PathBuf {
+    root().join("fuzz")
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    c.env("RUSTC_BOOTSTRAP", "1");
+    c
+}
+
+/// Installs cargo-fuzz with `cargo install` unless `cargo fuzz` already runs.
+fn ensure_cargo_fuzz() -> Result<()> {
+    let installed = cargo()
+        .args(["fuzz", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !installed {
+        eprintln!("xtask: cargo install cargo-fuzz --locked");
+        run_status(cargo().args(["install", "cargo-fuzz", "--locked"]))?;
+    }
+    Ok(())
+}
+
+/// Fixtures and the shipped model: `(name, checkpoint)`.
+fn checkpoints() -> Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    let fixtures = root().join("tests/fixtures");
+    for entry in std::fs::read_dir(&fixtures).context("reading tests/fixtures")? {
+        let dir = entry?.path();
+        let ckpt = dir.join("model.safetensors");
+        if ckpt.is_file() {
+            let name = dir
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            out.push((name, ckpt));
+        }
+    }
+    out.sort();
+    out.push((
+        "shipped".into(),
+        root().join("firmware-example/model/induction-2l.safetensors"),
+    ));
+    Ok(out)
+}
+
+/// Writes `bytes` into `corpus/<target>/<name>` (the corpus directories are created).
+fn seed(target: &str, name: &str, bytes: &[u8]) -> Result<()> {
+    let dir = fuzz_dir().join("corpus").join(target);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::write(dir.join(name), bytes).with_context(|| format!("writing seed {name}"))
+}
+
+/// The seed corpus: every checkpoint converted to every dtype (with nearest rounding, which is quick),
+/// for both blob targets; the checkpoints, `.pth` files, configs and token lists for the host parsers.
+fn make_seeds() -> Result<()> {
+    let microlens = crate::host_tool::build()?;
+    let tmp = fuzz_dir().join("target").join("seed-blobs");
+    std::fs::create_dir_all(&tmp)?;
+    for (name, ckpt) in checkpoints()? {
+        for dtype in ["f32", "f16", "i8", "i4"] {
+            let out = tmp.join(format!("{name}-{dtype}.mlb"));
+            let mut cmd = Command::new(&microlens);
+            cmd.arg("convert").arg(&ckpt).arg("-o").arg(&out);
+            cmd.args(["--dtype", dtype]);
+            if dtype != "f32" {
+                cmd.args(["--rounding", "nearest"]);
+            }
+            let o = cmd.output().context("running microlens convert")?;
+            if !o.status.success() {
+                bail!(
+                    "seed {name} {dtype}: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+            }
+            let bytes = std::fs::read(&out)?;
+            seed("blob_bytes", &format!("{name}-{dtype}"), &bytes)?;
+            seed("blob_resigned", &format!("{name}-{dtype}"), &bytes)?;
+        }
+        let mut st = vec![0u8];
+        st.extend(std::fs::read(&ckpt)?);
+        seed("host_parsers", &format!("{name}-safetensors"), &st)?;
+        for config in [
+            ckpt.with_file_name("config.json"),
+            ckpt.with_extension("json"),
+        ] {
+            if let Ok(text) = std::fs::read(&config) {
+                let mut c = vec![1u8];
+                c.extend(text);
+                seed("host_parsers", &format!("{name}-config"), &c)?;
+            }
+        }
+        let pth = ckpt.with_extension("pth");
+        if let Ok(bytes) = std::fs::read(&pth) {
+            let mut p = vec![0u8];
+            p.extend(bytes);
+            seed("host_parsers", &format!("{name}-pth"), &p)?;
+        }
+    }
+    seed("host_parsers", "tokens", b"\x023,1,4,1,5\n 9 , 2,6\n\n5")?;
+    seed("config_writer", "empty", b"")?;
+    Ok(())
+}
+
+/// libFuzzer's summary of a run: `(executions, seconds, coverage)` from its last lines.
+fn summary(log: &str) -> (Option<u64>, Option<u64>, Option<u64>) {
+    let done = log.lines().rev().find_map(|l| {
+        let rest = l.strip_prefix("Done ")?;
+        let mut it = rest.split_whitespace();
+        let runs = it.next()?.parse().ok()?;
+        let secs = it.nth(2)?.parse().ok()?;
+        Some((runs, secs))
+    });
+    let cov = log.lines().rev().find_map(|l| {
+        let at = l.find("cov: ")?;
+        l[at + 5..].split_whitespace().next()?.parse().ok()
+    });
+    (done.map(|d| d.0), done.map(|d| d.1), cov)
+}
+
+/// Runs one target for `seconds`; a crash fails with libFuzzer's report.
+fn run_target(target: &str, seconds: u64, jobs: u32) -> Result<()> {
+    let corpus = fuzz_dir().join("corpus").join(target);
+    std::fs::create_dir_all(&corpus)?;
+    let started = Instant::now();
+    let mut cmd = cargo();
+    cmd.current_dir(fuzz_dir())
+        .args(["fuzz", "run", "-s", "none", target])
+        .arg(&corpus)
+        .arg("--")
+        .arg(format!("-max_total_time={seconds}"))
+        .args(["-rss_limit_mb=4096", "-timeout=30", "-print_final_stats=1"]);
+    if jobs > 1 {
+        cmd.arg(format!("-fork={jobs}"));
+    }
+    let out = cmd.output().context("running cargo fuzz")?;
+    let log = String::from_utf8_lossy(&out.stderr);
+    let (runs, secs, cov) = summary(&log);
+    let fmt = |v: Option<u64>| v.map_or("?".into(), |v| v.to_string());
+    println!(
+        "fuzz {target}: {} executions in {} s ({} exec/s), coverage {} edges, corpus {} inputs, {}",
+        fmt(runs),
+        fmt(secs),
+        match (runs, secs) {
+            (Some(r), Some(s)) if s > 0 => (r / s).to_string(),
+            _ => "?".into(),
+        },
+        fmt(cov),
+        std::fs::read_dir(&corpus).map_or(0, |d| d.count()),
+        if out.status.success() {
+            "0 crashes"
+        } else {
+            "CRASH"
+        }
+    );
+    if !out.status.success() {
+        let tail: Vec<&str> = log.lines().rev().take(40).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        bail!(
+            "fuzz target {target} failed after {:.0} s (artifacts in fuzz/artifacts/{target}):\n{}",
+            started.elapsed().as_secs_f64(),
+            tail.join("\n")
+        );
+    }
+    Ok(())
+}
+
+/// Installs cargo-fuzz if needed, makes the seed corpus, builds the targets and runs each for
+/// `args.seconds`.
+pub fn run(args: Args) -> Result<()> {
+    let targets: Vec<&str> = match &args.target {
+        Some(t) if TARGETS.contains(&t.as_str()) => vec![t.as_str()],
+        Some(t) => bail!("unknown fuzz target {t:?} (one of {})", TARGETS.join(", ")),
+        None => TARGETS.to_vec(),
+    };
+    ensure_cargo_fuzz()?;
+    make_seeds()?;
+    eprintln!("xtask: cargo fuzz build -s none (RUSTC_BOOTSTRAP=1)");
+    run_status(
+        cargo()
+            .current_dir(fuzz_dir())
+            .args(["fuzz", "build", "-s", "none"]),
+    )?;
+    let mut failed = Vec::new();
+    for t in targets {
+        if let Err(e) = run_target(t, args.seconds, args.jobs) {
+            eprintln!("xtask: {e:#}");
+            failed.push(t);
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        bail!("fuzz targets crashed: {}", failed.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn libfuzzer_summary_is_read() {
+        let log = "#1000\tpulse  cov: 812 ft: 2000 corp: 40/1Mb exec/s: 500\n\
+                   Done 123456 runs in 31 second(s)\n";
+        assert_eq!(super::summary(log), (Some(123456), Some(31), Some(812)));
+    }
+}
