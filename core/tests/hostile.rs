@@ -17,7 +17,9 @@ fn product(factors: &[usize]) -> usize {
 
 #[test]
 fn item16_pattern_recorder_sizes_do_not_overflow() {
-    assert!(PatternRecorder::new(&mut [], 0, 1, 1, 1 << 32).is_none());
+    // `1 << 32` as the issue wrote it; `usize::MAX` where usize is 32 bits.
+    let two_32 = (1u64 << 32).min(usize::MAX as u64) as usize;
+    assert!(PatternRecorder::new(&mut [], 0, 1, 1, two_32).is_none());
     assert!(PatternRecorder::new(&mut [], 0, 1, 1, usize::MAX).is_none());
     assert!(PatternRecorder::new(&mut [0.0; 4], 0, usize::MAX, usize::MAX, 2).is_none());
     assert_eq!(PatternRecorder::len(1, 1, usize::MAX), usize::MAX);

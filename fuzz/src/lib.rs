@@ -199,7 +199,7 @@ pub fn config(u: &mut Unstructured<'_>) -> Result<Config> {
         1 => Positional::Shortformer,
         _ => Positional::Rotary {
             dim: if u.ratio(3, 4)? {
-                2 * u.int_in_range(1..=d_head.clamp(1, 8) / 2)?.max(1)
+                2 * u.int_in_range(1..=d_head.clamp(2, 8) / 2)?
             } else {
                 dim(u, 8)?
             },

@@ -810,3 +810,69 @@ fn item15_a_missing_checkpoint_is_named() {
 }
 
 // 16 is a core API test (core/tests/hostile.rs).
+
+// Beyond the review's list: more of what a careless script passes.
+
+#[test]
+fn more_train_induction_sizes_are_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o");
+    for extra in [
+        ["--n-ctx", "100000000"],
+        ["--eval-size", "100000000000"],
+        ["--batch", "100000000"],
+        ["--eval-size", "0"],
+    ] {
+        let mut args = vec!["train-induction", "-o", s(&out), "--steps", "2"];
+        args.extend(extra);
+        let o = microlens_within(&args, Duration::from_secs(30));
+        assert_one_line_error(&o, &extra[0][2..]);
+        assert!(!out.exists(), "{extra:?}");
+    }
+}
+
+#[test]
+fn huge_counts_and_odd_token_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let blob = fixture_blob(dir.path());
+    let b = s(&blob);
+    let top = microlens_within(
+        &[
+            "circuits",
+            b,
+            "--top",
+            "18446744073709551615",
+            "--sequences",
+            "1",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_ok(&top);
+    for tokens in ["", "1,,2", " ", "1;2", "99999999999"] {
+        assert_one_line_error(&microlens(&["run", b, "--tokens", tokens]), "token");
+    }
+    assert_one_line_error(
+        &microlens(&["fidelity", b, b, "--seq-len", "18446744073709551615"]),
+        "--seq-len",
+    );
+    assert_one_line_error(&microlens(&["inspect", s(dir.path())]), "directory");
+    let cache = dir.path().join("missing-dir").join("c.st");
+    assert_one_line_error(
+        &microlens(&["run", b, "--tokens", "1", "--cache", s(&cache)]),
+        "missing-dir",
+    );
+    // A truncated blob behind a good preamble, and an empty file.
+    let bytes = std::fs::read(&blob).unwrap();
+    let cut = write(dir.path(), "cut.mlb", &bytes[..64]);
+    assert_one_line_error(&microlens(&["inspect", s(&cut)]), "truncated");
+    let empty = write(dir.path(), "empty.mlb", b"");
+    assert_one_line_error(
+        &microlens(&["run", s(&empty), "--tokens", "1"]),
+        "truncated",
+    );
+    // Trailing bytes after a blob.
+    let mut long = bytes.clone();
+    long.extend_from_slice(&[0; 7]);
+    let long = write(dir.path(), "long.mlb", &long);
+    assert_one_line_error(&microlens(&["inspect", s(&long)]), "long.mlb");
+}

@@ -92,6 +92,7 @@ impl Factored {
     /// row (memory `O(cols + k)`), best first, ties broken by position.
     pub fn top_entries(&self, k: usize, largest: bool) -> Vec<Entry> {
         let sign = if largest { 1.0 } else { -1.0 };
+        let k = k.min(self.a.nrows().saturating_mul(self.b.ncols()));
         let mut best: Vec<Entry> = Vec::with_capacity(k + 1);
         for row in 0..self.a.nrows() {
             for (col, &v) in self.row(row).iter().enumerate() {
