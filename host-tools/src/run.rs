@@ -66,7 +66,7 @@ pub const DEFAULT_MAX_SEQ_LEN: usize = 256;
 /// Refuses `sequences` random sequences of `len` tokens (asked for with `flag`) beyond [`MAX_TOKENS`].
 pub fn check_sequences(flag: &str, sequences: usize, len: usize) -> Result<()> {
     if sequences == 0 {
-        bail!("{flag} must be positive");
+        bail!("{flag} 0: at least one sequence is needed");
     }
     if sequences.checked_mul(len).is_none_or(|n| n > MAX_TOKENS) {
         bail!(
