@@ -20,7 +20,7 @@
 
 #![no_std]
 // No `unsafe` anywhere; with the feature `dsp`, only the DSP instructions and the four-row loop of
-// `quant::dsp`.
+// `quant::dsp` (and with `mve`, the Helium loop of `quant::mve`).
 #![cfg_attr(not(feature = "dsp"), forbid(unsafe_code))]
 #![cfg_attr(feature = "dsp", deny(unsafe_code))]
 #![warn(missing_docs)]
@@ -62,5 +62,13 @@ impl Model<'_> {
     /// `f32` words of workspace this model needs.
     pub fn workspace_len(&self) -> usize {
         self.config().workspace_len()
+    }
+    /// `f32` words of KV cache a session capped at `n_ctx` positions needs ([`Session::with_context`]).
+    pub fn kv_cache_len_at(&self, n_ctx: usize) -> usize {
+        KvCache::len(&self.config().with_context(n_ctx), self.activations())
+    }
+    /// `f32` words of workspace a session capped at `n_ctx` positions needs.
+    pub fn workspace_len_at(&self, n_ctx: usize) -> usize {
+        self.config().with_context(n_ctx).workspace_len()
     }
 }

@@ -2,15 +2,17 @@
 //!
 //! - `cargo xtask test`: every test, as CI runs it (`.ci/run`).
 //! - `cargo xtask demo`: the shipped model converted, analysed, compared and run on QEMU.
-//! - `cargo xtask firmware`: builds the host tool, converts the model to a blob, builds the firmware
-//!   example with it, runs it on QEMU, prints the device's lines and the firmware's flash and RAM sizes,
-//!   and checks the device against the host (same logits hash, accuracy, clean exit).
+//! - `cargo xtask firmware [--board B]`: builds the host tool, converts the model to a blob, builds the
+//!   firmware example with it for a board, runs it on QEMU (emulated boards), prints the device's lines
+//!   and the firmware's flash and RAM sizes, and checks the device against the host (same logits hash,
+//!   accuracy, clean exit) and the board's budgets.
 //! - `cargo xtask thumbv6m`: checks that the core crate builds for Cortex-M0+ (no FPU, no DSP).
 //!
-//! The Cortex-M toolchain is chosen by itself: the rustup target when installed, otherwise Debian's Rust
+//! The firmware's toolchain is chosen by itself: the rustup target when installed, otherwise Debian's Rust
 //! with `-Zbuild-std=core` (installed with apt-get when running as root); see [`toolchain`].
 
 mod blob_source;
+mod boards;
 mod defmt_print;
 mod demo;
 mod device;

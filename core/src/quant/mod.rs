@@ -14,6 +14,8 @@ pub mod int4;
 pub mod int8;
 pub mod linear;
 pub mod mix;
+#[cfg(all(feature = "mve", target_arch = "arm"))]
+pub(crate) mod mve;
 pub mod offset;
 
 pub use activations::{quantize, Quantized};
