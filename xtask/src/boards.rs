@@ -142,10 +142,12 @@ impl Board {
                 &[],
                 arm("mps2-an505", "cortex-m33"),
             ),
+            // Rust has no ARMv8.1-M target: ARMv8-M Mainline for the Cortex-M55, which enables its
+            // ARMv8.1-M extensions (Helium, low-overhead loops).
             Board::Mps3An547 => (
                 "Cortex-M55",
-                "thumbv8.1m.main-none-eabihf",
-                &[],
+                "thumbv8m.main-none-eabihf",
+                &["-C", "target-cpu=cortex-m55"],
                 arm("mps3-an547", "cortex-m55"),
             ),
             Board::Riscv32Virt => (

@@ -1,9 +1,10 @@
 //! `cargo xtask test`: every test the project has, as CI runs it (`.ci/run` calls exactly this).
 //!
 //! Formatting, clippy with warnings denied, the workspace's tests, the core crate without `std` or
-//! `alloc`, the thumbv6m build, and the firmware on QEMU checked against the host (the shipped model,
-//! then two fixtures with norms and MLPs). Every step runs even
-//! if an earlier one failed; the last line counts them.
+//! `alloc`, the thumbv6m build, the firmware on every emulated board checked against the host (the
+//! shipped model as int8 and as f32), two fixtures with norms and MLPs on the Cortex-M4F, and the real
+//! boards' builds with their sizes and budgets. Every step runs even if an earlier one failed; the last
+//! line counts them.
 
 use std::process::Command;
 use std::time::Instant;
@@ -11,13 +12,14 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
+use crate::boards::Board;
 use crate::paths::root;
 use crate::toolchain::run_status;
 use crate::{firmware, thumbv6m};
 
 /// One step: a name and what it runs.
 struct Step {
-    name: &'static str,
+    name: String,
     run: Box<dyn Fn() -> Result<()>>,
 }
 
@@ -122,15 +124,47 @@ fn fixtures_on_qemu() -> Result<()> {
     Ok(())
 }
 
+/// The shipped model's storage types every emulated board runs: int8 (W8A8) and f32.
+const BOARD_DTYPES: [&str; 2] = ["i8", "f32"];
+
+/// `cargo xtask firmware --board B` with the shipped model in each of [`BOARD_DTYPES`] (an emulated
+/// board, run and checked) or as int8 (a real board, built and measured). Runs every build; fails if
+/// any failed.
+fn board(board: Board) -> Result<()> {
+    let dtypes: &[&str] = match board.emulated() {
+        true => &BOARD_DTYPES,
+        false => &BOARD_DTYPES[..1],
+    };
+    let mut failed = Vec::new();
+    for dtype in dtypes {
+        let args = FirmwareDefaults::parse_from([
+            "firmware",
+            "--skip-thumbv6m",
+            "--board",
+            board.name(),
+            "--dtype",
+            dtype,
+        ]);
+        if let Err(e) = firmware::run(args.args) {
+            eprintln!("xtask test: {} {dtype}: {e:#}", board.name());
+            failed.push(*dtype);
+        }
+    }
+    match failed.is_empty() {
+        true => Ok(()),
+        false => bail!("{} failed for {}", board.name(), failed.join(", ")),
+    }
+}
+
 /// Runs every step and fails if any failed.
 pub fn run() -> Result<()> {
-    let steps = [
+    let mut steps = vec![
         Step {
-            name: "rustfmt",
+            name: "rustfmt".into(),
             run: cargo(&["fmt", "--all", "--", "--check"]),
         },
         Step {
-            name: "clippy",
+            name: "clippy".into(),
             run: cargo(&[
                 "clippy",
                 "--workspace",
@@ -141,32 +175,35 @@ pub fn run() -> Result<()> {
             ]),
         },
         Step {
-            name: "workspace tests",
+            name: "workspace tests".into(),
             run: cargo(&["test", "--workspace"]),
         },
         Step {
-            name: "core without std",
+            name: "core without std".into(),
             run: cargo(&["build", "-p", "microlens", "--no-default-features"]),
         },
         Step {
-            name: "core tree has no std/alloc",
+            name: "core tree has no std/alloc".into(),
             run: Box::new(no_std_no_alloc),
         },
         Step {
-            name: "thumbv6m build",
+            name: "thumbv6m build".into(),
             run: Box::new(thumbv6m::check),
         },
         Step {
-            name: "firmware on QEMU",
-            run: Box::new(|| {
-                firmware::run(FirmwareDefaults::parse_from(["firmware", "--skip-thumbv6m"]).args)
-            }),
-        },
-        Step {
-            name: "firmware on QEMU, norm and MLP models",
+            name: "firmware on QEMU mps2-an386, norm and MLP models".into(),
             run: Box::new(fixtures_on_qemu),
         },
     ];
+    for b in Board::ALL {
+        steps.push(Step {
+            name: match b.emulated() {
+                true => format!("firmware on QEMU {} ({}), int8 and f32", b.name(), b.spec().core),
+                false => format!("firmware build for {} ({})", b.name(), b.spec().core),
+            },
+            run: Box::new(move || board(b)),
+        });
+    }
     let (mut passed, mut failed) = (0, Vec::new());
     for step in &steps {
         let started = Instant::now();
@@ -175,7 +212,7 @@ pub fn run() -> Result<()> {
             Ok(()) => passed += 1,
             Err(e) => {
                 eprintln!("xtask test: {} FAILED: {e:#}", step.name);
-                failed.push(step.name);
+                failed.push(step.name.as_str());
             }
         }
         println!(
