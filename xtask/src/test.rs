@@ -198,7 +198,11 @@ pub fn run() -> Result<()> {
     for b in Board::ALL {
         steps.push(Step {
             name: match b.emulated() {
-                true => format!("firmware on QEMU {} ({}), int8 and f32", b.name(), b.spec().core),
+                true => format!(
+                    "firmware on QEMU {} ({}), int8 and f32",
+                    b.name(),
+                    b.spec().core
+                ),
                 false => format!("firmware build for {} ({})", b.name(), b.spec().core),
             },
             run: Box::new(move || board(b)),

@@ -3,8 +3,9 @@
 //!
 //! Every board provides `exit(success) -> !`, a `Counter` with `start()` and `now()` (monotonic: the
 //! instructions executed under QEMU, the core's cycles on a real board), `print_cost_per_token(n)` and
-//! `stack_pointer()`. Boards of one family share their code: [`cortex_m`] (every Arm board), [`qemu_arm`]
-//! (Arm boards emulated by QEMU), [`probe`] (real boards on a debug probe).
+//! `stack_pointer()`. Boards of one family share their code: [`cortex_m`] (every Arm board), [`systick`]
+//! (every Arm board but the micro:bit), [`qemu_arm`] (Arm boards emulated by QEMU), [`probe`] (real
+//! boards on a debug probe).
 
 #[cfg(not(any(
     feature = "microbit",
@@ -27,6 +28,8 @@ mod cortex_m;
 mod probe;
 #[cfg(all(target_arch = "arm", feature = "qemu"))]
 mod qemu_arm;
+#[cfg(all(target_arch = "arm", not(feature = "microbit")))]
+mod systick;
 
 #[cfg_attr(feature = "microbit", path = "microbit.rs")]
 #[cfg_attr(feature = "mps2-an385", path = "mps2_an385.rs")]

@@ -4,7 +4,8 @@
 use defmt_rtt as _;
 use panic_probe as _;
 
-pub use super::cortex_m::{exit, stack_pointer, SysTicks as Counter};
+pub use super::cortex_m::{exit, stack_pointer};
+pub use super::systick::SysTicks as Counter;
 
 /// Prints the mean cost of one forward step.
 pub fn print_cost_per_token(cycles: u64) {

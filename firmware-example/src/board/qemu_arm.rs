@@ -40,22 +40,3 @@ unsafe fn HardFault(_frame: &cortex_m_rt::ExceptionFrame) -> ! {
     defmt::error!("hard fault");
     exit(false)
 }
-
-/// Instructions executed, counted with SysTick on the core clock of `HZ` Hz.
-pub struct SysTickInstructions<const HZ: u64> {
-    ticks: super::cortex_m::SysTicks,
-}
-
-impl<const HZ: u64> SysTickInstructions<HZ> {
-    /// Starts SysTick; `None` if the peripherals are taken.
-    pub fn start() -> Option<Self> {
-        let ticks = super::cortex_m::SysTicks::start()?;
-        Some(SysTickInstructions { ticks })
-    }
-
-    /// Instructions since [`SysTickInstructions::start`], to a tick's resolution.
-    pub fn now(&mut self) -> u64 {
-        let (num, den) = instructions_per_tick(HZ);
-        self.ticks.now() * num / den
-    }
-}
