@@ -169,8 +169,12 @@ fn model_consts(manifest_dir: &Path, out: &Path, map: &str) -> Result<(), String
             cfg.n_ctx
         );
     }
-    // The cap as a linker symbol too, which `cargo xtask firmware` reads from the ELF.
-    let map = format!("{map}\n/* build.rs: the session's context (positions). */\n_microlens_context = {n_ctx};\n");
+    // The cap and the RAM as linker symbols too, which `cargo xtask firmware` reads from the ELF.
+    let ram = bytes_after(map, "RAM").unwrap_or(0);
+    let map = format!(
+        "{map}\n/* build.rs: the session's context (positions) and the board's RAM (bytes). */\n\
+         _microlens_context = {n_ctx};\n_microlens_ram = {ram};\n"
+    );
     fs::write(out.join("memory.x"), map).map_err(|e| format!("memory.x: {e}"))?;
 
     let seed = match env::var("MICROLENS_SEED") {

@@ -27,6 +27,8 @@ pub struct Sizes {
     pub stack_reserve: u64,
     /// The session's context in positions (`_microlens_context`, from the firmware's `build.rs`).
     pub context: u64,
+    /// The board's RAM in bytes (`_microlens_ram`, from the firmware's `build.rs`).
+    pub board_ram: u64,
 }
 
 impl Sizes {
@@ -80,5 +82,7 @@ pub fn read(path: &Path) -> Result<Sizes> {
         symbol("_stack_reserve").context("no _stack_reserve symbol (set in memory.x)")?;
     sizes.context = symbol("_microlens_context")
         .context("no _microlens_context symbol (set by the firmware's build.rs)")?;
+    sizes.board_ram = symbol("_microlens_ram")
+        .context("no _microlens_ram symbol (set by the firmware's build.rs)")?;
     Ok(sizes)
 }

@@ -15,7 +15,7 @@ use clap::Parser;
 use crate::boards::Board;
 use crate::paths::root;
 use crate::toolchain::run_status;
-use crate::{firmware, thumbv6m};
+use crate::{firmware, matrix, thumbv6m};
 
 /// One step: a name and what it runs.
 struct Step {
@@ -124,38 +124,6 @@ fn fixtures_on_qemu() -> Result<()> {
     Ok(())
 }
 
-/// The shipped model's storage types every emulated board runs: int8 (W8A8) and f32.
-const BOARD_DTYPES: [&str; 2] = ["i8", "f32"];
-
-/// `cargo xtask firmware --board B` with the shipped model in each of [`BOARD_DTYPES`] (an emulated
-/// board, run and checked) or as int8 (a real board, built and measured). Runs every build; fails if
-/// any failed.
-fn board(board: Board) -> Result<()> {
-    let dtypes: &[&str] = match board.emulated() {
-        true => &BOARD_DTYPES,
-        false => &BOARD_DTYPES[..1],
-    };
-    let mut failed = Vec::new();
-    for dtype in dtypes {
-        let args = FirmwareDefaults::parse_from([
-            "firmware",
-            "--skip-thumbv6m",
-            "--board",
-            board.name(),
-            "--dtype",
-            dtype,
-        ]);
-        if let Err(e) = firmware::run(args.args) {
-            eprintln!("xtask test: {} {dtype}: {e:#}", board.name());
-            failed.push(*dtype);
-        }
-    }
-    match failed.is_empty() {
-        true => Ok(()),
-        false => bail!("{} failed for {}", board.name(), failed.join(", ")),
-    }
-}
-
 /// Runs every step and fails if any failed.
 pub fn run() -> Result<()> {
     let mut steps = vec![
@@ -205,7 +173,7 @@ pub fn run() -> Result<()> {
                 ),
                 false => format!("firmware build for {} ({})", b.name(), b.spec().core),
             },
-            run: Box::new(move || board(b)),
+            run: Box::new(move || matrix::board(b).map(|_| ())),
         });
     }
     let (mut passed, mut failed) = (0, Vec::new());
