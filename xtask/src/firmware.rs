@@ -127,7 +127,7 @@ pub fn run(args: Args) -> Result<Outcome> {
         )
     })?;
     let sizes = elf_size::read(&elf)?;
-    let budget = RamBudget::of(&blob, &sizes)?;
+    let budget = RamBudget::of(&blob, &sizes, spec.ram_allowance)?;
 
     println!("board={} ({})", args.board.name(), spec.core);
     println!("blob={}", blob.display());
@@ -252,8 +252,10 @@ fn build(
     let mut cmd = toolchain.cargo_build(spec.target, &dir);
     if !spec.rustflags.is_empty() {
         let flags: Vec<String> = spec.rustflags.iter().map(|f| format!("{f:?}")).collect();
+        // Unquoted: cargo reads `target.thumbv8m.main-none-eabihf` as nested tables, as in config.toml;
+        // the array is appended to the config file's, so a later `-C target-cpu` wins.
         cmd.arg("--config").arg(format!(
-            "target.'{}'.rustflags=[{}]",
+            "target.{}.rustflags=[{}]",
             spec.target,
             flags.join(",")
         ));
@@ -305,7 +307,8 @@ fn print_sizes(s: &elf_size::Sizes) {
     println!("stack_reserve_bytes={}", s.stack_reserve);
 }
 
-/// The RAM budget for a blob: its KV cache and workspace (the activations) plus 2 KiB. On a
+/// The RAM budget for a blob: its KV cache and workspace (the activations) plus 2 KiB (the
+/// board's [`Spec::ram_allowance`]). On a
 /// board whose RAM cannot hold the full context's KV cache (the firmware's `build.rs` caps the context
 /// to fill it), the budget is the board's RAM.
 struct RamBudget {
@@ -314,13 +317,11 @@ struct RamBudget {
     kv: u64,
     workspace: u64,
     board_ram: u64,
+    allowance: u64,
 }
 
-/// What the budget allows beyond the KV cache and the activations.
-const RAM_ALLOWANCE: u64 = 2048;
-
 impl RamBudget {
-    fn of(blob: &Path, sizes: &elf_size::Sizes) -> Result<Self> {
+    fn of(blob: &Path, sizes: &elf_size::Sizes, allowance: u64) -> Result<Self> {
         let bytes =
             std::fs::read(blob).with_context(|| format!("cannot read {}", blob.display()))?;
         let model = microlens::Model::from_bytes(&bytes)?;
@@ -330,6 +331,7 @@ impl RamBudget {
             context,
             n_ctx: model.config().n_ctx as u64,
             board_ram: sizes.board_ram,
+            allowance,
             kv: 4 * model.kv_cache_len_at(n) as u64,
             workspace: 4 * model.workspace_len_at(n) as u64,
         })
@@ -340,8 +342,8 @@ impl RamBudget {
         let capped = self.context < self.n_ctx;
         let (budget, rule) = match capped {
             false => (
-                self.kv + self.workspace + RAM_ALLOWANCE,
-                format!("kv + workspace + {RAM_ALLOWANCE}"),
+                self.kv + self.workspace + self.allowance,
+                format!("kv + workspace + {}", self.allowance),
             ),
             true => (self.board_ram, "the board's RAM (context capped)".into()),
         };

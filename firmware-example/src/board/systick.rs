@@ -15,7 +15,10 @@ static WRAPS: AtomicU32 = AtomicU32::new(0);
 #[exception]
 fn SysTick() {
     // A load and a store rather than `fetch_add`, which ARMv6-M lacks: this handler is the only writer.
-    WRAPS.store(WRAPS.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    WRAPS.store(
+        WRAPS.load(Ordering::Relaxed).wrapping_add(1),
+        Ordering::Relaxed,
+    );
 }
 
 /// Counts SysTick ticks on the core clock (one per cycle on a real core), extended to 64 bits by
