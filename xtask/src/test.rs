@@ -2,7 +2,7 @@
 //!
 //! Formatting, clippy with warnings denied, the workspace's tests, the core crate without `std` or
 //! `alloc`, the thumbv6m build, the firmware on every emulated board checked against the host (the
-//! shipped model as int8 and as f32), two fixtures with norms and MLPs on the Cortex-M4F, and the real
+//! shipped model as int8 and as f32), two fixtures with norms and MLPs on the Cortex-M4F and M55, and the real
 //! boards' builds with their sizes and budgets. Every step runs even if an earlier one failed; the last
 //! line counts them.
 
@@ -12,10 +12,11 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
+use crate::blob_source::BlobSource;
 use crate::boards::Board;
 use crate::paths::root;
 use crate::toolchain::run_status;
-use crate::{firmware, matrix, thumbv6m};
+use crate::{firmware, host_tool, matrix, thumbv6m};
 
 /// One step: a name and what it runs.
 struct Step {
@@ -99,27 +100,43 @@ const QEMU_FIXTURES: [&str; 2] = ["gpt2_like", "rotary_rms"];
 /// Stack reserve for [`QEMU_FIXTURES`] (their high-water marks: 1,912 and 2,520 B).
 const FIXTURE_STACK_RESERVE: &str = "2800";
 
-/// `cargo xtask firmware` on each of [`QEMU_FIXTURES`] as int8.
+/// Boards the fixtures run on: the Cortex-M4F (the DSP kernels) and the Cortex-M55 (the Helium kernel).
+const FIXTURE_BOARDS: [Board; 2] = [Board::Mps2An386, Board::Mps3An547];
+
+/// `cargo xtask firmware` on each of [`QEMU_FIXTURES`] as int8, on each of [`FIXTURE_BOARDS`] (each
+/// fixture converted once).
 fn fixtures_on_qemu() -> Result<()> {
+    let tool = host_tool::build()?;
     for name in QEMU_FIXTURES {
         let checkpoint = root()
             .join("tests/fixtures")
             .join(name)
             .join("model.safetensors");
-        let checkpoint = checkpoint.to_string_lossy();
-        let args = FirmwareDefaults::parse_from([
-            "firmware",
-            "--skip-thumbv6m",
-            "--checkpoint",
-            &checkpoint,
-            "--min-accuracy",
-            "0",
-            "--min-ablation-drop",
-            "0",
-            "--stack-reserve",
-            FIXTURE_STACK_RESERVE,
-        ]);
-        firmware::run(args.args).with_context(|| format!("fixture {name}"))?;
+        let blob = BlobSource::Convert {
+            checkpoint,
+            config: None,
+            dtype: "i8".into(),
+        }
+        .resolve(Some(&tool))?;
+        let blob = blob.to_string_lossy();
+        for board in FIXTURE_BOARDS {
+            let args = FirmwareDefaults::parse_from([
+                "firmware",
+                "--skip-thumbv6m",
+                "--board",
+                board.name(),
+                "--blob",
+                &blob,
+                "--min-accuracy",
+                "0",
+                "--min-ablation-drop",
+                "0",
+                "--stack-reserve",
+                FIXTURE_STACK_RESERVE,
+            ]);
+            firmware::run(args.args)
+                .with_context(|| format!("fixture {name} on {}", board.name()))?;
+        }
     }
     Ok(())
 }
@@ -159,7 +176,7 @@ pub fn run() -> Result<()> {
             run: Box::new(thumbv6m::check),
         },
         Step {
-            name: "firmware on QEMU mps2-an386, norm and MLP models".into(),
+            name: "firmware on QEMU mps2-an386 and mps3-an547, norm and MLP models".into(),
             run: Box::new(fixtures_on_qemu),
         },
     ];

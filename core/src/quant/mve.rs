@@ -44,7 +44,7 @@ pub fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) 
 
 /// The sums of four rows starting at `starts` in `rows` over `blocks` blocks of eight columns, or
 /// `None` unless `blocks > 0`, every row has `8 * blocks` bytes and `lanes` at least `4 * blocks` words.
-#[inline(never)]
+#[inline(always)]
 fn blocks8(rows: &[u8], starts: [usize; 4], lanes: &[u32], blocks: usize) -> Option<[i32; 4]> {
     let end = starts.iter().max()?.checked_add(blocks.checked_mul(8)?)?;
     if blocks == 0 || end > rows.len() || blocks.checked_mul(4)? > lanes.len() {
