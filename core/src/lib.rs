@@ -30,37 +30,37 @@ extern crate std;
 
 pub mod analysis;
 pub mod blob;
-pub mod components;
+mod components;
 pub mod config;
-pub mod error;
-pub mod features;
+mod error;
+mod features;
+pub mod hash;
 pub mod hooks;
-pub mod kv_cache;
-pub mod math;
-pub mod model;
-pub mod quant;
-pub mod session;
+mod kv_cache;
+mod model;
+mod session;
 pub mod tensors;
 pub mod weights;
-pub mod workspace;
+mod workspace;
+
+// Kernels and numerics: the crate's own, public only to the host's encoder (feature `encode`), which
+// rounds exactly as the device does by calling them.
+#[cfg(feature = "encode")]
+pub mod math;
+#[cfg(not(feature = "encode"))]
+mod math;
+#[cfg(feature = "encode")]
+pub mod quant;
+#[cfg(not(feature = "encode"))]
+mod quant;
 
 pub use blob::{Activations, DType};
 pub use config::{ActFn, Config, Normalization, Positional};
 pub use error::{Error, Inconsistency};
+pub use features::Features;
 pub use hooks::{HookKind, HookKinds, HookPoint, Hooks};
 pub use kv_cache::KvCache;
 pub use model::Model;
 pub use session::Session;
 pub use tensors::{TensorId, TensorKind};
 pub use workspace::Workspace;
-
-impl Model<'_> {
-    /// `f32` words of KV cache this model needs at full context.
-    pub fn kv_cache_len(&self) -> usize {
-        KvCache::len(self.config(), self.activations())
-    }
-    /// `f32` words of workspace this model needs.
-    pub fn workspace_len(&self) -> usize {
-        self.config().workspace_len()
-    }
-}

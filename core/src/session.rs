@@ -1,14 +1,15 @@
 //! A decoding session: the forward pass, one token at a time, over a KV cache. Read top to bottom.
 
-use crate::components::{attention, block::BlockWeights, embed, mlp, norm, unembed};
+use crate::components::block::{BlockWeights, NormWeights};
+use crate::components::norm::Which;
+use crate::components::{attention, embed, mlp, norm, unembed, Step};
 use crate::config::Positional;
 use crate::error::Error;
-use crate::features;
-use crate::hooks::{call, HookKind, Hooks};
+use crate::features::{MLP, ROTARY};
+use crate::hooks::{HookKind, Hooks};
 use crate::kv_cache::KvCache;
 use crate::math::rotary;
 use crate::model::Model;
-use crate::tensors::{TensorId, TensorKind};
 use crate::workspace::Workspace;
 
 /// A model with its KV cache and workspace: feed it tokens with [`Session::step`].
@@ -71,8 +72,18 @@ impl<'a, 'b> Session<'a, 'b> {
             });
         }
         let ws = &mut self.ws;
+        let model = &self.model;
+        let act = model.activations();
+        let s = &mut Step {
+            model,
+            cfg,
+            act,
+            layer: 0,
+            pos,
+            hooks,
+        };
 
-        embed::forward(&self.model, token as usize, pos, ws.resid, ws.normed, hooks);
+        embed::forward(s, token as usize, ws);
         if let (
             Positional::Rotary {
                 dim,
@@ -80,65 +91,31 @@ impl<'a, 'b> Session<'a, 'b> {
                 adjacent_pairs,
             },
             true,
-        ) = (cfg.positional, features::ROTARY)
+        ) = (cfg.positional, ROTARY)
         {
             rotary::angles(pos, dim, base, adjacent_pairs, ws.rot_sin, ws.rot_cos);
         }
 
         for layer in 0..cfg.n_layers {
-            let w = BlockWeights::load(&self.model, layer)?;
-            call(hooks, HookKind::ResidPre, layer, 0, pos, ws.resid);
+            s.layer = layer;
+            let w = BlockWeights::load(model, layer)?;
+            s.hook(HookKind::ResidPre, 0, ws.resid);
 
-            norm::forward(
-                &cfg,
-                norm::Which::Ln1,
-                &w.ln1,
-                layer,
-                pos,
-                ws.resid,
-                ws.normed,
-                hooks,
-            );
-            let act = self.model.activations();
-            attention::forward(&cfg, act, &w.attn, layer, pos, ws, &mut self.kv, hooks);
+            norm::forward(s, Which::Ln1, &w.ln1, ws);
+            attention::forward(s, &w.attn, ws, &mut self.kv);
             add(ws.resid, ws.attn_out);
 
-            if let (Some((ln2, mlp_w)), true) = (&w.mlp, features::MLP) {
-                call(hooks, HookKind::ResidMid, layer, 0, pos, ws.resid);
-                norm::forward(
-                    &cfg,
-                    norm::Which::Ln2,
-                    ln2,
-                    layer,
-                    pos,
-                    ws.resid,
-                    ws.normed,
-                    hooks,
-                );
-                mlp::forward(
-                    &cfg, act, ws.quant, mlp_w, layer, pos, ws.normed, ws.mlp, ws.mlp_out, hooks,
-                );
+            if let (Some((ln2, mlp_w)), true) = (&w.mlp, MLP) {
+                s.hook(HookKind::ResidMid, 0, ws.resid);
+                norm::forward(s, Which::Ln2, ln2, ws);
+                mlp::forward(s, mlp_w, ws);
                 add(ws.resid, ws.mlp_out);
             }
-            call(hooks, HookKind::ResidPost, layer, 0, pos, ws.resid);
+            s.hook(HookKind::ResidPost, 0, ws.resid);
         }
 
-        let ln_final = crate::components::block::NormWeights::load(
-            &self.model,
-            TensorId::global(TensorKind::LnFinalW),
-            TensorId::global(TensorKind::LnFinalB),
-        );
-        norm::forward(
-            &cfg,
-            norm::Which::Final,
-            &ln_final,
-            0,
-            pos,
-            ws.resid,
-            ws.normed,
-            hooks,
-        );
-        unembed::forward(&self.model, pos, ws.normed, ws.quant, ws.logits, hooks);
+        norm::forward(s, Which::Final, &NormWeights::final_norm(model), ws);
+        unembed::forward(s, ws);
 
         self.pos += 1;
         Ok(ws.logits)
