@@ -17,15 +17,29 @@
 //!
 //! The maths follows TransformerLens 2.x (`HookedTransformer`) exactly; the feature `std` adds only host
 //! conveniences (blob writing, `std::error::Error`).
+//!
+//! The API at a glance:
+//! - [`Model`] (a validated blob, its [`Config`] and tensors) and [`Session`] (the forward pass, one
+//!   token per [`Session::step`]), sized by [`Model::kv_cache_len`] and [`Model::workspace_len`]
+//!   (or, from a config known at build time, [`KvCache::len`] and [`Workspace::len`]);
+//! - [`Hooks`], called at every [`HookPoint`] (a [`HookKind`] at a layer, head and position), and the
+//!   ready-made hooks of [`analysis`] (ablation, pattern recording, head detection, logit attribution);
+//! - [`Error`], one enum; [`Features`], the optional capabilities a model needs;
+//! - the blob format ([`blob`]: [`DType`], [`Activations`], the writer with `std`), the tensors a config
+//!   implies ([`tensors`]), their values ([`weights`]), and the logits hash host and firmware print
+//!   ([`hash`]).
+//!
+//! The kernels are private; the feature `encode` makes the weight encoders and quantisers public for
+//! the host's converter (`microlens-host`), which rounds exactly as the device does.
 
 #![no_std]
 // No `unsafe` anywhere; with the feature `dsp`, only the DSP instructions and the four-row loop of
-// `quant::dsp`.
+// `quant/dsp.rs`.
 #![cfg_attr(not(feature = "dsp"), forbid(unsafe_code))]
 #![cfg_attr(feature = "dsp", deny(unsafe_code))]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", test))]
 extern crate std;
 
 pub mod analysis;
