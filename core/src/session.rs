@@ -3,7 +3,7 @@
 use crate::components::block::{BlockWeights, NormWeights};
 use crate::components::norm::Which;
 use crate::components::{attention, embed, mlp, norm, unembed, Step};
-use crate::config::Positional;
+use crate::config::{Config, Positional};
 use crate::error::Error;
 use crate::features::{MLP, ROTARY};
 use crate::hooks::{HookKind, Hooks};
@@ -73,28 +73,10 @@ impl<'a, 'b> Session<'a, 'b> {
         }
         let ws = &mut self.ws;
         let model = &self.model;
-        let act = model.activations();
-        let s = &mut Step {
-            model,
-            cfg,
-            act,
-            layer: 0,
-            pos,
-            hooks,
-        };
+        let s = &mut Step::new(model, pos, hooks);
 
         embed::forward(s, token as usize, ws);
-        if let (
-            Positional::Rotary {
-                dim,
-                base,
-                adjacent_pairs,
-            },
-            true,
-        ) = (cfg.positional, ROTARY)
-        {
-            rotary::angles(pos, dim, base, adjacent_pairs, ws.rot_sin, ws.rot_cos);
-        }
+        rotary_angles(&cfg, pos, ws);
 
         for layer in 0..cfg.n_layers {
             s.layer = layer;
@@ -141,4 +123,19 @@ impl<'a, 'b> Session<'a, 'b> {
 /// `acc += x`.
 fn add(acc: &mut [f32], x: &[f32]) {
     acc.iter_mut().zip(x).for_each(|(a, x)| *a += x);
+}
+
+/// The rotary sines and cosines of position `pos` into the workspace (rotary models only).
+fn rotary_angles(cfg: &Config, pos: usize, ws: &mut Workspace<'_>) {
+    if let (
+        Positional::Rotary {
+            dim,
+            base,
+            adjacent_pairs,
+        },
+        true,
+    ) = (cfg.positional, ROTARY)
+    {
+        rotary::angles(pos, dim, base, adjacent_pairs, ws.rot_sin, ws.rot_cos);
+    }
 }

@@ -31,7 +31,20 @@ pub(crate) struct Step<'s, 'a, H> {
     pub hooks: &'s mut H,
 }
 
-impl<H: Hooks> Step<'_, '_, H> {
+impl<'s, 'a, H: Hooks> Step<'s, 'a, H> {
+    /// The step at `pos` of `model`, calling `hooks`, starting at layer 0.
+    #[inline(always)]
+    pub fn new(model: &'s Model<'a>, pos: usize, hooks: &'s mut H) -> Self {
+        Step {
+            model,
+            cfg: *model.config(),
+            act: model.activations(),
+            layer: 0,
+            pos,
+            hooks,
+        }
+    }
+
     /// Calls the hooks at `kind` (of this layer, for per-layer kinds) and `head` on `act`.
     #[inline(always)]
     pub fn hook(&mut self, kind: HookKind, head: usize, act: &mut [f32]) {
