@@ -154,7 +154,7 @@ macro_rules! group {
 /// some row ends early, the same loop one quad at a time, over the groups the quad's last row has);
 /// elsewhere the same sums in plain Rust.
 ///
-/// With the feature `mve` as well (a Helium core), it is [`super::mve`]'s kernel instead.
+/// With the feature `mve` as well (a Helium core), it is the kernel of `quant/mve.rs` instead.
 #[inline(never)]
 pub fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
     #[cfg(all(feature = "mve", target_arch = "arm"))]
