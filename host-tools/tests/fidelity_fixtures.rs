@@ -18,10 +18,10 @@ use std::path::PathBuf;
 use microlens::blob::TensorData;
 use microlens::{Activations, DType, Model};
 use microlens_host::convert::{convert, ConvertOptions};
-use microlens_host::fidelity::{compare, induction_sequences, Report};
-use microlens_host::quantize::{
-    default_activations, requantize_tensors, requantize_with, Rounding,
-};
+use microlens_host::eval::sequences::induction_sequences;
+use microlens_host::fidelity::{compare, Report};
+use microlens_host::quantize::encode::default_activations;
+use microlens_host::quantize::{requantize_tensors, requantize_with, Rounding};
 
 /// `reference` re-encoded as `dtype` as `microlens convert --dtype` does by default (GPTQ for f16/i8/i4).
 fn requantize(reference: &Model<'_>, dtype: DType) -> Vec<u8> {
@@ -270,7 +270,7 @@ const FIRMWARE_PROMPT: &str = "28,11,60,6,41,4,14,28,22,17,44,38,61,63,28,35,57,
 fn shipped_model_hashes_equal_the_device_ones() {
     let f32_blob = shipped();
     let model = Model::from_bytes(&f32_blob).unwrap();
-    let tokens = microlens_host::commands::run::parse_tokens(FIRMWARE_PROMPT).unwrap();
+    let tokens = microlens_host::io::tokens::parse_tokens(FIRMWARE_PROMPT).unwrap();
     for (dtype, device) in [
         (DType::F32, "de9e11fb6ffc5d19"),
         (DType::F16, "0053a8805b477137"),
@@ -278,7 +278,7 @@ fn shipped_model_hashes_equal_the_device_ones() {
         (DType::I4, "ac63dc8572f12611"),
     ] {
         let blob = requantize(&model, dtype);
-        let out = microlens_host::run::run_blob(&blob, &tokens).unwrap();
+        let out = microlens_host::eval::run::run_blob(&blob, &tokens).unwrap();
         let hash = microlens_host::hash::logits_hash(out.logits.iter().map(Vec::as_slice));
         assert_eq!(format!("{hash:016x}"), device, "{}", dtype.name());
     }
@@ -319,8 +319,8 @@ fn shipped_model_error_sources() {
 /// shipped model, +2% on attn_only_2l).
 #[test]
 fn int8_emulation_matches_the_real_int8_model() {
+    use microlens_host::eval::emulation::{Int8Emulation, Int8Rounding};
     use microlens_host::fidelity::compare_with;
-    use microlens_host::fidelity::emulation::{Int8Emulation, Int8Rounding};
     for blob in [shipped(), common::blob("attn_only_2l", true)] {
         let reference = Model::from_bytes(&blob).unwrap();
         let cfg = reference.config();
@@ -347,8 +347,8 @@ fn int8_emulation_matches_the_real_int8_model() {
 #[test]
 #[ignore = "a measurement for the README: run with --ignored --nocapture"]
 fn int8_rounding_error_sources() {
+    use microlens_host::eval::emulation::{Int8Emulation, Int8Rounding};
     use microlens_host::fidelity::compare_with;
-    use microlens_host::fidelity::emulation::{Int8Emulation, Int8Rounding};
     for (name, blob) in models() {
         let reference = Model::from_bytes(&blob).unwrap();
         let seqs = evaluation_sequences(reference.config());

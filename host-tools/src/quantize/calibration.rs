@@ -5,14 +5,15 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::fidelity::emulation::round_trip;
+use crate::eval::emulation::round_trip;
 use anyhow::{ensure, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use microlens::math::norm::affine;
 use microlens::{HookKind, HookKinds, HookPoint, Hooks, Model, Normalization};
 use microlens::{TensorId, TensorKind};
 
-use crate::fidelity::{induction_sequences, read_token_file};
+use crate::eval::sequences::induction_sequences;
+use crate::io::tokens::read_token_file;
 
 /// An activation that matrices read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -107,7 +108,7 @@ impl Source {
             Source::File(path) => {
                 let seqs = read_token_file(path).context("calibration tokens")?;
                 for (i, s) in seqs.iter().enumerate() {
-                    crate::run::check_tokens(model, s).with_context(|| {
+                    crate::eval::run::check_tokens(model, s).with_context(|| {
                         format!("calibration tokens {}:{}", path.display(), i + 1)
                     })?;
                 }
@@ -225,7 +226,7 @@ fn collect(
         "calibrating {bar:30} {pos}/{len} sequences [{elapsed_precise}]",
     )?);
     for (i, tokens) in seqs.iter().enumerate() {
-        crate::run::run_with_hooks(model, tokens, &mut c)
+        crate::eval::run::run_with_hooks(model, tokens, &mut c)
             .with_context(|| format!("calibration sequence {}", i + 1))?;
         bar.inc(1);
     }
@@ -253,9 +254,9 @@ pub fn record(
 mod tests {
     use super::*;
     use crate::convert::convert_state_dict;
-    use crate::encode::F32Encoder;
-    use crate::fold::ProcessingOptions;
-    use crate::tests::random_model::{config, state_dict, NORMS};
+    use crate::convert::fold::ProcessingOptions;
+    use crate::import::random_model::{config, state_dict, NORMS};
+    use crate::quantize::encode::F32Encoder;
     use microlens::Positional;
 
     /// `sum (y - b)(y - b)ᵀ` of every `V` (all heads) and logits vector of a run: the outputs of `W_V`
@@ -357,7 +358,7 @@ mod tests {
                     ..Outputs::default()
                 };
                 for s in seqs {
-                    crate::run::run_with_hooks(&model, s, &mut out).unwrap();
+                    crate::eval::run::run_with_hooks(&model, s, &mut out).unwrap();
                 }
                 for (site, id) in [
                     (Site::Attn(0), TensorId::layer(TensorKind::WV, 0)),

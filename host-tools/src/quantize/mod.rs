@@ -11,40 +11,25 @@
 
 pub mod calibration;
 pub mod compensation;
+pub mod encode;
 pub mod gptq;
-pub mod search;
 pub mod tables;
 
 use anyhow::{anyhow, ensure, Result};
 use microlens::blob::{Activations, TensorData, I4_GROUP};
-use microlens::quant::encode;
+use microlens::quant::encode as core_encode;
 use microlens::tensors::Catalogue;
 use microlens::weights::Matrix;
 use microlens::{DType, Model, TensorId};
 
-use crate::encode::MatrixEncoder;
+use crate::quantize::encode::{check_values, default_activations, F32Encoder, MatrixEncoder};
 
-/// The activation arithmetic a blob of `dtype` matrices runs with by default: int8 (W8A8, int8 KV
-/// cache) for the integer dtypes, `f32` otherwise.
-pub fn default_activations(dtype: DType) -> Activations {
+/// The matrix encoder for `dtype`: `f32` as is, `f16`, `i8` and `i4` through [`Quantizer`].
+pub fn encoder_for(dtype: DType) -> Result<Box<dyn MatrixEncoder>> {
     match dtype {
-        DType::F32 | DType::F16 => Activations::F32,
-        DType::I8 | DType::I4 => Activations::I8,
+        DType::F32 => Ok(Box::new(F32Encoder)),
+        other => Ok(Box::new(Quantizer(other))),
     }
-}
-
-/// Refuses `values` that do not fill `shape` or hold a NaN or infinite value.
-pub(crate) fn check_values(id: TensorId, shape: [usize; 2], values: &[f32]) -> Result<()> {
-    ensure!(
-        values.len() == shape[0] * shape[1],
-        "tensor {id}: {} values for shape {shape:?}",
-        values.len()
-    );
-    ensure!(
-        values.iter().all(|v| v.is_finite()),
-        "tensor {id} has a NaN or infinite value"
-    );
-    Ok(())
 }
 
 /// Encodes a `[rows, cols]` matrix of row-major `values` as `dtype`.
@@ -82,7 +67,7 @@ pub fn encode_matrix(
                 .zip(data.chunks_mut(cols.max(1)))
                 .zip(&mut scales)
             {
-                *s = encode::i8_row(row, out)
+                *s = core_encode::i8_row(row, out)
                     .ok_or_else(|| anyhow!("tensor {id} has a value beyond the i8 scale range"))?;
             }
         }
@@ -92,7 +77,7 @@ pub fn encode_matrix(
                 .zip(data.chunks_mut(row_bytes))
                 .zip(scales.chunks_mut(groups))
             {
-                encode::i4_row(row, out, s)
+                core_encode::i4_row(row, out, s)
                     .ok_or_else(|| anyhow!("tensor {id} has a value beyond the i4 scale range"))?;
             }
         }

@@ -15,7 +15,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::gptq::{Solver, DAMPING};
 use super::matrix_values;
-use crate::run::run_with_hooks;
+use crate::eval::run::run_with_hooks;
 
 /// Whether `kind` is a lookup table whose rows are added to an activation (not multiplied by one).
 pub fn is_table(kind: TensorKind) -> bool {
@@ -164,7 +164,7 @@ fn output_moment(
             d.push(di);
         }
         for (t, logits) in base.iter().enumerate() {
-            let p: Vec<f64> = crate::fidelity::log_softmax(logits)
+            let p: Vec<f64> = crate::eval::metrics::log_softmax(logits)
                 .iter()
                 .map(|l| l.exp())
                 .collect();
@@ -200,9 +200,9 @@ fn output_moment(
 mod tests {
     use super::*;
     use crate::convert::convert_state_dict;
-    use crate::encode::F32Encoder;
-    use crate::fold::ProcessingOptions;
-    use crate::tests::random_model::{config, state_dict};
+    use crate::convert::fold::ProcessingOptions;
+    use crate::import::random_model::{config, state_dict};
+    use crate::quantize::encode::F32Encoder;
     use microlens::{Normalization, Positional};
 
     /// The output moment at `kind` (of the last block, unless `hook_embed`) of a random `cfg` model,
@@ -213,7 +213,7 @@ mod tests {
             .unwrap()
             .blob;
         let model = Model::from_bytes(&blob).unwrap();
-        let seqs = crate::fidelity::induction_sequences(4, cfg.n_ctx, cfg.d_vocab, 1);
+        let seqs = crate::eval::sequences::induction_sequences(4, cfg.n_ctx, cfg.d_vocab, 1);
         let at = Nudge {
             kind,
             layer: if kind == HookKind::Embed {
