@@ -10,13 +10,18 @@
 //! ([`search`]): GPTQ's nearest integer per column is one path of that search.
 
 use anyhow::{anyhow, ensure, Result};
-use microlens::blob::{scale_up, TensorData, I4_GROUP};
-use microlens::quant::activations::quantize_one;
-use microlens::quant::encode::{weight_scale, I4_MAX};
+use microlens::blob::{TensorData, I4_GROUP};
+use microlens::quant::encode::I4_MAX;
 use microlens::{DType, TensorId};
-use nalgebra::{DMatrix, DVector};
 
+mod f16;
+mod refine;
 pub mod search;
+mod solver;
+
+pub use solver::Solver;
+
+use search::SEARCH_ROUNDS;
 
 /// Damping added to the diagonal of `H` before inverting it, as a fraction of its mean diagonal.
 pub const DAMPING: f64 = 0.01;
@@ -26,82 +31,7 @@ pub const I4_CLIPS: [f32; 11] = [
     1.0, 0.975, 0.95, 0.925, 0.9, 0.875, 0.85, 0.825, 0.8, 0.775, 0.75,
 ];
 
-/// What GPTQ needs of one input space: the order the inputs are quantised in and the upper Cholesky
-/// factor `U` of the damped `H⁻¹` (in that order), whose rows carry the error feedback.
-#[derive(Clone, Debug)]
-pub struct Solver {
-    n: usize,
-    /// `order[k]` is the input quantised `k`-th: `0..n`, or by decreasing `H_ii` ("act order").
-    order: Vec<usize>,
-    u: DMatrix<f64>,
-    /// The damped `H` (in the solver's order), the loss [`Solver::refine`] descends.
-    h: DMatrix<f64>,
-}
-
 impl Solver {
-    /// The solver for second moment `h` (`n x n`, row-major, symmetric positive semi-definite). An
-    /// input that is always 0 (zero diagonal) is decoupled from the others and rounded to nearest.
-    /// `act_order` quantises the inputs by decreasing `H_ii` instead of in order (for int8 only: int4
-    /// groups are runs of 32 inputs in order).
-    pub fn new(h: &[f64], n: usize, damping: f64, act_order: bool) -> Result<Solver> {
-        ensure!(
-            h.len() == n * n,
-            "{} values for a {n} x {n} Hessian",
-            h.len()
-        );
-        ensure!(
-            h.iter().all(|v| v.is_finite()),
-            "the calibration Hessian has a NaN or infinite value"
-        );
-        let h = DMatrix::from_row_slice(n, n, h);
-        let mut order: Vec<usize> = (0..n).collect();
-        if act_order {
-            order.sort_by(|&a, &b| h[(b, b)].total_cmp(&h[(a, a)]).then(a.cmp(&b)));
-        }
-        let mut damped = DMatrix::from_fn(n, n, |i, j| h[(order[i], order[j])]);
-        for i in 0..n {
-            if damped[(i, i)] <= 0.0 {
-                damped.row_mut(i).fill(0.0);
-                damped.column_mut(i).fill(0.0);
-                damped[(i, i)] = 1.0;
-            }
-        }
-        let mean_diag = damped.diagonal().mean();
-        for i in 0..n {
-            damped[(i, i)] += damping * mean_diag;
-        }
-        let not_pd = || anyhow!("the calibration Hessian is not positive definite");
-        let inverse = damped.clone().cholesky().ok_or_else(not_pd)?.inverse();
-        let u = inverse.cholesky().ok_or_else(not_pd)?.l().transpose();
-        Ok(Solver {
-            n,
-            order,
-            u,
-            h: damped,
-        })
-    }
-
-    /// The identity solver: no feedback, so GPTQ is exactly nearest rounding (int4 rows are then
-    /// refined on `|w - ŵ|²`).
-    pub fn identity(n: usize) -> Solver {
-        Solver {
-            n,
-            order: (0..n).collect(),
-            u: DMatrix::identity(n, n),
-            h: DMatrix::identity(n, n),
-        }
-    }
-
-    /// Inputs.
-    pub fn n(&self) -> usize {
-        self.n
-    }
-
-    /// Whether the inputs are quantised in order.
-    pub fn in_order(&self) -> bool {
-        self.order.iter().enumerate().all(|(k, &c)| k == c)
-    }
-
     /// Quantises one row: the integers (int8 range, or int4 range for `I4`) and the scales (one for
     /// `I8`, `max|w| / 127` of the row as given; one per group of 32 for `I4`), or `None` if a scale is
     /// out of the `f16` range. An `I4` row is rounded from several starts (GPTQ with each group's clip
@@ -143,237 +73,6 @@ impl Solver {
         }
         Some((out, scales))
     }
-
-    /// GPTQ of `target` (in the solver's order) to integers in `-q_max..=q_max` (in that order), with
-    /// one scale per `segment` inputs, chosen when the segment is reached among `max|w_g| * f / q_max`
-    /// of the segment as updated, for `f` in `clips`, as the one that adds least to the loss; without
-    /// `feedback`, nearest rounding.
-    fn gptq(
-        &self,
-        target: &[f64],
-        segment: usize,
-        q_max: f32,
-        clips: &[f32],
-        feedback: bool,
-    ) -> Option<(Vec<i8>, Vec<f32>)> {
-        let n = self.n;
-        let mut work = target.to_vec();
-        let mut q = vec![0i8; n];
-        let mut scales = Vec::new();
-        for start in (0..n).step_by(segment) {
-            let end = (start + segment).min(n);
-            let group: Vec<f32> = work[start..end].iter().map(|&v| v as f32).collect();
-            let mut best: Option<(f64, f32, Vec<f64>, Vec<i8>)> = None;
-            for &clip in clips {
-                let scale = weight_scale(&group, q_max / clip)?;
-                let mut trial = work.clone();
-                let mut tq = vec![0i8; end - start];
-                let loss = self.columns(&mut trial, start..end, scale, q_max, &mut tq, feedback);
-                if best.as_ref().is_none_or(|b| loss < b.0) {
-                    best = Some((loss, scale, trial, tq));
-                }
-            }
-            let (_, scale, trial, tq) = best?;
-            work = trial;
-            q[start..end].copy_from_slice(&tq);
-            scales.push(scale);
-        }
-        Some((q, scales))
-    }
-
-    /// The loss GPTQ minimises, `(w - ŵ)ᵀ H (w - ŵ)` with the damped `H`, of integers `q` with one of
-    /// `scales` per `segment` inputs (`w` and `q` in the solver's order).
-    fn loss(&self, w: &[f64], q: &[i8], scales: &[f32], segment: usize) -> f64 {
-        let r = residual(w, q, scales, segment);
-        (&self.h * &r).dot(&r)
-    }
-
-    /// Lowers [the loss](Solver::loss) of a rounded row by coordinate descent, never raising it: moves
-    /// of one integer by ±1 (within `-limit..=limit`) while one helps, then each segment's scale (its
-    /// integers kept) to the better `f16` either side of its least-squares optimum, and again while a
-    /// scale moved. `g = H (w - ŵ)` is kept up to date: moving `ŵ_i` by `d` changes the loss by
-    /// `d² H_ii - 2 d g_i`.
-    fn refine(&self, w: &[f64], q: &mut [i8], scales: &mut [f32], segment: usize, limit: i8) {
-        let (n, h) = (self.n, &self.h);
-        let limit = limit as i16;
-        let mut g = h * residual(w, q, scales, segment);
-        for _ in 0..REFINE_ROUNDS {
-            for _ in 0..REFINE_PASSES {
-                let mut moved = false;
-                for i in 0..n {
-                    let s = scales[i / segment] as f64;
-                    for step in [1i16, -1] {
-                        let (next, d) = (q[i] as i16 + step, step as f64 * s);
-                        if next.abs() <= limit && d * d * h[(i, i)] - 2.0 * d * g[i] < 0.0 {
-                            q[i] = next as i8;
-                            g.axpy(-d, &h.column(i), 1.0);
-                            moved = true;
-                            break;
-                        }
-                    }
-                }
-                if !moved {
-                    break;
-                }
-            }
-            let mut rescaled = false;
-            for (k, scale) in scales.iter_mut().enumerate() {
-                let cols = k * segment..((k + 1) * segment).min(n);
-                let mut hq = DVector::zeros(n);
-                for c in cols.clone() {
-                    hq.axpy(q[c] as f64, &h.column(c), 1.0);
-                }
-                // With `r` the residual without this segment, the loss is `rᵀHr - 2 s qᵀHr + s² qᵀHq`.
-                let qhq: f64 = cols.clone().map(|c| q[c] as f64 * hq[c]).sum();
-                let old = *scale as f64;
-                let qhr = cols.map(|c| q[c] as f64 * g[c]).sum::<f64>() + old * qhq;
-                let Some(up) = (qhq > 0.0).then(|| scale_up((qhr / qhq) as f32)).flatten() else {
-                    continue;
-                };
-                let down = half::f16::from_bits(half::f16::from_f32(up).to_bits() - 1).to_f32();
-                let change = |s: f64| (s * s - old * old) * qhq - 2.0 * (s - old) * qhr;
-                let best = [up, down]
-                    .into_iter()
-                    .filter(|&s| s > 0.0)
-                    .map(|s| (change(s as f64), s))
-                    .min_by(|a, b| a.0.total_cmp(&b.0));
-                if let Some((_, s)) = best.filter(|b| b.0 < 0.0) {
-                    g.axpy(old - s as f64, &hq, 1.0);
-                    *scale = s;
-                    rescaled = true;
-                }
-            }
-            if !rescaled {
-                break;
-            }
-        }
-    }
-
-    /// Searches the integers of each block of at most [`SEARCH_WIDTH`] columns of a segment for the
-    /// least loss ([`search::closest`]) with the columns before it as they are, keeping a block's new
-    /// integers only where they lower the whole row's loss; returns whether any changed.
-    fn search(&self, w: &[f64], q: &mut [i8], scales: &[f32], segment: usize, limit: i8) -> bool {
-        let budget = search::Budget {
-            limit,
-            max_nodes: SEARCH_NODES,
-        };
-        let (mut work, mut changed) = (w.to_vec(), false);
-        let mut loss = self.loss(w, q, scales, segment);
-        for start in (0..self.n).step_by(SEARCH_WIDTH.min(segment)) {
-            let cols = start..(start + SEARCH_WIDTH.min(segment)).min(self.n);
-            let scale = scales[start / segment];
-            let block = GroupFeedback { u: &self.u, start };
-            let x = &work[cols.clone()];
-            let (found, _) = search::closest(x, &block, scale as f64, &q[cols.clone()], budget);
-            if found[..] != q[cols.clone()] {
-                let mut next = q.to_vec();
-                next[cols.clone()].copy_from_slice(&found);
-                let next_loss = self.loss(w, &next, scales, segment);
-                if next_loss < loss {
-                    (loss, changed) = (next_loss, true);
-                    q.copy_from_slice(&next);
-                }
-            }
-            for c in cols {
-                let err = self.error(&work, c, q[c], scale);
-                self.feed_back(&mut work, c, err);
-            }
-        }
-        changed
-    }
-
-    /// Rounds one row to `f16`, in the solver's order, each value to its nearest `f16` after the
-    /// feedback of the columns before it; `None` if a value leaves the `f16` range.
-    fn row_f16(&self, w: &[f32]) -> Option<Vec<half::f16>> {
-        let mut work: Vec<f64> = self.order.iter().map(|&c| w[c] as f64).collect();
-        let mut out = vec![half::f16::ZERO; self.n];
-        for c in 0..self.n {
-            let x = work[c];
-            let q = half::f16::from_f64(x);
-            if !q.is_finite() {
-                return None;
-            }
-            out[self.order[c]] = q;
-            self.feed_back(&mut work, c, (x - q.to_f64()) / self.u[(c, c)]);
-        }
-        Some(out)
-    }
-
-    /// Pushes column `c`'s scaled rounding error `err` onto the columns after it.
-    fn feed_back(&self, work: &mut [f64], c: usize, err: f64) {
-        let feedback = self.u.row(c);
-        for (j, w) in work.iter_mut().enumerate().skip(c + 1) {
-            *w -= err * feedback[j];
-        }
-    }
-
-    /// Quantises columns `cols` of `work` with one `scale`, writing the integers into `q` and (with
-    /// `feedback`) pushing each column's error onto the later columns; returns the GPTQ loss they add,
-    /// `sum ((w_c - q_c s) / U_cc)²`.
-    fn columns(
-        &self,
-        work: &mut [f64],
-        cols: std::ops::Range<usize>,
-        scale: f32,
-        q_max: f32,
-        q: &mut [i8],
-        feedback: bool,
-    ) -> f64 {
-        let limit = q_max as i8;
-        let mut loss = 0.0;
-        for (c, qc) in cols.zip(q) {
-            *qc = quantize_one(work[c] as f32, scale).clamp(-limit, limit);
-            let err = self.error(work, c, *qc, scale);
-            loss += err * err;
-            if feedback {
-                self.feed_back(work, c, err);
-            }
-        }
-        loss
-    }
-
-    /// Column `c`'s scaled rounding error at integer `v` with `scale`, `(w_c - v s) / U_cc`.
-    fn error(&self, work: &[f64], c: usize, v: i8, scale: f32) -> f64 {
-        (work[c] - v as f64 * scale as f64) / self.u[(c, c)]
-    }
-}
-
-/// Search-tree nodes per block in [`Solver::search`], at most (25 times more moved the fixtures' mean
-/// KL by -6% to +3%, the size of calibration noise).
-const SEARCH_NODES: u64 = 200_000;
-/// Columns searched together in [`Solver::search`], at most (a block's search keeps a table of
-/// `width²` values and recurses `width` deep): an int4 group, or an int8 row of up to 64 inputs (the
-/// fixtures' except `hf_gpt2`'s 128-input `W_out`, searched as two blocks).
-const SEARCH_WIDTH: usize = 64;
-/// Rounds of search then refinement of an int4 row, at most.
-const SEARCH_ROUNDS: usize = 3;
-
-/// The feedback rows of one block of columns, from column `start` of a solver's `U`.
-struct GroupFeedback<'a> {
-    u: &'a DMatrix<f64>,
-    start: usize,
-}
-
-impl search::Feedback for GroupFeedback<'_> {
-    fn u(&self, c: usize, j: usize) -> f64 {
-        self.u[(self.start + c, self.start + j)]
-    }
-}
-
-/// Coordinate passes over a row per round of [`Solver::refine`], at most.
-const REFINE_PASSES: usize = 20;
-/// Rounds of passes and rescaling in [`Solver::refine`], at most.
-const REFINE_ROUNDS: usize = 5;
-
-/// `w - ŵ` for integers `q` with one scale per `segment` inputs.
-fn residual(w: &[f64], q: &[i8], scales: &[f32], segment: usize) -> DVector<f64> {
-    DVector::from_iterator(
-        w.len(),
-        w.iter()
-            .zip(q)
-            .enumerate()
-            .map(|(i, (w, &q))| w - q as f64 * scales[i / segment] as f64),
-    )
 }
 
 /// Packs a row's integers as the blob stores them: one byte each for `I8`, two per byte (low nibble
@@ -465,6 +164,7 @@ mod tests {
     use super::*;
     use crate::quantize::{decode_matrix, encode_matrix as nearest};
     use microlens::TensorKind;
+    use nalgebra::DVector;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
