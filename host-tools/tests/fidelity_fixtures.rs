@@ -21,12 +21,12 @@ use microlens_host::convert::{convert, ConvertOptions};
 use microlens_host::eval::sequences::induction_sequences;
 use microlens_host::fidelity::{compare, Report};
 use microlens_host::quantize::encode::default_activations;
-use microlens_host::quantize::{requantize_tensors, requantize_with, Rounding};
+use microlens_host::quantize::{nearest_tensors, requantize as requantize_blob, Rounding};
 
 /// `reference` re-encoded as `dtype` as `microlens convert --dtype` does by default (GPTQ for f16/i8/i4).
 fn requantize(reference: &Model<'_>, dtype: DType) -> Vec<u8> {
     let rounding = Rounding::default_for(dtype);
-    requantize_with(reference, dtype, default_activations(dtype), &rounding).unwrap()
+    requantize_blob(reference, dtype, default_activations(dtype), &rounding).unwrap()
 }
 
 /// The shipped induction model, converted to `f32`.
@@ -298,7 +298,7 @@ fn shipped_model_error_sources() {
             ("gptq", Rounding::default_for(dtype)),
         ] {
             for activations in [Activations::F32, default_activations(dtype)] {
-                let blob = requantize_with(&reference, dtype, activations, &rounding).unwrap();
+                let blob = requantize_blob(&reference, dtype, activations, &rounding).unwrap();
                 let candidate = Model::from_bytes(&blob).unwrap();
                 let r = compare(&reference, &candidate, &seqs, || {}).unwrap();
                 println!(
@@ -326,7 +326,7 @@ fn int8_emulation_matches_the_real_int8_model() {
         let cfg = reference.config();
         let seqs = induction_sequences(100, cfg.n_ctx, cfg.d_vocab, 0);
         let rounding = Rounding::default_for(DType::I8);
-        let weights = requantize_with(&reference, DType::I8, Activations::F32, &rounding).unwrap();
+        let weights = requantize_blob(&reference, DType::I8, Activations::F32, &rounding).unwrap();
         let weights = Model::from_bytes(&weights).unwrap();
         let mut hooks = Int8Emulation::new(&weights, &Int8Rounding::ALL);
         let emulated = compare_with(&reference, &weights, &mut hooks, &seqs, || {}).unwrap();
@@ -366,7 +366,7 @@ fn int8_rounding_error_sources() {
         row("values", &reference, &[Int8Rounding::Values]);
         row("all activations", &reference, &Int8Rounding::ALL);
         let rounding = Rounding::default_for(DType::I8);
-        let weights = requantize_with(&reference, DType::I8, Activations::F32, &rounding).unwrap();
+        let weights = requantize_blob(&reference, DType::I8, Activations::F32, &rounding).unwrap();
         let weights = Model::from_bytes(&weights).unwrap();
         row("int8 weights alone", &weights, &[]);
         row("weights + emulated", &weights, &Int8Rounding::ALL);
@@ -382,9 +382,9 @@ fn int8_rounding_error_sources() {
 /// as `f32` tensors, for mixing the two.
 fn int4_and_exact(reference: &Model<'_>) -> (Vec<TensorData>, Vec<TensorData>) {
     let rounding = Rounding::default_for(DType::I4);
-    let int4 = requantize_with(reference, DType::I4, Activations::F32, &rounding).unwrap();
-    let int4 = requantize_tensors(&Model::from_bytes(&int4).unwrap(), DType::F32).unwrap();
-    (int4, requantize_tensors(reference, DType::F32).unwrap())
+    let int4 = requantize_blob(reference, DType::I4, Activations::F32, &rounding).unwrap();
+    let int4 = nearest_tensors(&Model::from_bytes(&int4).unwrap(), DType::F32).unwrap();
+    (int4, nearest_tensors(reference, DType::F32).unwrap())
 }
 
 /// `reference` against itself with `tensors` (`f32` activations) on `seqs`.
@@ -402,7 +402,7 @@ fn compare_tensors(reference: &Model<'_>, tensors: &[TensorData], seqs: &[Vec<u3
 #[test]
 #[ignore = "a measurement for the README: run with --ignored --nocapture"]
 fn top1_against_int4_error_size() {
-    use microlens_host::quantize::{decode_matrix, encode_matrix};
+    use microlens_host::quantize::{decode_matrix, encode_nearest};
     const FRACTIONS: [f64; 9] = [0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0];
     for (name, blob) in models() {
         let reference = Model::from_bytes(&blob).unwrap();
@@ -420,7 +420,7 @@ fn top1_against_int4_error_size() {
                         .zip(&q)
                         .map(|(w, q)| w + a as f32 * (q - w))
                         .collect();
-                    encode_matrix(t.id, t.shape, &moved, DType::F32).unwrap()
+                    encode_nearest(t.id, t.shape, &moved, DType::F32).unwrap()
                 })
                 .collect();
             let r = compare_tensors(&reference, &tensors, &seqs);
@@ -551,23 +551,23 @@ fn int4_error_against_its_floors() {
     use microlens_host::quantize::calibration::{record, Inputs, Site, Source};
     use microlens_host::quantize::compensation;
     use microlens_host::quantize::tables::{is_table, moment, moment_of};
-    use microlens_host::quantize::{decode_matrix, Against};
+    use microlens_host::quantize::{decode_matrix, CalibrationInputs};
     use nalgebra::{DMatrix, DVector};
     use std::collections::BTreeMap;
     const BITS_PER_WEIGHT: f64 = 4.0 + 16.0 / 32.0;
     for (name, blob) in models() {
         let reference = Model::from_bytes(&blob).unwrap();
         let seqs = Source::default().sequences(&reference).unwrap();
-        let exact = requantize_tensors(&reference, DType::F32).unwrap();
-        let gptq = compensation::requantize_tensors(
+        let exact = nearest_tensors(&reference, DType::F32).unwrap();
+        let gptq = compensation::compensated_tensors(
             &reference,
             DType::I4,
             Activations::I8,
             &seqs,
-            Against::Float,
+            CalibrationInputs::Float,
         )
         .unwrap();
-        let near = requantize_tensors(&reference, DType::I4).unwrap();
+        let near = nearest_tensors(&reference, DType::I4).unwrap();
         let sites: Vec<Site> = exact.iter().filter_map(|t| Site::of(t.id)).collect();
         let inputs = record(&reference, &seqs, Inputs::Float, &sites).unwrap();
         let values = |t: &microlens::blob::TensorData| -> Vec<f64> {

@@ -12,7 +12,7 @@ use microlens_host::convert::{config_path, convert_to_file, ConvertOptions};
 use microlens_host::import::tl_config::normalization_name;
 use microlens_host::quantize::calibration::{Source, DEFAULT_SEED, DEFAULT_SEQUENCES};
 use microlens_host::quantize::encode::parse_dtype;
-use microlens_host::quantize::{Against, GptqOptions, Rounding};
+use microlens_host::quantize::{CalibrationInputs, GptqOptions, Rounding};
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
@@ -102,9 +102,9 @@ fn rounding(args: &Args, dtype: DType) -> Result<Option<Rounding>> {
         },
     };
     opts.against = match args.calibration_inputs.as_deref() {
-        None => Against::default(),
-        Some("float") => Against::Float,
-        Some("quantized") => Against::Quantized,
+        None => CalibrationInputs::default(),
+        Some("float") => CalibrationInputs::Float,
+        Some("quantized") => CalibrationInputs::Quantized,
         Some(other) => bail!("unknown calibration inputs {other:?} (float or quantized)"),
     };
     Ok(Some(Rounding::Gptq(opts)))

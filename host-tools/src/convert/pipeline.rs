@@ -17,7 +17,7 @@ use crate::import::tl_config;
 use crate::io::atomic::write_atomically;
 use crate::quantize::encode::{encode_tensor, F32Encoder, MatrixEncoder};
 use crate::quantize::encoder_for;
-use crate::quantize::{requantize_with, Rounding};
+use crate::quantize::{requantize, Rounding};
 
 /// What `microlens convert` is asked to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,7 +94,7 @@ pub fn convert(checkpoint: &Path, opts: &ConvertOptions) -> Result<Conversion> {
     let float = convert_state_dict(sd, &cfg, &opts.processing, &F32Encoder)?;
     let model = Model::from_bytes(&float.blob)
         .map_err(|e| anyhow::anyhow!("the written blob does not read back: {e}"))?;
-    let blob = requantize_with(&model, opts.dtype, encoder.activations(), &rounding)?;
+    let blob = requantize(&model, opts.dtype, encoder.activations(), &rounding)?;
     Model::from_bytes(&blob)
         .map_err(|e| anyhow::anyhow!("the written blob does not read back: {e}"))?;
     Ok(Conversion { blob, ..float })

@@ -1,7 +1,7 @@
 //! GPTQ over a whole model. The lookup tables (`W_E`, `W_pos`, `pos_Q`, `pos_K`) are rounded
 //! against the output Fisher ([`super::tables`]); the other matrices either each against the float
-//! model's inputs (plain GPTQ, [`Against::Float`]) or, in forward order, with the errors of what is
-//! already quantised compensated ([`Against::Quantized`]): each site's matrices are rounded against
+//! model's inputs (plain GPTQ, [`CalibrationInputs::Float`]) or, in forward order, with the errors of what is
+//! already quantised compensated ([`CalibrationInputs::Quantized`]): each site's matrices are rounded against
 //! the inputs the model produces with everything before them quantised (and its int8 activations
 //! and KV cache), after moving their float weights to the ones that best reproduce the float
 //! model's outputs from those inputs, and their biases take up the mean of what is left. With `x`
@@ -23,7 +23,9 @@ use nalgebra::{DMatrix, DVector};
 
 use super::calibration::{record, Inputs, Site};
 use super::gptq::{self, Solver};
-use super::{decode_matrix, encode_matrix, matrix_values, requantize_tensor, tables, Against};
+use super::{
+    decode_matrix, encode_nearest, matrix_values, nearest_tensor, tables, CalibrationInputs,
+};
 
 /// `rows` (`[count][n]`) as a matrix.
 fn as_matrix(rows: &[f32], n: usize) -> DMatrix<f64> {
@@ -108,7 +110,7 @@ fn partial_blob(
         .ids()
         .map(|id| match done.get(&key(id)) {
             Some(t) => Ok(t.clone()),
-            None => requantize_tensor(model, id, DType::F32),
+            None => nearest_tensor(model, id, DType::F32),
         })
         .collect::<Result<_>>()?;
     microlens::blob::write(cfg, *model.processing(), activations, &tensors)
@@ -131,12 +133,12 @@ fn readers<'a>(model: &Model<'a>, site: Site) -> Vec<(TensorId, Matrix<'a>)> {
 
 /// Every tensor of `model` (`f32`) with its matrices quantised as `dtype` by GPTQ on `seqs`, against
 /// `against`'s inputs, for a model computing with `activations`.
-pub fn requantize_tensors(
+pub fn compensated_tensors(
     model: &Model<'_>,
     dtype: DType,
     activations: Activations,
     seqs: &[Vec<u32>],
-    against: Against,
+    against: CalibrationInputs,
 ) -> Result<Vec<TensorData>> {
     let cfg = *model.config();
     // Act order helped the int8 matrices, not the tables; int4 groups need the inputs in order.
@@ -152,10 +154,10 @@ pub fn requantize_tensors(
                     Entry::Vacant(e) => e.insert(tables::solver(model, moment, seqs, false)?),
                 };
                 let values = matrix_values(&m);
-                gptq::encode_matrix(id, id.shape(&cfg), &values, dtype, solver, &gptq::I4_CLIPS)?
+                gptq::encode_gptq(id, id.shape(&cfg), &values, dtype, solver, &gptq::I4_CLIPS)?
             }
             Some(_) if Site::of(id).is_some() => continue,
-            _ => requantize_tensor(model, id, dtype)?,
+            _ => nearest_tensor(model, id, dtype)?,
         };
         done.insert(key(id), t);
     }
@@ -177,8 +179,8 @@ pub fn requantize_tensors(
             .ok_or_else(|| anyhow!("no matrix reads {site:?}"))?;
         let x = as_matrix(&float.remove(&site).unwrap_or_default(), n);
         let comp = match against {
-            Against::Float => None,
-            Against::Quantized => {
+            CalibrationInputs::Float => None,
+            CalibrationInputs::Quantized => {
                 let partial = partial_blob(model, activations, &done)?;
                 let partial = Model::from_bytes(&partial)?;
                 let quantized = record(&partial, seqs, Inputs::of(activations), &[site])?;
@@ -203,7 +205,7 @@ pub fn requantize_tensors(
             };
             let values: Vec<f32> = target.transpose().iter().map(|&v| v as f32).collect();
             let t =
-                gptq::encode_matrix(id, id.shape(&cfg), &values, dtype, &solver, &gptq::I4_CLIPS)?;
+                gptq::encode_gptq(id, id.shape(&cfg), &values, dtype, &solver, &gptq::I4_CLIPS)?;
             if let (Some(c), Some(b)) = (&comp, bias_of(id)) {
                 let rounded = as_matrix(&decode_matrix(&t)?, n);
                 let shift = &w * &c.mean - rounded * &c.mean_q;
@@ -217,7 +219,7 @@ pub fn requantize_tensors(
                     .collect();
                 done.insert(
                     key(b),
-                    encode_matrix(b, b.shape(&cfg), &values, DType::F32)?,
+                    encode_nearest(b, b.shape(&cfg), &values, DType::F32)?,
                 );
             }
             done.insert(key(id), t);

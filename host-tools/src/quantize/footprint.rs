@@ -4,7 +4,7 @@ use anyhow::Result;
 use microlens::{DType, Model};
 
 use super::encode::default_activations;
-use super::requantize::requantize;
+use super::requantize::requantize_nearest;
 
 /// Flash and RAM of a model stored as one dtype.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -27,7 +27,7 @@ pub fn footprints(model: &Model<'_>) -> Result<Vec<Footprint>> {
         .into_iter()
         .map(|dtype| {
             let activations = default_activations(dtype);
-            let blob = requantize(model, dtype, activations)?;
+            let blob = requantize_nearest(model, dtype, activations)?;
             Ok(Footprint {
                 dtype: dtype.name(),
                 activations: activations.name(),

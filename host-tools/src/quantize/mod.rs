@@ -21,8 +21,8 @@ pub mod tables;
 
 pub use decode::{decode_matrix, matrix_values};
 pub use footprint::{footprints, Footprint};
-pub use nearest::{encode_matrix, encoder_for, Quantizer};
-pub(crate) use requantize::requantize_tensor;
+pub use nearest::{encode_nearest, encoder_for, Quantizer};
+pub(crate) use requantize::nearest_tensor;
 pub use requantize::{
-    requantize, requantize_tensors, requantize_with, Against, GptqOptions, Rounding,
+    nearest_tensors, requantize, requantize_nearest, CalibrationInputs, GptqOptions, Rounding,
 };

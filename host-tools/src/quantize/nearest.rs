@@ -17,7 +17,7 @@ pub fn encoder_for(dtype: DType) -> Result<Box<dyn MatrixEncoder>> {
 }
 
 /// Encodes a `[rows, cols]` matrix of row-major `values` as `dtype`.
-pub fn encode_matrix(
+pub fn encode_nearest(
     id: TensorId,
     shape: [usize; 2],
     values: &[f32],
@@ -84,7 +84,7 @@ impl MatrixEncoder for Quantizer {
         self.0
     }
     fn encode(&self, id: TensorId, shape: [usize; 2], values: &[f32]) -> Result<TensorData> {
-        encode_matrix(id, shape, values, self.0)
+        encode_nearest(id, shape, values, self.0)
     }
 }
 
@@ -106,7 +106,7 @@ mod tests {
         let (rows, cols) = (5, 77);
         let v = values(rows * cols);
         for dtype in [DType::F32, DType::F16, DType::I8, DType::I4] {
-            let t = encode_matrix(id, [rows, cols], &v, dtype).unwrap();
+            let t = encode_nearest(id, [rows, cols], &v, dtype).unwrap();
             let back = decode_matrix(&t).unwrap();
             for (i, (&a, &b)) in v.iter().zip(&back).enumerate() {
                 let (r, c) = (i / cols, i % cols);
@@ -129,16 +129,16 @@ mod tests {
         let id = TensorId::global(TensorKind::WU);
         let v = values(3 * 40);
         let len = |d| {
-            encode_matrix(id, [3, 40], &v, d)
+            encode_nearest(id, [3, 40], &v, d)
                 .map(|t| (t.data.len(), t.scales.len()))
                 .unwrap()
         };
         assert_eq!(len(DType::F32), (480, 0));
         assert_eq!(len(DType::F16), (240, 0));
         assert_eq!(len(DType::I8), (120, 3));
-        assert!(encode_matrix(id, [1, 2], &[1.0, 1e7], DType::I8).is_err());
+        assert!(encode_nearest(id, [1, 2], &[1.0, 1e7], DType::I8).is_err());
         assert_eq!(len(DType::I4), (60, 6));
-        assert!(encode_matrix(id, [1, 2], &[1.0, f32::NAN], DType::I8).is_err());
-        assert!(encode_matrix(id, [1, 2], &[1.0, 1e6], DType::F16).is_err());
+        assert!(encode_nearest(id, [1, 2], &[1.0, f32::NAN], DType::I8).is_err());
+        assert!(encode_nearest(id, [1, 2], &[1.0, 1e6], DType::F16).is_err());
     }
 }

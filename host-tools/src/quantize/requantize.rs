@@ -7,40 +7,40 @@ use microlens::tensors::Catalogue;
 use microlens::{DType, Model, TensorId};
 
 use super::decode::matrix_values;
-use super::nearest::encode_matrix;
+use super::nearest::encode_nearest;
 use super::{calibration, compensation};
 
 /// Tensor `id` of a model, a matrix dequantised to `f32` values and re-encoded as `dtype` (rounded to
 /// nearest), a vector as `f32`.
-pub(crate) fn requantize_tensor(
-    model: &Model<'_>,
-    id: TensorId,
-    dtype: DType,
-) -> Result<TensorData> {
+pub(crate) fn nearest_tensor(model: &Model<'_>, id: TensorId, dtype: DType) -> Result<TensorData> {
     let cfg = model.config();
     let (shape, missing) = (id.shape(cfg), || anyhow!("the model has no tensor {id}"));
     if id.kind.is_matrix() {
         let m = model.matrix(id).ok_or_else(missing)?;
-        encode_matrix(id, shape, &matrix_values(&m), dtype)
+        encode_nearest(id, shape, &matrix_values(&m), dtype)
     } else {
         let v: Vec<f32> = model.vector(id).ok_or_else(missing)?.iter().collect();
-        encode_matrix(id, shape, &v, DType::F32)
+        encode_nearest(id, shape, &v, DType::F32)
     }
 }
 
 /// Every tensor of a model, matrices dequantised to `f32` values and re-encoded as `dtype`.
-pub fn requantize_tensors(model: &Model<'_>, dtype: DType) -> Result<Vec<TensorData>> {
+pub fn nearest_tensors(model: &Model<'_>, dtype: DType) -> Result<Vec<TensorData>> {
     Catalogue::new(model.config())
         .ids()
-        .map(|id| requantize_tensor(model, id, dtype))
+        .map(|id| nearest_tensor(model, id, dtype))
         .collect()
 }
 
 /// A blob with the same config and processing as `model`, its matrices re-encoded as `dtype` (rounded
 /// to nearest) and run with `activations`. From an `f32` blob this is exactly what converting the
 /// checkpoint as `dtype` with `--rounding nearest` gives.
-pub fn requantize(model: &Model<'_>, dtype: DType, activations: Activations) -> Result<Vec<u8>> {
-    let tensors = requantize_tensors(model, dtype)?;
+pub fn requantize_nearest(
+    model: &Model<'_>,
+    dtype: DType,
+    activations: Activations,
+) -> Result<Vec<u8>> {
+    let tensors = nearest_tensors(model, dtype)?;
     write_blob(model, activations, &tensors)
 }
 
@@ -68,12 +68,12 @@ pub struct GptqOptions {
     /// The calibration tokens.
     pub source: calibration::Source,
     /// Which inputs each matrix is rounded against.
-    pub against: Against,
+    pub against: CalibrationInputs,
 }
 
 /// Which inputs GPTQ rounds each matrix against.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Against {
+pub enum CalibrationInputs {
     /// The float model's (plain GPTQ, every matrix on its own).
     Float,
     /// The model's own, in forward order: the inputs of the model quantised so far, as the device
@@ -100,9 +100,9 @@ impl Rounding {
     }
 }
 
-/// [`requantize`] with `rounding` for `f16` and integer matrices (`f32` has nothing to round). GPTQ
+/// [`requantize_nearest`] with `rounding` for `f16` and integer matrices (`f32` has nothing to round). GPTQ
 /// calibrates on `model` itself, which should be the `f32` original.
-pub fn requantize_with(
+pub fn requantize(
     model: &Model<'_>,
     dtype: DType,
     activations: Activations,
@@ -110,9 +110,10 @@ pub fn requantize_with(
 ) -> Result<Vec<u8>> {
     let opts = match rounding {
         Rounding::Gptq(opts) if dtype != DType::F32 => opts,
-        _ => return requantize(model, dtype, activations),
+        _ => return requantize_nearest(model, dtype, activations),
     };
     let seqs = opts.source.sequences(model)?;
-    let tensors = compensation::requantize_tensors(model, dtype, activations, &seqs, opts.against)?;
+    let tensors =
+        compensation::compensated_tensors(model, dtype, activations, &seqs, opts.against)?;
     write_blob(model, activations, &tensors)
 }

@@ -2,7 +2,7 @@
 //! given the second moment `H = E[x xᵀ]` of its inputs. The inputs are quantised one column at a time,
 //! and each column's rounding error is pushed onto the columns not yet quantised so that `W x` over the
 //! calibration inputs moves as little as possible. The values fill exactly the blob layout the nearest
-//! rounding of [`super::encode_matrix`] fills (int8: one scale per row, fixed before the row is
+//! rounding of [`super::encode_nearest`] fills (int8: one scale per row, fixed before the row is
 //! quantised; int4: one scale per group of 32 inputs, chosen when the group is reached, then the
 //! integers and scales refined by coordinate descent on the same loss; f16: each value to its nearest
 //! `f16`, the grid being the format's own), with the core's own rounding and `f16` scales, so the
@@ -91,7 +91,7 @@ fn pack_row(q: &[i8], dtype: DType, out: &mut [u8]) {
 
 /// Encodes a `[rows, cols]` matrix of row-major `values` as `dtype` (`I8` or `I4`) with GPTQ rounding
 /// against `solver` (for `cols` inputs).
-pub fn encode_matrix(
+pub fn encode_gptq(
     id: TensorId,
     shape: [usize; 2],
     values: &[f32],
@@ -162,7 +162,7 @@ pub fn encode_matrix(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quantize::{decode_matrix, encode_matrix as nearest};
+    use crate::quantize::{decode_matrix, encode_nearest as nearest};
     use microlens::TensorKind;
     use nalgebra::DVector;
     use rand::{Rng, SeedableRng};
@@ -234,7 +234,7 @@ mod tests {
             ] {
                 let solver = Solver::new(&h, n, DAMPING, act_order).unwrap();
                 let g = decode_matrix(
-                    &encode_matrix(id, [rows, n], &w, dtype, &solver, &I4_CLIPS).unwrap(),
+                    &encode_gptq(id, [rows, n], &w, dtype, &solver, &I4_CLIPS).unwrap(),
                 );
                 let r = decode_matrix(&nearest(id, [rows, n], &w, dtype).unwrap());
                 let (eg, er) = (
@@ -256,7 +256,7 @@ mod tests {
         let (rows, n) = (5, 77);
         let w: Vec<f32> = (0..rows * n).map(|_| rng.random_range(-3.0..3.0)).collect();
         for dtype in [DType::F16, DType::I8, DType::I4] {
-            let g = encode_matrix(id, [rows, n], &w, dtype, &Solver::identity(n), &[1.0]).unwrap();
+            let g = encode_gptq(id, [rows, n], &w, dtype, &Solver::identity(n), &[1.0]).unwrap();
             let r = nearest(id, [rows, n], &w, dtype).unwrap();
             if dtype != DType::I4 {
                 assert_eq!(g, r, "{dtype:?}");
@@ -286,7 +286,7 @@ mod tests {
             let w: Vec<f32> = (0..rows * n).map(|_| rng.random_range(-1.0..1.0)).collect();
             let x = inputs(400, n, &mut rng);
             let solver = Solver::new(&second_moment(&x, n), n, DAMPING, false).unwrap();
-            let t = encode_matrix(id, [rows, n], &w, DType::I4, &solver, &I4_CLIPS).unwrap();
+            let t = encode_gptq(id, [rows, n], &w, DType::I4, &solver, &I4_CLIPS).unwrap();
             let decoded = decode_matrix(&t).unwrap();
             for (row, w_hat) in w.chunks(n).zip(decoded.chunks(n)) {
                 let target: Vec<f64> = row.iter().map(|&v| v as f64).collect();
@@ -318,20 +318,20 @@ mod tests {
         let x = inputs(100, n, &mut rng);
         let solver = Solver::new(&second_moment(&x, n), n, DAMPING, false).unwrap();
         let w: Vec<f32> = (0..4 * n).map(|_| rng.random_range(-1.0..1.0)).collect();
-        let t = encode_matrix(id, [4, n], &w, DType::I8, &solver, &I4_CLIPS).unwrap();
+        let t = encode_gptq(id, [4, n], &w, DType::I8, &solver, &I4_CLIPS).unwrap();
         assert!(t.data.iter().all(|&b| b as i8 >= -127));
-        let t = encode_matrix(id, [4, n], &w, DType::I4, &solver, &I4_CLIPS).unwrap();
+        let t = encode_gptq(id, [4, n], &w, DType::I4, &solver, &I4_CLIPS).unwrap();
         assert!(t.data.iter().all(|&b| (b & 0x0f) != 8 && (b >> 4) != 8));
-        assert!(encode_matrix(id, [4, n], &w, DType::F32, &solver, &I4_CLIPS).is_err());
+        assert!(encode_gptq(id, [4, n], &w, DType::F32, &solver, &I4_CLIPS).is_err());
         let mut big = w.clone();
         big[1] = 7e4;
-        assert!(encode_matrix(id, [4, n], &big, DType::F16, &solver, &I4_CLIPS).is_err());
+        assert!(encode_gptq(id, [4, n], &big, DType::F16, &solver, &I4_CLIPS).is_err());
         let reordered = Solver::new(&second_moment(&x, n), n, DAMPING, true).unwrap();
         assert!(!reordered.in_order());
-        assert!(encode_matrix(id, [4, n], &w, DType::I4, &reordered, &I4_CLIPS).is_err());
-        let t = encode_matrix(id, [4, n], &w, DType::I8, &reordered, &I4_CLIPS).unwrap();
+        assert!(encode_gptq(id, [4, n], &w, DType::I4, &reordered, &I4_CLIPS).is_err());
+        let t = encode_gptq(id, [4, n], &w, DType::I8, &reordered, &I4_CLIPS).unwrap();
         assert!(t.data.iter().all(|&b| b as i8 >= -127));
-        assert!(encode_matrix(id, [4, n + 1], &w, DType::I8, &solver, &I4_CLIPS).is_err());
+        assert!(encode_gptq(id, [4, n + 1], &w, DType::I8, &solver, &I4_CLIPS).is_err());
         assert!(Solver::new(&[f64::NAN; 4], 2, DAMPING, false).is_err());
         assert!(Solver::new(&[1.0; 3], 2, DAMPING, false).is_err());
     }
