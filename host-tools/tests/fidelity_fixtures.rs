@@ -548,7 +548,7 @@ fn sphere_bound(m: usize, ln_det: f64) -> f64 {
 fn int4_error_against_its_floors() {
     use microlens::blob::I4_GROUP;
     use microlens::{Positional, TensorKind};
-    use microlens_host::quantize::calibration::{record, Inputs, Site, Source};
+    use microlens_host::quantize::calibration::{record, InputPrecision, MatrixInput, Source};
     use microlens_host::quantize::compensation;
     use microlens_host::quantize::tables::{is_table, moment, moment_of};
     use microlens_host::quantize::{decode_matrix, CalibrationInputs};
@@ -568,8 +568,8 @@ fn int4_error_against_its_floors() {
         )
         .unwrap();
         let near = nearest_tensors(&reference, DType::I4).unwrap();
-        let sites: Vec<Site> = exact.iter().filter_map(|t| Site::of(t.id)).collect();
-        let inputs = record(&reference, &seqs, Inputs::Float, &sites).unwrap();
+        let sites: Vec<MatrixInput> = exact.iter().filter_map(|t| MatrixInput::of(t.id)).collect();
+        let inputs = record(&reference, &seqs, InputPrecision::Float, &sites).unwrap();
         let values = |t: &microlens::blob::TensorData| -> Vec<f64> {
             decode_matrix(t)
                 .unwrap()
@@ -584,7 +584,7 @@ fn int4_error_against_its_floors() {
         for ((t, g), q) in exact.iter().zip(&gptq).zip(&near) {
             assert_eq!((t.id, t.id), (g.id, q.id));
             let [rows, n] = t.shape;
-            let h = if let Some(site) = Site::of(t.id) {
+            let h = if let Some(site) = MatrixInput::of(t.id) {
                 let x = &inputs[&site];
                 let x = DMatrix::from_row_iterator(x.len() / n, n, x.iter().map(|&v| v as f64));
                 x.transpose() * &x / x.nrows() as f64

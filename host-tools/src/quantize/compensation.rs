@@ -21,7 +21,7 @@ use microlens::weights::Matrix;
 use microlens::{DType, Model, TensorId, TensorKind};
 use nalgebra::{DMatrix, DVector};
 
-use super::calibration::{record, Inputs, Site};
+use super::calibration::{record, InputPrecision, MatrixInput};
 use super::gptq::{self, Solver};
 use super::{
     decode_matrix, encode_nearest, matrix_values, nearest_tensor, tables, CalibrationInputs,
@@ -103,7 +103,7 @@ fn bias_of(id: TensorId) -> Option<TensorId> {
 fn partial_blob(
     model: &Model<'_>,
     activations: Activations,
-    done: &BTreeMap<(u8, usize), TensorData>,
+    done: &BTreeMap<TensorKey, TensorData>,
 ) -> Result<Vec<u8>> {
     let cfg = model.config();
     let tensors: Vec<TensorData> = Catalogue::new(cfg)
@@ -117,16 +117,26 @@ fn partial_blob(
         .map_err(|e| anyhow!("cannot write the blob: {e}"))
 }
 
-/// A tensor's key in the map of finished tensors.
-fn key(id: TensorId) -> (u8, usize) {
-    (id.kind as u8, id.layer)
+/// A tensor's key in the maps of finished tensors and of solvers ([`TensorId`] is not `Ord`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct TensorKey {
+    kind: u8,
+    layer: usize,
+}
+
+/// The map key of tensor `id`.
+fn key(id: TensorId) -> TensorKey {
+    TensorKey {
+        kind: id.kind as u8,
+        layer: id.layer,
+    }
 }
 
 /// The matrices of `model` reading `site`, with their ids.
-fn readers<'a>(model: &Model<'a>, site: Site) -> Vec<(TensorId, Matrix<'a>)> {
+fn readers<'a>(model: &Model<'a>, site: MatrixInput) -> Vec<(TensorId, Matrix<'a>)> {
     Catalogue::new(model.config())
         .ids()
-        .filter(|&id| Site::of(id) == Some(site))
+        .filter(|&id| MatrixInput::of(id) == Some(site))
         .filter_map(|id| Some((id, model.matrix(id)?)))
         .collect()
 }
@@ -143,8 +153,8 @@ pub fn compensated_tensors(
     let cfg = *model.config();
     // Act order helped the int8 matrices, not the tables; int4 groups need the inputs in order.
     let act_order = dtype != DType::I4;
-    let mut done: BTreeMap<(u8, usize), TensorData> = BTreeMap::new();
-    let mut solvers: BTreeMap<(u8, usize), Solver> = BTreeMap::new();
+    let mut done: BTreeMap<TensorKey, TensorData> = BTreeMap::new();
+    let mut solvers: BTreeMap<TensorKey, Solver> = BTreeMap::new();
     for id in Catalogue::new(&cfg).ids() {
         let t = match model.matrix(id) {
             Some(m) if tables::is_table(id.kind) => {
@@ -156,21 +166,24 @@ pub fn compensated_tensors(
                 let values = matrix_values(&m);
                 gptq::encode_gptq(id, id.shape(&cfg), &values, dtype, solver, &gptq::I4_CLIPS)?
             }
-            Some(_) if Site::of(id).is_some() => continue,
+            Some(_) if MatrixInput::of(id).is_some() => continue,
             _ => nearest_tensor(model, id, dtype)?,
         };
         done.insert(key(id), t);
     }
-    let mut sites: Vec<Site> = Catalogue::new(&cfg).ids().filter_map(Site::of).collect();
+    let mut sites: Vec<MatrixInput> = Catalogue::new(&cfg)
+        .ids()
+        .filter_map(MatrixInput::of)
+        .collect();
     sites.sort_by_key(|s| match *s {
-        Site::Attn(l) => (l, 0),
-        Site::Z(l) => (l, 1),
-        Site::MlpIn(l) => (l, 2),
-        Site::MlpHidden(l) => (l, 3),
-        Site::Unembed => (usize::MAX, 0),
+        MatrixInput::Attn(l) => (l, 0),
+        MatrixInput::Z(l) => (l, 1),
+        MatrixInput::MlpIn(l) => (l, 2),
+        MatrixInput::MlpHidden(l) => (l, 3),
+        MatrixInput::Unembed => (usize::MAX, 0),
     });
     sites.dedup();
-    let mut float = record(model, seqs, Inputs::Float, &sites)?;
+    let mut float = record(model, seqs, InputPrecision::Float, &sites)?;
     for site in sites {
         let ids = readers(model, site);
         let n = ids
@@ -183,7 +196,7 @@ pub fn compensated_tensors(
             CalibrationInputs::Quantized => {
                 let partial = partial_blob(model, activations, &done)?;
                 let partial = Model::from_bytes(&partial)?;
-                let quantized = record(&partial, seqs, Inputs::of(activations), &[site])?;
+                let quantized = record(&partial, seqs, InputPrecision::of(activations), &[site])?;
                 let xq = as_matrix(quantized.get(&site).map_or(&[][..], Vec::as_slice), n);
                 Some(compensate(&x, &xq)?)
             }

@@ -72,7 +72,7 @@ impl Heatmap {
         let lerp = |a: u8, b: u8, t: f64| {
             (a as f64 + (b as f64 - a as f64) * t.clamp(0.0, 1.0)).round() as u8
         };
-        let mix = |to: (u8, u8, u8), t: f64| {
+        let blend = |to: (u8, u8, u8), t: f64| {
             RGBColor(lerp(255, to.0, t), lerp(255, to.1, t), lerp(255, to.2, t))
         };
         if !v.is_finite() {
@@ -85,12 +85,12 @@ impl Heatmap {
                     _ => max_abs,
                 };
                 if v >= 0.0 {
-                    mix((178, 24, 43), v / max)
+                    blend((178, 24, 43), v / max)
                 } else {
-                    mix((33, 102, 172), -v / max)
+                    blend((33, 102, 172), -v / max)
                 }
             }
-            Scale::Unit(max) => mix((8, 48, 107), v / if max > 0.0 { max } else { 1.0 }),
+            Scale::Unit(max) => blend((8, 48, 107), v / if max > 0.0 { max } else { 1.0 }),
         }
     }
 
