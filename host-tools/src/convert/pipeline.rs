@@ -92,11 +92,9 @@ pub fn convert(checkpoint: &Path, opts: &ConvertOptions) -> Result<Conversion> {
         return convert_state_dict(sd, &cfg, &opts.processing, encoder.as_ref());
     }
     let float = convert_state_dict(sd, &cfg, &opts.processing, &F32Encoder)?;
-    let model = Model::from_bytes(&float.blob)
-        .map_err(|e| anyhow::anyhow!("the written blob does not read back: {e}"))?;
+    let model = Model::from_bytes(&float.blob).context("the written blob does not read back")?;
     let blob = requantize(&model, opts.dtype, encoder.activations(), &rounding)?;
-    Model::from_bytes(&blob)
-        .map_err(|e| anyhow::anyhow!("the written blob does not read back: {e}"))?;
+    Model::from_bytes(&blob).context("the written blob does not read back")?;
     Ok(Conversion { blob, ..float })
 }
 
@@ -107,7 +105,7 @@ pub fn convert_state_dict(
     processing: &ProcessingOptions,
     encoder: &dyn MatrixEncoder,
 ) -> Result<Conversion> {
-    cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    cfg.validate()?;
     import::validate(&sd, cfg)?;
     if cfg.positional == Positional::Shortformer {
         shortformer::add_positional_tables(&mut sd, cfg)?;
@@ -125,9 +123,8 @@ pub fn convert_state_dict(
         tensors.push(encode_tensor(encoder, id, id.shape(&blob_cfg), &blob)?);
     }
     let blob = microlens::blob::write(&blob_cfg, processing, encoder.activations(), &tensors)
-        .map_err(|e| anyhow::anyhow!("cannot write the blob: {e}"))?;
-    Model::from_bytes(&blob)
-        .map_err(|e| anyhow::anyhow!("the written blob does not read back: {e}"))?;
+        .context("cannot write the blob")?;
+    Model::from_bytes(&blob).context("the written blob does not read back")?;
     Ok(Conversion {
         blob,
         config: blob_cfg,

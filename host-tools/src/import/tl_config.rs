@@ -51,7 +51,7 @@ pub fn parse(json: &Value) -> Result<ImportedConfig> {
     } else {
         (from_tl(obj)?, ConfigFormat::TransformerLens)
     };
-    config.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    config.validate()?;
     Ok(ImportedConfig { config, format })
 }
 

@@ -14,7 +14,7 @@
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
-use anyhow::{anyhow, ensure, Result};
+use anyhow::{anyhow, ensure, Context, Result};
 use microlens::blob::{Activations, TensorData};
 use microlens::tensors::Catalogue;
 use microlens::weights::Matrix;
@@ -114,7 +114,7 @@ fn partial_blob(
         })
         .collect::<Result<_>>()?;
     microlens::blob::write(cfg, *model.processing(), activations, &tensors)
-        .map_err(|e| anyhow!("cannot write the blob: {e}"))
+        .context("cannot write the blob")
 }
 
 /// A tensor's key in the maps of finished tensors and of solvers ([`TensorId`] is not `Ord`).

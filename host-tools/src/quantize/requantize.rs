@@ -1,7 +1,7 @@
 //! Re-encoding a model's tensors as another storage type, rounded to nearest or with GPTQ
 //! ([`Rounding`]), and writing the blob.
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use microlens::blob::{Activations, TensorData};
 use microlens::tensors::Catalogue;
 use microlens::{DType, Model, TensorId};
@@ -50,7 +50,7 @@ fn write_blob(
     tensors: &[TensorData],
 ) -> Result<Vec<u8>> {
     microlens::blob::write(model.config(), *model.processing(), activations, tensors)
-        .map_err(|e| anyhow!("cannot write the blob: {e}"))
+        .context("cannot write the blob")
 }
 
 /// How integer weights are rounded.
