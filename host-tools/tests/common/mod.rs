@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod fidelity;
+
 use std::path::PathBuf;
 
 use microlens_host::convert::fold::ProcessingOptions;
