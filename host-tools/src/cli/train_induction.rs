@@ -9,11 +9,49 @@ use std::path::PathBuf;
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use microlens::{Normalization, Positional};
+use microlens_host::import::tl_config::positional_name;
 use microlens_host::train::data::{repeated_random, InductionData};
 use microlens_host::train::eval::{best_copier, evaluate, head_scores, HeadScore};
 use microlens_host::train::export::export;
-use microlens_host::train::model::{ModelConfig, Norm, Positional};
+use microlens_host::train::model::ModelConfig;
 use microlens_host::train::trainer::{rng, train, TrainConfig, Trained};
+
+/// `--positional`: where the positional embedding enters (`cfg.positional_embedding_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PositionalArg {
+    /// `resid = W_E[tok] + W_pos[pos]`.
+    Standard,
+    /// `resid = W_E[tok]`; `W_pos[pos]` is added to the query and key inputs of every layer only.
+    Shortformer,
+}
+
+impl From<PositionalArg> for Positional {
+    fn from(arg: PositionalArg) -> Positional {
+        match arg {
+            PositionalArg::Standard => Positional::Standard,
+            PositionalArg::Shortformer => Positional::Shortformer,
+        }
+    }
+}
+
+/// `--norm`: normalisation before each attention layer and the unembedding (`cfg.normalization_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Norm {
+    /// None (`null`): cheapest on the device.
+    None,
+    /// TransformerLens LayerNorm `"LN"`: `(x - mean) / sqrt(mean((x - mean)^2) + eps) * w + b`.
+    Ln,
+}
+
+impl From<Norm> for Normalization {
+    fn from(arg: Norm) -> Normalization {
+        match arg {
+            Norm::None => Normalization::None,
+            Norm::Ln => Normalization::LN,
+        }
+    }
+}
 
 /// Seed of the held-out evaluation set, the same whatever the training seed.
 const EVAL_SEED: u64 = 0xE7A1;
@@ -55,8 +93,8 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Positional embedding type.
-    #[arg(long, value_enum, default_value_t = Positional::Standard)]
-    pub positional: Positional,
+    #[arg(long, value_enum, default_value_t = PositionalArg::Standard)]
+    pub positional: PositionalArg,
     /// Normalisation: none (cheapest on the device) or TransformerLens LayerNorm.
     #[arg(long, value_enum, default_value_t = Norm::None)]
     pub norm: Norm,
@@ -79,8 +117,8 @@ impl Args {
                 d_head: self.d_head,
                 d_vocab: self.vocab,
                 n_ctx: self.n_ctx,
-                positional: self.positional,
-                norm: self.norm,
+                positional: self.positional.into(),
+                norm: self.norm.into(),
                 eps: 1e-5,
             },
             steps: self.steps,
@@ -126,8 +164,8 @@ pub fn run(args: Args) -> Result<()> {
         m.d_vocab,
         m.n_ctx,
         model.n_params(),
-        m.positional.tl_name(),
-        m.norm
+        positional_name(m.positional),
+        args.norm
     );
     let secs = trained.elapsed.as_secs_f64();
     println!(

@@ -156,6 +156,15 @@ pub fn normalization_name(norm: Normalization) -> &'static str {
         .map_or("?", |(s, _)| s)
 }
 
+/// TL's `positional_embedding_type` of a positional embedding.
+pub fn positional_name(positional: Positional) -> &'static str {
+    match positional {
+        Positional::Standard => "standard",
+        Positional::Shortformer => "shortformer",
+        Positional::Rotary { .. } => "rotary",
+    }
+}
+
 /// Options whose non-default values change the computation in ways the core cannot follow.
 fn refuse_unsupported(obj: &Map<String, Value>) -> Result<()> {
     let flags = [

@@ -11,7 +11,10 @@ use safetensors::tensor::TensorView;
 use safetensors::Dtype;
 use serde_json::{json, Map, Value};
 
-use super::model::{values, Model, ModelConfig, Norm, Positional};
+use microlens::{Normalization, Positional};
+
+use super::model::{values, Model, ModelConfig};
+use crate::import::tl_config::{normalization_name, positional_name};
 
 /// The two files written.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,8 +69,8 @@ pub fn write_safetensors(model: &Model, path: &Path) -> Result<()> {
 /// float32 by default) are left out, so every 2.x `from_dict` accepts the file; it has no MLP and no tokenizer.
 pub fn tl_config(cfg: &ModelConfig, name: &str, seed: u64) -> Value {
     let normalization_type = match cfg.norm {
-        Norm::None => Value::Null,
-        Norm::Ln => json!("LN"),
+        Normalization::None => Value::Null,
+        other => json!(normalization_name(other)),
     };
     let entries = [
         ("n_layers", json!(cfg.n_layers)),
@@ -90,7 +93,10 @@ pub fn tl_config(cfg: &ModelConfig, name: &str, seed: u64) -> Value {
         ("final_rms", json!(false)),
         ("attention_dir", json!("causal")),
         ("attn_only", json!(true)),
-        ("positional_embedding_type", json!(cfg.positional.tl_name())),
+        (
+            "positional_embedding_type",
+            json!(positional_name(cfg.positional)),
+        ),
         ("parallel_attn_mlp", json!(false)),
         ("rotary_dim", Value::Null),
         ("init_mode", json!("gpt2")),
@@ -169,8 +175,8 @@ fn model_config(json: &Value) -> Result<ModelConfig> {
         other => bail!("positional_embedding_type `{other}` is not supported"),
     };
     let norm = match json.get("normalization_type").map(|v| v.as_str()) {
-        Some(None) => Norm::None,
-        Some(Some("LN")) | None => Norm::Ln,
+        Some(None) => Normalization::None,
+        Some(Some("LN")) | None => Normalization::LN,
         Some(Some(other)) => bail!("normalization_type `{other}` is not supported"),
     };
     let cfg = ModelConfig {
