@@ -1,7 +1,8 @@
 //! HF GPT-2 names -> TransformerLens names and shapes, as TL's `convert_gpt2_weights`: Conv1D weights are
 //! already `[in, out]`; `c_attn` is `[Q | K | V]` along its output axis, each split into heads; `W_U` is
 //! `lm_head.weight` transposed, or `W_E` transposed when tied (absent); `b_U` is zero; `W_pos` is cut to
-//! `n_ctx` rows.
+//! `n_ctx` rows. The block parameters are a name table ([`BLOCK`]), as TransformerLens writes its
+//! conversion.
 
 use std::collections::BTreeMap;
 
@@ -23,9 +24,9 @@ pub(super) fn is_buffer(name: &str) -> bool {
 }
 
 /// The HF tensors, taken one by one with their shape checked.
-struct Hf(BTreeMap<String, Tensor>);
+struct HfTensors(BTreeMap<String, Tensor>);
 
-impl Hf {
+impl HfTensors {
     fn take(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
         let t = self
             .0
@@ -51,7 +52,158 @@ fn split_heads(x: &[f32], rows: usize, cols: usize, c0: usize, h: usize, d: usiz
     out
 }
 
-/// Maps an HF GPT-2 state dict (buffers already dropped) to TL names for `cfg`.
+/// A dimension of the config, as the name table writes shapes.
+#[derive(Clone, Copy, Debug)]
+enum Dim {
+    /// `d_model`.
+    M,
+    /// `d_mlp`.
+    F,
+    /// `n_heads`.
+    H,
+    /// `d_head`.
+    D,
+    /// `n_heads * d_head`.
+    A,
+    /// `3 * n_heads * d_head` (`c_attn`'s `[Q | K | V]`).
+    A3,
+}
+
+/// How an HF tensor becomes TL tensors.
+#[derive(Clone, Copy, Debug)]
+enum Transform {
+    /// The same values in the TL shape (Conv1D weights are already `[in, out]`).
+    Reshape,
+    /// `c_attn.weight`'s `[Q | K | V]` output columns, each split into heads: `W_Q`, `W_K`, `W_V`.
+    SplitQkvWeights,
+    /// `c_attn.bias` cut into thirds: `b_Q`, `b_K`, `b_V`.
+    SplitQkvBiases,
+}
+
+/// One row of the name table: an HF parameter of block `l` (under `h.{l}.`), its shape, the TL name
+/// (under `blocks.{l}.`; a prefix completed by `Q`, `K`, `V` for the splits), the TL shape.
+struct Row {
+    hf: &'static str,
+    hf_shape: &'static [Dim],
+    tl: &'static str,
+    tl_shape: &'static [Dim],
+    transform: Transform,
+}
+
+const fn row(
+    hf: &'static str,
+    hf_shape: &'static [Dim],
+    tl: &'static str,
+    tl_shape: &'static [Dim],
+    transform: Transform,
+) -> Row {
+    Row {
+        hf,
+        hf_shape,
+        tl,
+        tl_shape,
+        transform,
+    }
+}
+
+use Dim::{A, A3, D, F, H, M};
+use Transform::{Reshape, SplitQkvBiases, SplitQkvWeights};
+
+/// Every parameter of a block, in the order they are read (TransformerLens's `convert_gpt2_weights`).
+const BLOCK: [Row; 12] = [
+    row("ln_1.weight", &[M], "ln1.w", &[M], Reshape),
+    row("ln_1.bias", &[M], "ln1.b", &[M], Reshape),
+    row("ln_2.weight", &[M], "ln2.w", &[M], Reshape),
+    row("ln_2.bias", &[M], "ln2.b", &[M], Reshape),
+    row(
+        "attn.c_attn.weight",
+        &[M, A3],
+        "attn.W_",
+        &[H, M, D],
+        SplitQkvWeights,
+    ),
+    row(
+        "attn.c_attn.bias",
+        &[A3],
+        "attn.b_",
+        &[H, D],
+        SplitQkvBiases,
+    ),
+    row(
+        "attn.c_proj.weight",
+        &[A, M],
+        "attn.W_O",
+        &[H, D, M],
+        Reshape,
+    ),
+    row("attn.c_proj.bias", &[M], "attn.b_O", &[M], Reshape),
+    row("mlp.c_fc.weight", &[M, F], "mlp.W_in", &[M, F], Reshape),
+    row("mlp.c_fc.bias", &[F], "mlp.b_in", &[F], Reshape),
+    row("mlp.c_proj.weight", &[F, M], "mlp.W_out", &[F, M], Reshape),
+    row("mlp.c_proj.bias", &[M], "mlp.b_out", &[M], Reshape),
+];
+
+/// The final LayerNorm: `(HF name, TL name)`, both `[d_model]`.
+const FINAL: [(&str, &str); 2] = [("ln_f.weight", "ln_final.w"), ("ln_f.bias", "ln_final.b")];
+
+/// The config's dimensions.
+struct Dims {
+    m: usize,
+    f: usize,
+    h: usize,
+    d: usize,
+}
+
+impl Dims {
+    fn size(&self, dim: Dim) -> usize {
+        match dim {
+            M => self.m,
+            F => self.f,
+            H => self.h,
+            D => self.d,
+            A => self.h * self.d,
+            A3 => 3 * self.h * self.d,
+        }
+    }
+
+    fn shape(&self, dims: &[Dim]) -> Vec<usize> {
+        dims.iter().map(|&dim| self.size(dim)).collect()
+    }
+}
+
+/// Inserts one TL tensor.
+fn insert(sd: &mut StateDict, name: String, shape: Vec<usize>, data: Vec<f32>) -> Result<()> {
+    sd.insert(name, Tensor::new(shape, data)?);
+    Ok(())
+}
+
+/// Converts the parameters of block `l` by the [`BLOCK`] table.
+fn convert_block(hf: &mut HfTensors, sd: &mut StateDict, dims: &Dims, l: usize) -> Result<()> {
+    let (a, h, d, m) = (dims.h * dims.d, dims.h, dims.d, dims.m);
+    for r in &BLOCK {
+        let data = hf.take(&format!("h.{l}.{}", r.hf), &dims.shape(r.hf_shape))?;
+        let (tl, shape) = (format!("blocks.{l}.{}", r.tl), dims.shape(r.tl_shape));
+        match r.transform {
+            Reshape => insert(sd, tl, shape, data)?,
+            SplitQkvWeights => {
+                for (i, x) in ["Q", "K", "V"].iter().enumerate() {
+                    let w = split_heads(&data, m, 3 * a, i * a, h, d);
+                    insert(sd, format!("{tl}{x}"), shape.clone(), w)?;
+                }
+            }
+            SplitQkvBiases => {
+                for (i, x) in ["Q", "K", "V"].iter().enumerate() {
+                    let b = data[i * a..(i + 1) * a].to_vec();
+                    insert(sd, format!("{tl}{x}"), shape.clone(), b)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Maps an HF GPT-2 state dict (buffers already dropped) to TL names for `cfg`: the embeddings, every
+/// block by the [`BLOCK`] table, the final LayerNorm, the unembedding.
 pub(super) fn to_tl(tensors: BTreeMap<String, Tensor>, cfg: &Config) -> Result<StateDict> {
     let tensors = tensors.into_iter().map(|(k, v)| {
         (
@@ -61,20 +213,15 @@ pub(super) fn to_tl(tensors: BTreeMap<String, Tensor>, cfg: &Config) -> Result<S
             v,
         )
     });
-    let mut hf = Hf(tensors.collect());
-    let (m, h, d, f, v) = (
-        cfg.d_model,
-        cfg.n_heads,
-        cfg.d_head,
-        cfg.d_mlp_or_zero(),
-        cfg.d_vocab,
-    );
-    let a = h * d;
-    let mut sd = StateDict::new();
-    let mut put = |name: String, shape: Vec<usize>, data: Vec<f32>| -> Result<()> {
-        sd.insert(name, Tensor::new(shape, data)?);
-        Ok(())
+    let mut hf = HfTensors(tensors.collect());
+    let dims = Dims {
+        m: cfg.d_model,
+        f: cfg.d_mlp_or_zero(),
+        h: cfg.n_heads,
+        d: cfg.d_head,
     };
+    let (m, v) = (cfg.d_model, cfg.d_vocab);
+    let mut sd = StateDict::new();
     let w_e = hf.take("wte.weight", &[v, m])?;
     let wpe =
         hf.0.get("wpe.weight")
@@ -86,85 +233,32 @@ pub(super) fn to_tl(tensors: BTreeMap<String, Tensor>, cfg: &Config) -> Result<S
         cfg.n_ctx
     );
     let w_pos = hf.take("wpe.weight", &wpe)?;
-    put(
+    insert(
+        &mut sd,
         "pos_embed.W_pos".into(),
         vec![cfg.n_ctx, m],
         w_pos[..cfg.n_ctx * m].to_vec(),
     )?;
     for l in 0..cfg.n_layers {
-        let (hfp, tl) = (format!("h.{l}."), format!("blocks.{l}."));
-        for (hf_ln, tl_ln) in [("ln_1", "ln1"), ("ln_2", "ln2")] {
-            put(
-                format!("{tl}{tl_ln}.w"),
-                vec![m],
-                hf.take(&format!("{hfp}{hf_ln}.weight"), &[m])?,
-            )?;
-            put(
-                format!("{tl}{tl_ln}.b"),
-                vec![m],
-                hf.take(&format!("{hfp}{hf_ln}.bias"), &[m])?,
-            )?;
-        }
-        let w = hf.take(&format!("{hfp}attn.c_attn.weight"), &[m, 3 * a])?;
-        let b = hf.take(&format!("{hfp}attn.c_attn.bias"), &[3 * a])?;
-        for (i, x) in ["Q", "K", "V"].iter().enumerate() {
-            put(
-                format!("{tl}attn.W_{x}"),
-                vec![h, m, d],
-                split_heads(&w, m, 3 * a, i * a, h, d),
-            )?;
-            put(
-                format!("{tl}attn.b_{x}"),
-                vec![h, d],
-                b[i * a..(i + 1) * a].to_vec(),
-            )?;
-        }
-        put(
-            format!("{tl}attn.W_O"),
-            vec![h, d, m],
-            hf.take(&format!("{hfp}attn.c_proj.weight"), &[a, m])?,
-        )?;
-        put(
-            format!("{tl}attn.b_O"),
-            vec![m],
-            hf.take(&format!("{hfp}attn.c_proj.bias"), &[m])?,
-        )?;
-        put(
-            format!("{tl}mlp.W_in"),
-            vec![m, f],
-            hf.take(&format!("{hfp}mlp.c_fc.weight"), &[m, f])?,
-        )?;
-        put(
-            format!("{tl}mlp.b_in"),
-            vec![f],
-            hf.take(&format!("{hfp}mlp.c_fc.bias"), &[f])?,
-        )?;
-        put(
-            format!("{tl}mlp.W_out"),
-            vec![f, m],
-            hf.take(&format!("{hfp}mlp.c_proj.weight"), &[f, m])?,
-        )?;
-        put(
-            format!("{tl}mlp.b_out"),
-            vec![m],
-            hf.take(&format!("{hfp}mlp.c_proj.bias"), &[m])?,
-        )?;
+        convert_block(&mut hf, &mut sd, &dims, l)?;
     }
-    put("ln_final.w".into(), vec![m], hf.take("ln_f.weight", &[m])?)?;
-    put("ln_final.b".into(), vec![m], hf.take("ln_f.bias", &[m])?)?;
+    for (hf_name, tl_name) in FINAL {
+        insert(&mut sd, tl_name.into(), vec![m], hf.take(hf_name, &[m])?)?;
+    }
     // Tied unembedding: HF stores no lm_head.weight, it is wte.weight.
     let lm_head = if hf.0.contains_key("lm_head.weight") {
         hf.take("lm_head.weight", &[v, m])?
     } else {
         w_e.clone()
     };
-    put(
+    insert(
+        &mut sd,
         "unembed.W_U".into(),
         vec![m, v],
         transpose([1, v, m], &lm_head),
     )?;
-    put("unembed.b_U".into(), vec![v], vec![0.0; v])?;
-    put("embed.W_E".into(), vec![v, m], w_e)?;
+    insert(&mut sd, "unembed.b_U".into(), vec![v], vec![0.0; v])?;
+    insert(&mut sd, "embed.W_E".into(), vec![v, m], w_e)?;
     if let Some(name) = hf.0.keys().next() {
         anyhow::bail!("unexpected tensor {name} in an HF GPT-2 checkpoint (not a parameter of a model with this config)");
     }
