@@ -11,6 +11,7 @@
 mod ablation;
 mod attribution;
 mod bigram;
+pub mod circuits;
 mod composition;
 mod copying;
 mod detectors;

@@ -1,6 +1,5 @@
-//! `microlens circuits MODEL.mlb`: the framework paper's analyses of a blob: head detectors, copying and
-//! composition scores, direct logit attribution, the ablation table, QK/OV skip-trigram and bigram tables,
-//! as text, one JSON object (`--json`) and PNG heatmaps (`--plot DIR`).
+//! `microlens circuits`'s output: text tables, one JSON object and PNG heatmaps of a
+//! [`CircuitReport`].
 
 use std::path::{Path, PathBuf};
 
@@ -9,115 +8,12 @@ use microlens::analysis::{Head, HeadPattern};
 use microlens::{Config, Model};
 use serde_json::{json, Value};
 
-use microlens_host::analysis::{
-    ablation_table, all_composition_scores, bigram_circuit, composition_baseline,
-    direct_logit_attribution, full_ov_copying_score, head_scores, ov_circuit, ov_copying_score,
-    qk_circuit, skip_trigrams, AblationTable, Baseline, CircuitWeights, CompositionMode,
-    CompositionScores, HeadScores,
-};
-use microlens_host::eval::run::run_model;
-use microlens_host::eval::sequences::repeated_random_tokens;
-use microlens_host::report::plot::{save, Heatmap, Scale};
+use super::plot::{save, Heatmap, Scale};
+use crate::analysis::circuits::{heads, CircuitReport};
+use crate::eval::run::run_model;
 
-/// Arguments.
-#[derive(clap::Args, Debug)]
-pub struct Args {
-    /// The blob (.mlb).
-    pub model: PathBuf,
-    /// Print one JSON object instead of the tables.
-    #[arg(long)]
-    pub json: bool,
-    /// Write PNG heatmaps (composition, head scores, attention patterns) into this directory.
-    #[arg(long)]
-    pub plot: Option<PathBuf>,
-    /// Number of repeated random sequences for the detectors, attribution and ablation.
-    #[arg(long, default_value_t = 8)]
-    pub sequences: usize,
-    /// Length of each random half (the sequence is twice as long) [default: min(n_ctx / 2, 32)].
-    #[arg(long)]
-    pub half: Option<usize>,
-    /// Seed of the random sequences and of the composition baseline.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Rows of the skip-trigram and bigram tables.
-    #[arg(long, default_value_t = 5)]
-    pub top: usize,
-}
-
-/// Everything the command computes.
-struct Report {
-    cfg: Config,
-    seqs: Vec<Vec<u32>>,
-    half: usize,
-    scores: HeadScores,
-    copying: Vec<Option<f64>>,
-    ov_copying: Vec<f64>,
-    dla: Vec<f64>,
-    composition: [CompositionScores; 3],
-    baseline: Baseline,
-    ablation: AblationTable,
-    skip_trigrams: Vec<Value>,
-    bigrams: Value,
-}
-
-fn heads(cfg: &Config) -> impl Iterator<Item = Head> {
-    let n = cfg.n_heads;
-    (0..cfg.n_layers).flat_map(move |l| (0..n).map(move |h| Head::new(l, h)))
-}
-
-/// Mean per-head direct logit attribution to the correct next token over the repeated halves.
-fn mean_dla(model: &Model<'_>, seqs: &[Vec<u32>], half: usize) -> Result<Vec<f64>> {
-    let cfg = model.config();
-    let mut sum = vec![0.0; cfg.n_layers * cfg.n_heads];
-    let mut count = 0usize;
-    for tokens in seqs {
-        for row in direct_logit_attribution(model, tokens)?.iter().skip(half) {
-            sum.iter_mut().zip(row).for_each(|(s, &x)| *s += x as f64);
-            count += 1;
-        }
-    }
-    Ok(sum.into_iter().map(|s| s / count.max(1) as f64).collect())
-}
-
-fn analyse(model: &Model<'_>, args: &Args) -> Result<Report> {
-    let cfg = *model.config();
-    let w = CircuitWeights::from_model(model)?;
-    let half = args
-        .half
-        .unwrap_or((cfg.n_ctx / 2).min(32))
-        .clamp(1, cfg.n_ctx / 2);
-    let seqs = repeated_random_tokens(cfg.d_vocab, half, args.sequences.max(1), args.seed);
-    let square = cfg.d_vocab == cfg.d_vocab_out;
-    let copying = heads(&cfg)
-        .map(|h| square.then(|| full_ov_copying_score(&w.w_e, w.head(h), &w.w_u)))
-        .collect();
-    let skip_trigrams = heads(&cfg)
-        .map(|h| {
-            let (qk, ov) = (
-                qk_circuit(&w.w_e, w.head(h)),
-                ov_circuit(&w.w_e, w.head(h), &w.w_u),
-            );
-            json!({"layer": h.layer, "head": h.head, "trigrams": skip_trigrams(&qk, &ov, args.top)})
-        })
-        .collect();
-    let bigram = bigram_circuit(&w.w_e, &w.w_u);
-    Ok(Report {
-        cfg,
-        half,
-        scores: head_scores(model, &seqs)?,
-        copying,
-        ov_copying: heads(&cfg).map(|h| ov_copying_score(w.head(h))).collect(),
-        dla: mean_dla(model, &seqs, half)?,
-        composition: CompositionMode::ALL.map(|m| all_composition_scores(&w, m)),
-        baseline: composition_baseline(cfg.d_model, cfg.d_head, 200, args.seed),
-        ablation: ablation_table(model, &seqs, half)?,
-        skip_trigrams,
-        bigrams: json!({"top": bigram.top_entries(args.top, true), "bottom": bigram.top_entries(args.top, false)}),
-        seqs,
-    })
-}
-
-fn to_json(r: &Report) -> Value {
+/// The report as one JSON object (`--json`).
+pub fn to_json(r: &CircuitReport) -> Value {
     let n = r.cfg.n_heads;
     let head_rows: Vec<Value> = heads(&r.cfg)
         .map(|h| {
@@ -161,7 +57,8 @@ fn to_json(r: &Report) -> Value {
     })
 }
 
-fn print_text(r: &Report) {
+/// Prints the report's tables.
+pub fn print_text(r: &CircuitReport) {
     let n = r.cfg.n_heads;
     println!(
         "{} repeated random sequences of 2 x {} tokens; loss and attribution on the repeated half",
@@ -231,18 +128,18 @@ fn print_text(r: &Report) {
     }
 }
 
+/// `f` of every head as a `[layer][head]` grid.
 fn grid(cfg: &Config, f: impl Fn(Head) -> f64) -> Vec<Vec<f64>> {
     (0..cfg.n_layers)
         .map(|l| (0..cfg.n_heads).map(|h| f(Head::new(l, h))).collect())
         .collect()
 }
 
-fn write_plots(model: &Model<'_>, r: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+/// The Q, K and V composition heatmaps (writer head x reader head).
+fn composition_panels(r: &CircuitReport) -> Vec<Heatmap> {
     let cfg = &r.cfg;
     let names: Vec<String> = heads(cfg).map(|h| h.to_string()).collect();
-    let composition: Vec<Heatmap> = r
-        .composition
+    r.composition
         .iter()
         .map(|c| {
             let m = heads(cfg)
@@ -256,13 +153,18 @@ fn write_plots(model: &Model<'_>, r: &Report, dir: &Path) -> Result<Vec<PathBuf>
             .axes("writer head", "reader head")
             .labels(names.clone(), names.clone())
         })
-        .collect();
+        .collect()
+}
+
+/// One layer x head heatmap per score.
+fn score_panels(r: &CircuitReport) -> [Heatmap; 6] {
+    let cfg = &r.cfg;
     let full = *r.ablation.by_layers.last().unwrap_or(&0.0);
     let unit = Scale::Unit(1.0);
     let panel = |title: &str, scale, f: &dyn Fn(Head) -> f64| {
         Heatmap::new(title, grid(cfg, f), scale).axes("layer", "head")
     };
-    let scores = [
+    [
         panel("previous-token score", unit, &|h| {
             r.scores.get(HeadPattern::PreviousToken, h)
         }),
@@ -281,11 +183,15 @@ fn write_plots(model: &Model<'_>, r: &Report, dir: &Path) -> Result<Vec<PathBuf>
         panel("loss increase when ablated", Scale::Signed, &|h| {
             r.ablation.per_head[h.index(cfg.n_heads)] - full
         }),
-    ];
+    ]
+}
+
+/// Every head's attention pattern on the first sequence.
+fn pattern_panels(model: &Model<'_>, r: &CircuitReport) -> Result<Vec<Heatmap>> {
     let example = &r.seqs[0];
     let run = run_model(model, example)?;
     let labels: Vec<String> = example.iter().map(|t| t.to_string()).collect();
-    let patterns: Vec<Heatmap> = heads(cfg)
+    Ok(heads(&r.cfg)
         .map(|h| {
             Heatmap::new(
                 format!("{h} pattern"),
@@ -293,12 +199,20 @@ fn write_plots(model: &Model<'_>, r: &Report, dir: &Path) -> Result<Vec<PathBuf>
                     .iter()
                     .map(|r| r.iter().map(|&x| x as f64).collect())
                     .collect(),
-                unit,
+                Scale::Unit(1.0),
             )
             .axes("query token", "key token")
             .labels(labels.clone(), labels.clone())
         })
-        .collect();
+        .collect())
+}
+
+/// Writes `composition.png`, `head_scores.png` and `patterns.png` into `dir` (`--plot DIR`).
+pub fn write_plots(model: &Model<'_>, r: &CircuitReport, dir: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let composition = composition_panels(r);
+    let scores = score_panels(r);
+    let patterns = pattern_panels(model, r)?;
     let files = [
         dir.join("composition.png"),
         dir.join("head_scores.png"),
@@ -306,25 +220,6 @@ fn write_plots(model: &Model<'_>, r: &Report, dir: &Path) -> Result<Vec<PathBuf>
     ];
     save(&files[0], &composition, 3, 420)?;
     save(&files[1], &scores, 3, 360)?;
-    save(&files[2], &patterns, cfg.n_heads, 420)?;
+    save(&files[2], &patterns, r.cfg.n_heads, 420)?;
     Ok(files.to_vec())
-}
-
-/// Runs the command.
-pub fn run(args: Args) -> Result<()> {
-    let bytes = std::fs::read(&args.model)
-        .with_context(|| format!("cannot read {}", args.model.display()))?;
-    let model = Model::from_bytes(&bytes).with_context(|| format!("{}", args.model.display()))?;
-    let report = analyse(&model, &args)?;
-    if args.json {
-        println!("{}", to_json(&report));
-    } else {
-        print_text(&report);
-    }
-    if let Some(dir) = &args.plot {
-        for f in write_plots(&model, &report, dir)? {
-            eprintln!("wrote {}", f.display());
-        }
-    }
-    Ok(())
 }

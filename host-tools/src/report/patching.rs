@@ -1,42 +1,15 @@
-//! `microlens patch MODEL.mlb --clean 1,2,3 --corrupt 1,7,3 --answer A --wrong B`: activation patching
-//! from the clean into the corrupted run, measured by the logit difference `answer - wrong` at the last
-//! position: residual stream by layer and position, head outputs over all positions and by position.
+//! `microlens patch`'s output: the normalised patching tables as text, one JSON object, and a PNG of
+//! heatmaps.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use microlens::Model;
-use serde_json::json;
+use serde_json::{json, Value};
 
-use microlens_host::analysis::{activation_patching, Patching};
-use microlens_host::io::tokens::parse_tokens;
-use microlens_host::report::plot::{save, Heatmap, Scale};
+use super::plot::{save, Heatmap, Scale};
+use crate::analysis::Patching;
 
-/// Arguments.
-#[derive(clap::Args, Debug)]
-pub struct Args {
-    /// The blob (.mlb).
-    pub model: PathBuf,
-    /// Clean tokens, comma-separated.
-    #[arg(long)]
-    pub clean: String,
-    /// Corrupted tokens, comma-separated, as many as the clean ones.
-    #[arg(long)]
-    pub corrupt: String,
-    /// The token the clean run should predict at the last position.
-    #[arg(long)]
-    pub answer: u32,
-    /// The token the corrupted run predicts instead.
-    #[arg(long)]
-    pub wrong: u32,
-    /// Print one JSON object instead of the tables.
-    #[arg(long)]
-    pub json: bool,
-    /// Write PNG heatmaps of the patching tables into this directory.
-    #[arg(long)]
-    pub plot: Option<PathBuf>,
-}
-
+/// `table` normalised: 0 is the corrupted run, 1 the clean one.
 fn normalized(p: &Patching, table: &[Vec<f64>]) -> Vec<Vec<f64>> {
     table
         .iter()
@@ -44,6 +17,7 @@ fn normalized(p: &Patching, table: &[Vec<f64>]) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// Prints one normalised table.
 fn print_table(title: &str, rows: &str, cols: &str, table: &[Vec<f64>]) {
     println!("\n{title} ({rows} x {cols}, 0 = corrupted, 1 = clean):");
     for (i, row) in table.iter().enumerate() {
@@ -52,7 +26,42 @@ fn print_table(title: &str, rows: &str, cols: &str, table: &[Vec<f64>]) {
     }
 }
 
-fn write_plots(p: &Patching, clean: &[u32], dir: &Path) -> Result<Vec<PathBuf>> {
+/// The raw and normalised results as one JSON object (`--json`).
+pub fn to_json(p: &Patching, answer: u32, wrong: u32) -> Value {
+    json!({
+        "answer": answer, "wrong": wrong,
+        "clean_logit_diff": p.clean, "corrupt_logit_diff": p.corrupt,
+        "resid_pre": p.resid_pre, "head_out": p.head_out, "head_out_by_pos": p.head_out_by_pos,
+        "normalized": {
+            "resid_pre": normalized(p, &p.resid_pre),
+            "head_out": normalized(p, &p.head_out),
+            "head_out_by_pos": p.head_out_by_pos.iter().map(|t| normalized(p, t)).collect::<Vec<_>>(),
+        },
+    })
+}
+
+/// Prints the logit differences and the normalised residual-stream and head tables.
+pub fn print_text(p: &Patching, answer: u32, wrong: u32) {
+    println!(
+        "logit[{}] - logit[{}] at the last position: clean {:.4}, corrupted {:.4}",
+        answer, wrong, p.clean, p.corrupt
+    );
+    print_table(
+        "blocks.L.hook_resid_pre patched",
+        "layer",
+        "position",
+        &normalized(p, &p.resid_pre),
+    );
+    print_table(
+        "attn.hook_z patched at every position",
+        "layer",
+        "head",
+        &normalized(p, &p.head_out),
+    );
+}
+
+/// Writes `patching.png` into `dir` (`--plot DIR`).
+pub fn write_plots(p: &Patching, clean: &[u32], dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let positions: Vec<String> = clean
         .iter()
@@ -93,49 +102,4 @@ fn write_plots(p: &Patching, clean: &[u32], dir: &Path) -> Result<Vec<PathBuf>> 
     let file = dir.join("patching.png");
     save(&file, &panels, 2, 480)?;
     Ok(vec![file])
-}
-
-/// Runs the command.
-pub fn run(args: Args) -> Result<()> {
-    let (clean, corrupt) = (parse_tokens(&args.clean)?, parse_tokens(&args.corrupt)?);
-    let bytes = std::fs::read(&args.model)
-        .with_context(|| format!("cannot read {}", args.model.display()))?;
-    let model = Model::from_bytes(&bytes).with_context(|| format!("{}", args.model.display()))?;
-    let p = activation_patching(&model, &clean, &corrupt, args.answer, args.wrong)?;
-    if args.json {
-        let v = json!({
-            "answer": args.answer, "wrong": args.wrong,
-            "clean_logit_diff": p.clean, "corrupt_logit_diff": p.corrupt,
-            "resid_pre": p.resid_pre, "head_out": p.head_out, "head_out_by_pos": p.head_out_by_pos,
-            "normalized": {
-                "resid_pre": normalized(&p, &p.resid_pre),
-                "head_out": normalized(&p, &p.head_out),
-                "head_out_by_pos": p.head_out_by_pos.iter().map(|t| normalized(&p, t)).collect::<Vec<_>>(),
-            },
-        });
-        println!("{v}");
-    } else {
-        println!(
-            "logit[{}] - logit[{}] at the last position: clean {:.4}, corrupted {:.4}",
-            args.answer, args.wrong, p.clean, p.corrupt
-        );
-        print_table(
-            "blocks.L.hook_resid_pre patched",
-            "layer",
-            "position",
-            &normalized(&p, &p.resid_pre),
-        );
-        print_table(
-            "attn.hook_z patched at every position",
-            "layer",
-            "head",
-            &normalized(&p, &p.head_out),
-        );
-    }
-    if let Some(dir) = &args.plot {
-        for f in write_plots(&p, &clean, dir)? {
-            eprintln!("wrote {}", f.display());
-        }
-    }
-    Ok(())
 }
