@@ -1,6 +1,6 @@
 //! Every analysis of `microlens circuits` at once: head detectors, copying and composition scores,
 //! direct logit attribution, the ablation table, QK/OV skip-trigram and bigram tables, on repeated
-//! random sequences. Rendered by [`crate::report::circuits`].
+//! random sequences. The `report::circuits` module renders the result.
 
 use anyhow::Result;
 use microlens::analysis::Head;

@@ -15,6 +15,17 @@ use microlens::{TensorId, TensorKind};
 use crate::eval::sequences::induction_sequences;
 use crate::io::tokens::read_token_file;
 
+/// Which inputs GPTQ rounds each matrix against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CalibrationInputs {
+    /// The float model's (plain GPTQ, every matrix on its own).
+    Float,
+    /// The model's own, in forward order: the inputs of the model quantised so far, as the device
+    /// multiplies them, with its errors compensated ([`super::compensation`]).
+    #[default]
+    Quantized,
+}
+
 /// An activation that matrices read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum MatrixInput {

@@ -1,10 +1,11 @@
 //! GPTQ over a whole model. The lookup tables (`W_E`, `W_pos`, `pos_Q`, `pos_K`) are rounded
 //! against the output Fisher ([`super::tables`]); the other matrices either each against the float
-//! model's inputs (plain GPTQ, [`CalibrationInputs::Float`]) or, in forward order, with the errors of what is
-//! already quantised compensated ([`CalibrationInputs::Quantized`]): each site's matrices are rounded against
-//! the inputs the model produces with everything before them quantised (and its int8 activations
-//! and KV cache), after moving their float weights to the ones that best reproduce the float
-//! model's outputs from those inputs, and their biases take up the mean of what is left. With `x`
+//! model's inputs (plain GPTQ, [`CalibrationInputs::Float`]) or, in forward order, with the errors
+//! of what is already quantised compensated ([`CalibrationInputs::Quantized`]): each site's
+//! matrices are rounded against the inputs the model produces with everything before them
+//! quantised (and its int8 activations and KV cache), after moving their float weights to the ones
+//! that best reproduce the float model's outputs from those inputs, and their biases take up the
+//! mean of what is left. With `x`
 //! the float model's inputs and `x̃` the quantised one's, centred (`x - E x`, `x̃ - E x̃`),
 //! `W* = W + W E (H̃ + λI)⁻¹`, `E = E[(x - x̃) x̃ᵀ]`, `H̃ = E[x̃ x̃ᵀ]`, minimises `E|W x - W* x̃|²`
 //! (up to the damping `λ`), and `E|W x - Ŵ x̃|² = E|W x - W* x̃|² + E|(W* - Ŵ) x̃|²`, so GPTQ of `W*`
@@ -21,11 +22,9 @@ use microlens::weights::Matrix;
 use microlens::{DType, Model, TensorId, TensorKind};
 use nalgebra::{DMatrix, DVector};
 
-use super::calibration::{record, InputPrecision, MatrixInput};
+use super::calibration::{record, CalibrationInputs, InputPrecision, MatrixInput};
 use super::gptq::{self, Solver};
-use super::{
-    decode_matrix, encode_nearest, matrix_values, nearest_tensor, tables, CalibrationInputs,
-};
+use super::{decode_matrix, encode_nearest, matrix_values, nearest_tensor, tables};
 
 /// `rows` (`[count][n]`) as a matrix.
 fn as_matrix(rows: &[f32], n: usize) -> DMatrix<f64> {
@@ -141,18 +140,36 @@ fn readers<'a>(model: &Model<'a>, site: MatrixInput) -> Vec<(TensorId, Matrix<'a
         .collect()
 }
 
-/// Every tensor of `model` (`f32`) with its matrices quantised as `dtype` by GPTQ on `seqs`, against
-/// `against`'s inputs, for a model computing with `activations`.
-pub fn compensated_tensors(
+/// Bias `b` of the matrix `w` (`[outputs, inputs]`, its rounding `t`) taking up the mean error left:
+/// `b + W mean - Ŵ mean_q`.
+fn compensated_bias(
+    model: &Model<'_>,
+    b: TensorId,
+    w: &DMatrix<f64>,
+    t: &TensorData,
+    c: &Compensation,
+) -> Result<TensorData> {
+    let rounded = as_matrix(&decode_matrix(t)?, w.ncols());
+    let shift = w * &c.mean - rounded * &c.mean_q;
+    let bias = model
+        .vector(b)
+        .ok_or_else(|| anyhow!("the model has no tensor {b}"))?;
+    let values: Vec<f32> = bias
+        .iter()
+        .zip(shift.iter())
+        .map(|(v, &s)| (v as f64 + s) as f32)
+        .collect();
+    encode_nearest(b, b.shape(model.config()), &values, DType::F32)
+}
+
+/// The tensors quantised before any site: the lookup tables by GPTQ against their output moments, and
+/// every tensor no site reads (vectors, and matrices without an input site) rounded to nearest.
+fn tables_and_rest(
     model: &Model<'_>,
     dtype: DType,
-    activations: Activations,
     seqs: &[Vec<u32>],
-    against: CalibrationInputs,
-) -> Result<Vec<TensorData>> {
+) -> Result<BTreeMap<TensorKey, TensorData>> {
     let cfg = *model.config();
-    // Act order helped the int8 matrices, not the tables; int4 groups need the inputs in order.
-    let act_order = dtype != DType::I4;
     let mut done: BTreeMap<TensorKey, TensorData> = BTreeMap::new();
     let mut solvers: BTreeMap<TensorKey, Solver> = BTreeMap::new();
     for id in Catalogue::new(&cfg).ids() {
@@ -171,6 +188,22 @@ pub fn compensated_tensors(
         };
         done.insert(key(id), t);
     }
+    Ok(done)
+}
+
+/// Every tensor of `model` (`f32`) with its matrices quantised as `dtype` by GPTQ on `seqs`, against
+/// `against`'s inputs, for a model computing with `activations`.
+pub fn compensated_tensors(
+    model: &Model<'_>,
+    dtype: DType,
+    activations: Activations,
+    seqs: &[Vec<u32>],
+    against: CalibrationInputs,
+) -> Result<Vec<TensorData>> {
+    let cfg = *model.config();
+    // Act order helped the int8 matrices, not the tables; int4 groups need the inputs in order.
+    let act_order = dtype != DType::I4;
+    let mut done = tables_and_rest(model, dtype, seqs)?;
     let mut sites: Vec<MatrixInput> = Catalogue::new(&cfg)
         .ids()
         .filter_map(MatrixInput::of)
@@ -220,20 +253,7 @@ pub fn compensated_tensors(
             let t =
                 gptq::encode_gptq(id, id.shape(&cfg), &values, dtype, &solver, &gptq::I4_CLIPS)?;
             if let (Some(c), Some(b)) = (&comp, bias_of(id)) {
-                let rounded = as_matrix(&decode_matrix(&t)?, n);
-                let shift = &w * &c.mean - rounded * &c.mean_q;
-                let bias = model
-                    .vector(b)
-                    .ok_or_else(|| anyhow!("the model has no tensor {b}"))?;
-                let values: Vec<f32> = bias
-                    .iter()
-                    .zip(shift.iter())
-                    .map(|(v, &s)| (v as f64 + s) as f32)
-                    .collect();
-                done.insert(
-                    key(b),
-                    encode_nearest(b, b.shape(&cfg), &values, DType::F32)?,
-                );
+                done.insert(key(b), compensated_bias(model, b, &w, &t, c)?);
             }
             done.insert(key(id), t);
         }

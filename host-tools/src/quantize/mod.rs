@@ -19,10 +19,9 @@ mod nearest;
 mod requantize;
 pub mod tables;
 
+pub use calibration::CalibrationInputs;
 pub use decode::{decode_matrix, matrix_values};
 pub use footprint::{footprints, Footprint};
 pub use nearest::{encode_nearest, encoder_for, Quantizer};
 pub(crate) use requantize::nearest_tensor;
-pub use requantize::{
-    nearest_tensors, requantize, requantize_nearest, CalibrationInputs, GptqOptions, Rounding,
-};
+pub use requantize::{nearest_tensors, requantize, requantize_nearest, GptqOptions, Rounding};

@@ -6,9 +6,10 @@ use microlens::blob::{Activations, TensorData};
 use microlens::tensors::Catalogue;
 use microlens::{DType, Model, TensorId};
 
+use super::calibration::{self, CalibrationInputs};
+use super::compensation;
 use super::decode::matrix_values;
 use super::nearest::encode_nearest;
-use super::{calibration, compensation};
 
 /// Tensor `id` of a model, a matrix dequantised to `f32` values and re-encoded as `dtype` (rounded to
 /// nearest), a vector as `f32`.
@@ -69,17 +70,6 @@ pub struct GptqOptions {
     pub source: calibration::Source,
     /// Which inputs each matrix is rounded against.
     pub against: CalibrationInputs,
-}
-
-/// Which inputs GPTQ rounds each matrix against.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum CalibrationInputs {
-    /// The float model's (plain GPTQ, every matrix on its own).
-    Float,
-    /// The model's own, in forward order: the inputs of the model quantised so far, as the device
-    /// multiplies them, with its errors compensated ([`compensation`]).
-    #[default]
-    Quantized,
 }
 
 impl Rounding {

@@ -18,10 +18,8 @@ fn grid(report: &Report, n_heads: usize, f: impl Fn(&HeadFidelity) -> f64) -> Ve
         .collect()
 }
 
-/// Writes `heads.png` (per-head grids) and `composition.png` (composition changes) into `dir`; returns
-/// the files written.
-pub fn write_plots(report: &Report, n_heads: usize, dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+/// The per-head grids: attention change, induction, previous-token and copying scores of both models.
+fn head_panels(report: &Report, n_heads: usize) -> [Heatmap; 8] {
     let panel = |title: &str, scale, f: &dyn Fn(&HeadFidelity) -> f64| {
         Heatmap::new(title, grid(report, n_heads, f), scale).axes("layer", "head")
     };
@@ -40,7 +38,7 @@ pub fn write_plots(report: &Report, n_heads: usize, dir: &Path) -> Result<Vec<Pa
     };
     let unit = 10f64.powi(-k);
     let js_title = format!("mean JS of attention rows (1e-{k} nats)");
-    let panels = [
+    [
         panel("max |attention diff|", Scale::Unit(max_diff), &|h| {
             h.pattern_max_abs_diff
         }),
@@ -65,17 +63,18 @@ pub fn write_plots(report: &Report, n_heads: usize, dir: &Path) -> Result<Vec<Pa
         panel("copying score (candidate)", Scale::Signed, &|h| {
             h.copying_score_cand.unwrap_or(f64::NAN)
         }),
-    ];
-    let heads_png = dir.join("heads.png");
-    save(&heads_png, &panels, 2, 360)?;
+    ]
+}
 
+/// The composition changes (candidate - reference), writer head x reader head.
+fn composition_panels(report: &Report) -> Vec<Heatmap> {
     let names: Vec<String> = report
         .heads
         .iter()
         .map(|h| format!("L{}H{}", h.layer, h.head))
         .collect();
     let n = names.len();
-    let comp: Vec<Heatmap> = report
+    report
         .composition
         .iter()
         .map(|c| {
@@ -94,8 +93,16 @@ pub fn write_plots(report: &Report, n_heads: usize, dir: &Path) -> Result<Vec<Pa
             .axes("from (writer)", "to (reader)")
             .labels(names.clone(), names.clone())
         })
-        .collect();
+        .collect()
+}
+
+/// Writes `heads.png` (per-head grids) and `composition.png` (composition changes) into `dir`; returns
+/// the files written.
+pub fn write_plots(report: &Report, n_heads: usize, dir: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let heads_png = dir.join("heads.png");
+    save(&heads_png, &head_panels(report, n_heads), 2, 360)?;
     let comp_png = dir.join("composition.png");
-    save(&comp_png, &comp, 3, 420)?;
+    save(&comp_png, &composition_panels(report), 3, 420)?;
     Ok(vec![heads_png, comp_png])
 }

@@ -94,19 +94,28 @@ impl Heatmap {
         }
     }
 
-    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, plotters::coord::Shift>) -> Result<()>
-    where
-        DB::ErrorType: 'static,
-    {
-        let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("plot {:?}: {e:?}", self.title);
-        let (n_rows, n_cols) = (self.values.len(), self.values.first().map_or(0, Vec::len));
+    /// The largest finite `|value|`, 1 if there is none.
+    fn max_abs(&self) -> f64 {
         let max_abs = self
             .values
             .iter()
             .flatten()
             .filter(|v| v.is_finite())
             .fold(0.0f64, |m, v| m.max(v.abs()));
-        let max_abs = if max_abs > 0.0 { max_abs } else { 1.0 };
+        if max_abs > 0.0 {
+            max_abs
+        } else {
+            1.0
+        }
+    }
+
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, plotters::coord::Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("plot {:?}: {e:?}", self.title);
+        let (n_rows, n_cols) = (self.values.len(), self.values.first().map_or(0, Vec::len));
+        let max_abs = self.max_abs();
         let mut chart = ChartBuilder::on(area)
             .caption(&self.title, ("sans-serif", 18))
             .margin(6)
@@ -118,21 +127,10 @@ impl Heatmap {
                 (0..n_rows.max(1) - 1).into_segmented(),
             )
             .map_err(err)?;
-        let label = |names: &[String], flip: Option<usize>| {
-            let names = names.to_vec();
-            move |v: &SegmentValue<usize>| match v {
-                SegmentValue::CenterOf(i) => match flip {
-                    Some(n) => n
-                        .checked_sub(i + 1)
-                        .and_then(|i| names.get(i))
-                        .cloned()
-                        .unwrap_or_default(),
-                    None => names.get(*i).cloned().unwrap_or_default(),
-                },
-                _ => String::new(),
-            }
-        };
-        let (x_label, y_label) = (label(&self.cols, None), label(&self.rows, Some(n_rows)));
+        let (x_label, y_label) = (
+            axis_labels(&self.cols, None),
+            axis_labels(&self.rows, Some(n_rows)),
+        );
         chart
             .configure_mesh()
             .disable_mesh()
@@ -179,6 +177,23 @@ impl Heatmap {
                 .map_err(err)?;
         }
         Ok(())
+    }
+}
+
+/// The tick label of a segment: `names[i]`, counted from the end of `flip` segments when given (rows
+/// are drawn bottom-up).
+fn axis_labels(names: &[String], flip: Option<usize>) -> impl Fn(&SegmentValue<usize>) -> String {
+    let names = names.to_vec();
+    move |v: &SegmentValue<usize>| match v {
+        SegmentValue::CenterOf(i) => match flip {
+            Some(n) => n
+                .checked_sub(i + 1)
+                .and_then(|i| names.get(i))
+                .cloned()
+                .unwrap_or_default(),
+            None => names.get(*i).cloned().unwrap_or_default(),
+        },
+        _ => String::new(),
     }
 }
 
