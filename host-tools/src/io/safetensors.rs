@@ -1,6 +1,6 @@
 //! `f32` safetensors files (activation caches, TransformerLens state dicts): named tensors to bytes and back.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
@@ -10,6 +10,14 @@ use crate::import::state_dict::Tensor;
 
 /// safetensors bytes of `tensors` (all `f32`).
 pub fn to_safetensors(tensors: &BTreeMap<String, Tensor>) -> Result<Vec<u8>> {
+    to_safetensors_with(tensors, None)
+}
+
+/// [`to_safetensors`] with a header `__metadata__` map (e.g. `{"format": "pt"}`).
+pub fn to_safetensors_with(
+    tensors: &BTreeMap<String, Tensor>,
+    metadata: Option<HashMap<String, String>>,
+) -> Result<Vec<u8>> {
     let bytes: Vec<(&String, Vec<usize>, Vec<u8>)> = tensors
         .iter()
         .map(|(name, t)| {
@@ -29,7 +37,7 @@ pub fn to_safetensors(tensors: &BTreeMap<String, Tensor>) -> Result<Vec<u8>> {
             ))
         })
         .collect::<Result<Vec<_>, safetensors::SafeTensorError>>()?;
-    Ok(safetensors::serialize(views, None)?)
+    Ok(safetensors::serialize(views, metadata)?)
 }
 
 /// Reads an `f32` safetensors file (e.g. a TransformerLens cache) into named tensors.
