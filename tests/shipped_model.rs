@@ -9,11 +9,12 @@ use microlens::analysis::{Head, HeadPattern};
 use microlens::Model;
 use microlens_host::analysis::{
     ablation_table, all_composition_scores, composition_baseline, full_ov_copying_score,
-    head_scores, repeated_random_tokens, CircuitWeights, CompositionMode,
+    head_scores, CircuitWeights, CompositionMode,
 };
 use microlens_host::convert::{convert, ConvertOptions};
-use microlens_host::fidelity::argmax;
-use microlens_host::run::{log_softmax, run_blob, run_model};
+use microlens_host::eval::metrics::argmax;
+use microlens_host::eval::run::{log_softmax, run_blob, run_model};
+use microlens_host::eval::sequences::repeated_random_tokens;
 use microlens_host::train::data::InductionData;
 use microlens_host::train::eval::best_copier;
 use microlens_host::train::trainer::rng;
