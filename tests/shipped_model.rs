@@ -98,7 +98,7 @@ fn accuracy_at_varying_offsets_through_the_core_forward() {
     );
 }
 
-/// The README's evidence, from the analyses `microlens circuits` prints: a layer-0 previous-token head, a
+/// The evidence of docs/circuits.md, from the analyses `microlens circuits` prints: a layer-0 previous-token head, a
 /// layer-1 induction head that K-composes with it (well above its Q/V composition and the random
 /// baseline) and copies (full OV circuit eigenvalues positive), and the ablation table.
 #[test]

@@ -1,4 +1,4 @@
-//! Research measurements of quantised models' fidelity, the commands behind the README's quantisation
+//! Research measurements of quantised models' fidelity, the commands behind docs/quantisation.md and docs/fidelity.md
 //! figures: where the error comes from, how it scales, how far the int4 weights are from their floors,
 //! and the issue's targets as written (several out of reach: the logit noise of int8 activations and
 //! weights flips the arg-max where a model's next-token distribution is nearly flat, and int8 queries
@@ -102,7 +102,7 @@ fn issue_targets() {
 }
 
 /// Where the shipped model's error comes from: its weights alone (integer weights, `f32` activations and
-/// KV cache), nearest and GPTQ rounding, against everything quantised. Prints the README's figures.
+/// KV cache), nearest and GPTQ rounding, against everything quantised. Prints the figures of docs/fidelity.md.
 fn shipped_model_error_sources() {
     let reference = shipped();
     let reference = Model::from_bytes(&reference).unwrap();
