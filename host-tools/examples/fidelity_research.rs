@@ -1,9 +1,9 @@
 //! Research measurements of quantised models' fidelity, the commands behind the figures of
 //! docs/quantisation.md and docs/fidelity.md: where the error comes from, how it scales, how far
 //! the int4 weights are from their floors, and the issue's targets as written (several out of
-//! reach: the logit noise of int8 activations and weights flips the arg-max where a model's next-
-//! token distribution is nearly flat, and int8 queries and keys move sharp attention rows by more
-//! than 1/256, whatever the weights). Each prints a table; `issue_targets` panics listing the
+//! reach: the logit noise of int8 activations and weights flips the arg-max where a model's
+//! next-token distribution is nearly flat, and int8 queries and keys move sharp attention rows by
+//! more than 1/256, whatever the weights). Each prints a table; `issue_targets` panics listing the
 //! targets missed.
 //!
 //! ```text
