@@ -224,8 +224,12 @@ impl Config {
         Ok(())
     }
 
-    /// Activations a forward step needs, in `f32` words: what [`crate::Workspace`] must hold.
-    pub const fn workspace_len(&self) -> usize {
-        crate::workspace::Layout::new(self).len
+    /// This config with its context capped at `n_ctx` positions (never raised): what a session's KV cache
+    /// and workspace are sized for ([`crate::Session::with_context`]). The weights are unchanged.
+    pub const fn with_context(mut self, n_ctx: usize) -> Self {
+        if n_ctx < self.n_ctx {
+            self.n_ctx = n_ctx;
+        }
+        self
     }
 }

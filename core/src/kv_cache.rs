@@ -55,12 +55,7 @@ impl<'b> KvCache<'b> {
     /// n_heads` scales: a quarter of the `f32` cache plus `4 / d_head` bytes per value. `usize::MAX` (a
     /// length no buffer has) where that overflows, as it can on 32-bit targets.
     pub const fn len(cfg: &Config, activations: Activations) -> usize {
-        Self::len_for(cfg, activations, cfg.n_ctx)
-    }
-
-    /// `f32` words a cache of the first `positions` positions needs ([`KvCache::len`] with `n_ctx =
-    /// positions`), saturating at `usize::MAX`.
-    pub const fn len_for(cfg: &Config, activations: Activations, positions: usize) -> usize {
+        let positions = cfg.n_ctx;
         let per_side = cfg
             .n_layers
             .saturating_mul(positions)
@@ -83,16 +78,9 @@ impl<'b> KvCache<'b> {
     }
 
     /// A cache for `cfg` in `buf` (at least [`KvCache::len`] words).
-    pub fn new(cfg: &Config, activations: Activations, buf: &'b mut [f32]) -> Result<Self, Error> {
-        Self::with_positions(cfg, activations, cfg.n_ctx, buf)
-    }
-
-    /// A cache for the first `positions` positions (at most `n_ctx`) in `buf` (at least
-    /// [`KvCache::len_for`] words): what a run of that many tokens needs.
-    pub fn with_positions(
+    pub(crate) fn new(
         cfg: &Config,
         activations: Activations,
-        positions: usize,
         buf: &'b mut [f32],
     ) -> Result<Self, Error> {
         if !activations.compiled() {
@@ -100,12 +88,7 @@ impl<'b> KvCache<'b> {
                 feature: activations.feature(),
             });
         }
-        if positions > cfg.n_ctx {
-            return Err(Error::OutOfRange {
-                what: "KV cache positions (more than n_ctx)",
-            });
-        }
-        let needed = Self::len_for(cfg, activations, positions);
+        let needed = Self::len(cfg, activations);
         if buf.len() < needed {
             return Err(Error::BufferTooSmall {
                 what: "KV cache",
@@ -114,7 +97,7 @@ impl<'b> KvCache<'b> {
             });
         }
         // `needed` fits, so every product below does.
-        let per_side = cfg.n_layers * positions * cfg.d_attn();
+        let per_side = cfg.n_layers * cfg.n_ctx * cfg.d_attn();
         let mut rest = &mut buf[..needed];
         let store = match activations {
             Activations::F32 => Store::F32 {
@@ -122,7 +105,7 @@ impl<'b> KvCache<'b> {
                 v: take(&mut rest, per_side),
             },
             Activations::I8 => {
-                let n_scales = cfg.n_layers * positions * cfg.n_heads;
+                let n_scales = cfg.n_layers * cfg.n_ctx * cfg.n_heads;
                 let k_scale = take(&mut rest, n_scales);
                 let v_scale = take(&mut rest, n_scales);
                 let mut values: &mut [i8] = bytemuck::cast_slice_mut(rest);
@@ -136,15 +119,10 @@ impl<'b> KvCache<'b> {
         };
         Ok(KvCache {
             store,
-            n_ctx: positions,
+            n_ctx: cfg.n_ctx,
             n_heads: cfg.n_heads,
             d_head: cfg.d_head,
         })
-    }
-
-    /// Positions the cache holds (`n_ctx`, or fewer: [`KvCache::with_positions`]).
-    pub fn capacity(&self) -> usize {
-        self.n_ctx
     }
 
     /// Index of `(layer, pos, head)` in the scale arrays; times `d_head`, the start of its values.
@@ -165,7 +143,7 @@ impl<'b> KvCache<'b> {
 
     /// Stores the keys and values of all heads (`n_heads * d_head` each) at `pos` of `layer`; an int8
     /// cache quantises each head's key and value with its own scale `max|x| / 127`.
-    pub fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
+    pub(crate) fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         let (dh, n_ctx) = (self.d_head, self.n_ctx.max(1));
         for h in 0..self.n_heads {
             let r = self.range(layer, pos, h);
@@ -196,7 +174,7 @@ impl<'b> KvCache<'b> {
     /// `row[j] = (q . k_j) / attn_scale`, returning their maximum ([`crate::math::softmax::max`]). An int8 cache
     /// quantises `q` (one head, `d_head`) into `scratch` and computes `(acc_j * (s_q * s_kj)) /
     /// attn_scale` with `acc_j` exact.
-    pub fn scores(
+    pub(crate) fn scores(
         &self,
         layer: usize,
         head: usize,
@@ -269,7 +247,14 @@ impl<'b> KvCache<'b> {
     /// for a pattern already normalised, else the softmax's sum: the same division). An int8 cache
     /// computes it in fixed point from the weights `pattern[j] / sum * s_vj` ([`mix::mix`]), using
     /// `pattern` as scratch: its contents are unspecified afterwards.
-    pub fn mix(&self, layer: usize, head: usize, pattern: &mut [f32], sum: f32, z: &mut [f32]) {
+    pub(crate) fn mix(
+        &self,
+        layer: usize,
+        head: usize,
+        pattern: &mut [f32],
+        sum: f32,
+        z: &mut [f32],
+    ) {
         let (stride, first) = (self.n_heads * self.d_head, self.slot(layer, 0, head));
         let start = first * self.d_head;
         match &self.store {

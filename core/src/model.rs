@@ -4,8 +4,10 @@ use crate::blob::{decode_scale, Activations, Blob, DType, Processing, TensorEntr
 use crate::config::Config;
 use crate::error::{Error, Inconsistency};
 use crate::features::Features;
+use crate::kv_cache::KvCache;
 use crate::tensors::{Catalogue, TensorId};
 use crate::weights::{Matrix, Vector};
+use crate::workspace::Workspace;
 
 /// A model read in place from a blob. Cheap to copy: it holds the config and borrowed slices.
 #[derive(Clone, Copy, Debug)]
@@ -125,6 +127,22 @@ impl<'a> Model<'a> {
     /// Activation arithmetic and KV cache type.
     pub fn activations(&self) -> Activations {
         self.activations
+    }
+    /// `f32` words of KV cache this model needs at full context.
+    pub fn kv_cache_len(&self) -> usize {
+        KvCache::len(&self.config, self.activations)
+    }
+    /// `f32` words of workspace this model needs.
+    pub fn workspace_len(&self) -> usize {
+        Workspace::len(&self.config)
+    }
+    /// `f32` words of KV cache a session capped at `n_ctx` positions needs ([`crate::Session::with_context`]).
+    pub fn kv_cache_len_at(&self, n_ctx: usize) -> usize {
+        KvCache::len(&self.config.with_context(n_ctx), self.activations)
+    }
+    /// `f32` words of workspace a session capped at `n_ctx` positions needs.
+    pub fn workspace_len_at(&self, n_ctx: usize) -> usize {
+        Workspace::len(&self.config.with_context(n_ctx))
     }
     /// Total blob size in bytes.
     pub fn blob_len(&self) -> usize {

@@ -1,14 +1,15 @@
 //! A decoding session: the forward pass, one token at a time, over a KV cache. Read top to bottom.
 
-use crate::components::{attention, block::BlockWeights, embed, mlp, norm, unembed};
-use crate::config::Positional;
+use crate::components::block::{BlockWeights, NormWeights};
+use crate::components::norm::Which;
+use crate::components::{attention, embed, mlp, norm, unembed, Step};
+use crate::config::{Config, Positional};
 use crate::error::Error;
-use crate::features;
-use crate::hooks::{call, HookKind, Hooks};
+use crate::features::{MLP, ROTARY};
+use crate::hooks::{HookKind, Hooks};
 use crate::kv_cache::KvCache;
 use crate::math::rotary;
 use crate::model::Model;
-use crate::tensors::{TensorId, TensorKind};
 use crate::workspace::Workspace;
 
 /// A model with its KV cache and workspace: feed it tokens with [`Session::step`].
@@ -18,6 +19,7 @@ pub struct Session<'a, 'b> {
     ws: Workspace<'b>,
     kv: KvCache<'b>,
     pos: usize,
+    n_ctx: usize,
 }
 
 impl<'a, 'b> Session<'a, 'b> {
@@ -28,29 +30,42 @@ impl<'a, 'b> Session<'a, 'b> {
         kv: &'b mut [f32],
         workspace: &'b mut [f32],
     ) -> Result<Self, Error> {
-        Self::with_positions(model, model.config().n_ctx, kv, workspace)
+        Self::with_context(model, model.config().n_ctx, kv, workspace)
     }
 
-    /// A session of at most `positions` tokens (at most `n_ctx`), whose KV cache needs only
-    /// [`Model::kv_cache_len_for`]`(positions)` words: what a host sizes for the tokens it runs.
-    pub fn with_positions(
+    /// A session that holds at most `n_ctx` positions (`1..=` the model's `n_ctx`), over buffers of at
+    /// least [`Model::kv_cache_len_at`] and [`Model::workspace_len_at`] words: a run-time limit for a
+    /// device whose RAM holds less than the full context. The step after the last fails with
+    /// [`Error::ContextFull`]; every step before computes the same bits as a full-context session.
+    pub fn with_context(
         model: &Model<'a>,
-        positions: usize,
+        n_ctx: usize,
         kv: &'b mut [f32],
         workspace: &'b mut [f32],
     ) -> Result<Self, Error> {
-        let cfg = model.config();
+        if n_ctx == 0 || n_ctx > model.config().n_ctx {
+            return Err(Error::OutOfRange {
+                what: "context cap",
+            });
+        }
+        let cfg = model.config().with_context(n_ctx);
         Ok(Session {
             model: *model,
-            ws: Workspace::new(cfg, workspace)?,
-            kv: KvCache::with_positions(cfg, model.activations(), positions, kv)?,
+            ws: Workspace::new(&cfg, workspace)?,
+            kv: KvCache::new(&cfg, model.activations(), kv)?,
             pos: 0,
+            n_ctx,
         })
     }
 
     /// The model.
     pub fn model(&self) -> &Model<'a> {
         &self.model
+    }
+
+    /// Positions this session holds: the model's `n_ctx`, or the cap of [`Session::with_context`].
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
     }
 
     /// Number of tokens consumed so far (the position of the next one).
@@ -72,10 +87,8 @@ impl<'a, 'b> Session<'a, 'b> {
     pub fn step_with<H: Hooks>(&mut self, token: u32, hooks: &mut H) -> Result<&[f32], Error> {
         let cfg = *self.model.config();
         let pos = self.pos;
-        if pos >= self.kv.capacity() {
-            return Err(Error::ContextFull {
-                n_ctx: self.kv.capacity(),
-            });
+        if pos >= self.n_ctx {
+            return Err(Error::ContextFull { n_ctx: self.n_ctx });
         }
         if token as usize >= cfg.d_vocab {
             return Err(Error::TokenOutOfRange {
@@ -84,74 +97,32 @@ impl<'a, 'b> Session<'a, 'b> {
             });
         }
         let ws = &mut self.ws;
+        let model = &self.model;
+        let s = &mut Step::new(model, pos, hooks);
 
-        embed::forward(&self.model, token as usize, pos, ws.resid, ws.normed, hooks);
-        if let (
-            Positional::Rotary {
-                dim,
-                base,
-                adjacent_pairs,
-            },
-            true,
-        ) = (cfg.positional, features::ROTARY)
-        {
-            rotary::angles(pos, dim, base, adjacent_pairs, ws.rot_sin, ws.rot_cos);
-        }
+        embed::forward(s, token as usize, ws);
+        rotary_angles(&cfg, pos, ws);
 
         for layer in 0..cfg.n_layers {
-            let w = BlockWeights::load(&self.model, layer)?;
-            call(hooks, HookKind::ResidPre, layer, 0, pos, ws.resid);
+            s.layer = layer;
+            let w = BlockWeights::load(model, layer)?;
+            s.hook(HookKind::ResidPre, 0, ws.resid);
 
-            norm::forward(
-                &cfg,
-                norm::Which::Ln1,
-                &w.ln1,
-                layer,
-                pos,
-                ws.resid,
-                ws.normed,
-                hooks,
-            );
-            let act = self.model.activations();
-            attention::forward(&cfg, act, &w.attn, layer, pos, ws, &mut self.kv, hooks);
+            norm::forward(s, Which::Ln1, &w.ln1, ws);
+            attention::forward(s, &w.attn, ws, &mut self.kv);
             add(ws.resid, ws.attn_out);
 
-            if let (Some((ln2, mlp_w)), true) = (&w.mlp, features::MLP) {
-                call(hooks, HookKind::ResidMid, layer, 0, pos, ws.resid);
-                norm::forward(
-                    &cfg,
-                    norm::Which::Ln2,
-                    ln2,
-                    layer,
-                    pos,
-                    ws.resid,
-                    ws.normed,
-                    hooks,
-                );
-                mlp::forward(
-                    &cfg, act, ws.quant, mlp_w, layer, pos, ws.normed, ws.mlp, ws.mlp_out, hooks,
-                );
+            if let (Some((ln2, mlp_w)), true) = (&w.mlp, MLP) {
+                s.hook(HookKind::ResidMid, 0, ws.resid);
+                norm::forward(s, Which::Ln2, ln2, ws);
+                mlp::forward(s, mlp_w, ws);
                 add(ws.resid, ws.mlp_out);
             }
-            call(hooks, HookKind::ResidPost, layer, 0, pos, ws.resid);
+            s.hook(HookKind::ResidPost, 0, ws.resid);
         }
 
-        let ln_final = crate::components::block::NormWeights::load(
-            &self.model,
-            TensorId::global(TensorKind::LnFinalW),
-            TensorId::global(TensorKind::LnFinalB),
-        );
-        norm::forward(
-            &cfg,
-            norm::Which::Final,
-            &ln_final,
-            0,
-            pos,
-            ws.resid,
-            ws.normed,
-            hooks,
-        );
-        unembed::forward(&self.model, pos, ws.normed, ws.quant, ws.logits, hooks);
+        norm::forward(s, Which::Final, &NormWeights::final_norm(model), ws);
+        unembed::forward(s, ws);
 
         self.pos += 1;
         Ok(ws.logits)
@@ -177,4 +148,19 @@ impl<'a, 'b> Session<'a, 'b> {
 /// `acc += x`.
 fn add(acc: &mut [f32], x: &[f32]) {
     acc.iter_mut().zip(x).for_each(|(a, x)| *a += x);
+}
+
+/// The rotary sines and cosines of position `pos` into the workspace (rotary models only).
+fn rotary_angles(cfg: &Config, pos: usize, ws: &mut Workspace<'_>) {
+    if let (
+        Positional::Rotary {
+            dim,
+            base,
+            adjacent_pairs,
+        },
+        true,
+    ) = (cfg.positional, ROTARY)
+    {
+        rotary::angles(pos, dim, base, adjacent_pairs, ws.rot_sin, ws.rot_cos);
+    }
 }

@@ -5,7 +5,7 @@ mod common;
 
 use common::{random_blob, run};
 use microlens::analysis::PatternRecorder;
-use microlens::blob::{crc32, Blob, Preamble, PREAMBLE_LEN, VERSION};
+use microlens::blob::{crc32, declared_len, MAGIC, PREAMBLE_LEN, VERSION};
 use microlens::config::{MAX_DIM, MAX_LAYERS};
 use microlens::{Activations, Config, Error, KvCache, Model, Normalization, Positional, Session};
 
@@ -30,14 +30,13 @@ fn item16_pattern_recorder_sizes_do_not_overflow() {
 /// A body of `body_len` zero bytes signed with its CRC, whose preamble claims `header_len`.
 fn preamble_claiming(header_len: u32, body_len: usize) -> std::vec::Vec<u8> {
     let body = vec![0u8; body_len];
-    let p = Preamble {
-        version: VERSION,
-        flags: 0,
-        header_len,
-        body_len: body_len as u32,
-        crc32: crc32(&body),
-    };
-    let mut out = p.encode().to_vec();
+    let mut out = MAGIC.to_vec();
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&header_len.to_le_bytes());
+    out.extend_from_slice(&(body_len as u32).to_le_bytes());
+    out.extend_from_slice(&crc32(&body).to_le_bytes());
+    assert_eq!(out.len(), PREAMBLE_LEN);
     out.extend_from_slice(&body);
     out
 }
@@ -47,13 +46,18 @@ fn item16_blob_parse_checks_the_header_length_before_adding() {
     for header_len in [u32::MAX, u32::MAX - PREAMBLE_LEN as u32 + 1, 1 << 31, 33] {
         let bytes = preamble_claiming(header_len, 32);
         assert!(
-            matches!(Blob::parse(&bytes), Err(Error::Inconsistent(_))),
+            matches!(Model::from_bytes(&bytes), Err(Error::Inconsistent(_))),
             "header_len {header_len}"
         );
     }
     // A header exactly filling the body decodes (or not) without reading past it.
     let bytes = preamble_claiming(32, 32);
-    assert!(Blob::parse(&bytes).is_err());
+    assert!(Model::from_bytes(&bytes).is_err());
+    assert_eq!(declared_len(&bytes).unwrap(), PREAMBLE_LEN + 32);
+    assert!(matches!(
+        declared_len(&[0; PREAMBLE_LEN]),
+        Err(Error::BadMagic)
+    ));
 }
 
 /// The largest config `validate` accepts in every size: its KV cache is 2^49 words.
@@ -82,18 +86,8 @@ fn item03_kv_cache_len_never_wraps() {
     );
     let i8 = KvCache::len(&cfg, Activations::I8);
     assert!(i8 >= product(&[2, product(&per_side)]) / 4, "{i8}");
-    // What the cache needs is never less than the f32 words it indexes.
-    let mut small = [0.0f32; 16];
-    assert!(matches!(
-        KvCache::new(&cfg, Activations::F32, &mut small),
-        Err(Error::BufferTooSmall { .. })
-    ));
-    assert!(matches!(
-        KvCache::new(&cfg, Activations::I8, &mut small),
-        Err(Error::BufferTooSmall { .. })
-    ));
     // The workspace of the widest config fits comfortably in a 32-bit usize.
-    assert!(cfg.workspace_len() < 1 << 26);
+    assert!(microlens::Workspace::len(&cfg) < 1 << 26);
 }
 
 #[test]
@@ -123,12 +117,12 @@ fn item03_a_session_for_fewer_positions_than_n_ctx() {
     let tokens = [1, 4, 2, 9, 3];
     let full = run(&model, &tokens, &mut ());
     for act in [Activations::F32, Activations::I8] {
-        let words = KvCache::len_for(&cfg, act, tokens.len());
+        let words = KvCache::len(&cfg.with_context(tokens.len()), act);
         assert!(words < KvCache::len(&cfg, act) / 10, "{words}");
     }
-    let mut kv = vec![0.0; model.kv_cache_len_for(tokens.len())];
-    let mut ws = vec![0.0; model.workspace_len()];
-    let mut session = Session::with_positions(&model, tokens.len(), &mut kv, &mut ws).unwrap();
+    let mut kv = vec![0.0; model.kv_cache_len_at(tokens.len())];
+    let mut ws = vec![0.0; model.workspace_len_at(tokens.len())];
+    let mut session = Session::with_context(&model, tokens.len(), &mut kv, &mut ws).unwrap();
     let mut short = vec![];
     session
         .run(&tokens, &mut (), |_, l| short.push(l.to_vec()))
@@ -140,5 +134,5 @@ fn item03_a_session_for_fewer_positions_than_n_ctx() {
     ));
     // More positions than the context is refused, not clamped.
     let mut kv = vec![0.0; model.kv_cache_len()];
-    assert!(Session::with_positions(&model, 65, &mut kv, &mut ws).is_err());
+    assert!(Session::with_context(&model, 65, &mut kv, &mut ws).is_err());
 }

@@ -80,13 +80,13 @@ pub fn exercise(model: &Model<'_>, data: &[u8]) {
     let _ = model.features();
     let _ = model.entries().count();
     let positions = model.config().n_ctx.min(4);
-    let kv_len = model.kv_cache_len_for(positions);
-    let ws_len = model.workspace_len();
+    let kv_len = model.kv_cache_len_at(positions);
+    let ws_len = model.workspace_len_at(positions);
     if kv_len.saturating_add(ws_len) > MAX_WORDS {
         return;
     }
     let (mut kv, mut ws) = (vec![0.0f32; kv_len], vec![0.0f32; ws_len]);
-    let Ok(mut session) = Session::with_positions(model, positions, &mut kv, &mut ws) else {
+    let Ok(mut session) = Session::with_context(model, positions, &mut kv, &mut ws) else {
         return;
     };
     let d_vocab = model.config().d_vocab as u32;
@@ -221,10 +221,10 @@ pub fn config(u: &mut Unstructured<'_>) -> Result<Config> {
 pub fn sizes(cfg: &Config) {
     let _ = cfg.validate();
     let _ = cfg.d_attn();
-    let _ = cfg.workspace_len();
+    let _ = microlens::Workspace::len(cfg);
     for act in [Activations::F32, Activations::I8] {
         let _ = KvCache::len(cfg, act);
-        let _ = KvCache::len_for(cfg, act, cfg.n_ctx.min(4));
+        let _ = KvCache::len(&cfg.with_context(4), act);
     }
     let _ = microlens::analysis::PatternRecorder::len(cfg.n_layers, cfg.n_heads, cfg.n_ctx);
 }

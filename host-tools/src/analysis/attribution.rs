@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use microlens::analysis::DirectLogitAttribution;
 use microlens::{Model, Session};
 
-use crate::run::check_tokens;
+use crate::eval::run::check_tokens;
 
 /// What a position's attribution is to.
 #[derive(Clone, Copy)]
@@ -23,8 +23,8 @@ fn attribute(
 ) -> Result<Vec<Vec<f32>>> {
     check_tokens(model, tokens)?;
     let cfg = model.config();
-    let (mut kv, mut ws) = crate::run::session_buffers(model, tokens.len())?;
-    let mut session = Session::with_positions(model, tokens.len(), &mut kv, &mut ws)?;
+    let (mut kv, mut ws) = crate::eval::run::session_buffers(model, tokens.len())?;
+    let mut session = Session::with_context(model, tokens.len(), &mut kv, &mut ws)?;
     let (mut dir, mut out) = (
         vec![0.0; cfg.d_model],
         vec![0.0; cfg.n_layers * cfg.n_heads],
