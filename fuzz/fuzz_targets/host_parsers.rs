@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use microlens_host::checkpoint;
+use microlens_host::import as checkpoint;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, rest)) = data.split_first() else {
@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         }
         1 => {
             if let Ok(json) = serde_json::from_slice::<serde_json::Value>(rest) {
-                if let Ok(imported) = microlens_host::tl_config::parse(&json) {
+                if let Ok(imported) = microlens_host::import::tl_config::parse(&json) {
                     imported
                         .config
                         .validate()
@@ -30,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
         _ => {
             if let Ok(text) = std::str::from_utf8(rest) {
                 for line in text.lines() {
-                    let _ = microlens_host::commands::run::parse_tokens(line);
+                    let _ = microlens_host::io::tokens::parse_tokens(line);
                 }
             }
         }

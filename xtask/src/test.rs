@@ -142,7 +142,7 @@ fn fixtures_on_qemu() -> Result<()> {
 }
 
 /// Seconds each fuzz target runs in CI (the long campaigns: `cargo xtask fuzz --seconds 600`).
-const FUZZ_SMOKE_SECONDS: u64 = 30;
+const FUZZ_SMOKE_SECONDS: u64 = 20;
 
 /// Runs every step and fails if any failed.
 pub fn run() -> Result<()> {
