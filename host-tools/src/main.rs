@@ -32,6 +32,11 @@ enum Command {
     /// Circuit analysis: head detectors, copying and composition scores, attribution, the ablation table,
     /// skip-trigram and bigram tables.
     Circuits(commands::circuits::Args),
+    /// Held-out induction tests through the core forward: repeated random tokens with replacement, random
+    /// prefix + repeated segment, distinct tokens (and English phrases for byte models).
+    EvalInduction(commands::eval_induction::Args),
+    /// Greedy continuation of a prompt (token ids, or text for byte-level models) through the KV cache.
+    Generate(commands::generate::Args),
     /// Activation patching from a clean into a corrupted sequence, measured by a logit difference.
     Patch(commands::patch::Args),
 }
@@ -45,6 +50,8 @@ fn main() -> ExitCode {
         Command::Run(a) => commands::run::run(a),
         Command::TrainInduction(a) => commands::train_induction::run(a),
         Command::Circuits(a) => commands::circuits::run(a),
+        Command::EvalInduction(a) => commands::eval_induction::run(a),
+        Command::Generate(a) => commands::generate::run(a),
         Command::Patch(a) => commands::patch::run(a),
     };
     match result {

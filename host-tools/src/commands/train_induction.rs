@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::train::data::{repeated_random, InductionData};
+use crate::train::data::{repeated_random, InductionData, TrainData};
 use crate::train::eval::{best_copier, evaluate, head_scores, HeadScore};
 use crate::train::export::export;
 use crate::train::model::{ModelConfig, Norm, Positional};
@@ -60,6 +60,10 @@ pub struct Args {
     /// Normalisation: none (cheapest on the device) or TransformerLens LayerNorm.
     #[arg(long, value_enum, default_value_t = Norm::None)]
     pub norm: Norm,
+    /// Training data: distinct segments, segments drawn with replacement, or bytes (random bytes and
+    /// English text; needs `--vocab 256`).
+    #[arg(long, value_enum, default_value_t = TrainData::Distinct)]
+    pub data: TrainData,
     /// Held-out evaluation sequences.
     #[arg(long, default_value_t = 2048)]
     pub eval_size: usize,
@@ -72,6 +76,7 @@ impl Args {
     /// The training configuration these arguments describe.
     pub fn train_config(&self) -> TrainConfig {
         TrainConfig {
+            data: self.data,
             model: ModelConfig {
                 n_layers: self.layers,
                 d_model: self.d_model,

@@ -5,12 +5,15 @@
 //! or shortformer positions), so the exported weights give the same loss in TransformerLens and in the
 //! `microlens` core crate.
 
+pub mod causal_attention;
 pub mod causal_softmax;
 pub mod data;
 pub mod eval;
 pub mod export;
+pub mod heldout;
 pub mod loss;
 pub mod model;
+pub mod phrases;
 pub mod trainer;
 
 #[cfg(test)]
