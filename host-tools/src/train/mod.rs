@@ -5,7 +5,6 @@
 //! or shortformer positions), so the exported weights give the same loss in TransformerLens and in the
 //! `microlens` core crate.
 
-pub mod causal_attention;
 pub mod causal_softmax;
 pub mod data;
 pub mod eval;

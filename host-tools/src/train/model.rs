@@ -6,7 +6,6 @@ use candle_core::{DType, Device, Tensor, Var, D};
 use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
 
-use super::causal_attention::causal_attention;
 use super::causal_softmax::causal_softmax;
 
 /// Standard deviation of the initial token and positional embeddings (candle's default 1.0 stalls training).
@@ -268,17 +267,8 @@ impl Model {
         self.named_vars().iter().map(|(_, v)| v.elem_count()).sum()
     }
 
-    /// HookedTransformer forward pass on `tokens` (`u32 [batch, pos]`, `pos <= n_ctx`), with the patterns.
+    /// HookedTransformer forward pass on `tokens` (`u32 [batch, pos]`, `pos <= n_ctx`).
     pub fn forward(&self, tokens: &Tensor) -> Result<Forward> {
-        self.forward_impl(tokens, true)
-    }
-
-    /// The logits of [`Model::forward`] through the fused causal attention (no patterns): the training path.
-    pub fn logits(&self, tokens: &Tensor) -> Result<Tensor> {
-        Ok(self.forward_impl(tokens, false)?.logits)
-    }
-
-    fn forward_impl(&self, tokens: &Tensor, with_patterns: bool) -> Result<Forward> {
         let (b, t) = tokens.dims2()?;
         ensure!(
             t <= self.cfg.n_ctx,
@@ -307,22 +297,17 @@ impl Model {
             let q = self.project(&xqk, &block.w_q, &block.b_q)?;
             let k = self.project(&xqk, &block.w_k, &block.b_k)?;
             let v = self.project(&x, &block.w_v, &block.b_v)?;
-            // pattern[b,h,i,j] = softmax_{j<=i}(q_i . k_j / sqrt(d_head)), 0 for j > i; z = pattern @ v.
-            let z = if with_patterns {
-                let pattern = causal_softmax(&q.matmul(&k.t()?)?, self.cfg.attn_scale())?;
-                let z = pattern.matmul(&v)?;
-                patterns.push(pattern);
-                z
-            } else {
-                causal_attention(&q, &k, &v, self.cfg.attn_scale())?
-            }; // [b, h, t, d_head]
-               // attn_out = sum_h z_h @ W_O[h] + b_O, as one matmul over the flattened (h, d_head) axis.
+            // pattern[b,h,i,j] = softmax_{j<=i}(q_i . k_j / sqrt(d_head)), 0 for j > i.
+            let pattern = causal_softmax(&q.matmul(&k.t()?)?, self.cfg.attn_scale())?;
+            let z = pattern.matmul(&v)?; // [b, h, t, d_head]
+                                         // attn_out = sum_h z_h @ W_O[h] + b_O, as one matmul over the flattened (h, d_head) axis.
             let (h, dh) = (self.cfg.n_heads, self.cfg.d_head);
             let z = z.transpose(1, 2)?.reshape((b * t, h * dh))?;
             let out = z
                 .matmul(&self.w_o_flat(&block.w_o)?)?
                 .broadcast_add(block.b_o.as_tensor())?;
             resid = (resid + out.reshape((b, t, d))?)?;
+            patterns.push(pattern);
         }
         if let Some(ln) = &self.ln_final {
             resid = layer_norm(&resid, ln, self.cfg.eps)?;

@@ -104,7 +104,7 @@ pub fn train(cfg: &TrainConfig, mut on_step: impl FnMut(&StepReport)) -> Result<
             .data
             .sample_many(&mut data_rng, n_ctx, d_vocab, cfg.batch)?;
         let batch = Batch::new(&seqs)?;
-        let logits = model.logits(&batch.tokens)?;
+        let logits = model.forward(&batch.tokens)?.logits;
         let l = losses(&logits, &batch)?;
         opt.set_learning_rate(cfg.lr_at(step));
         opt.backward_step(&l.all)?;
