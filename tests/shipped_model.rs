@@ -16,6 +16,7 @@ use microlens_host::fidelity::argmax;
 use microlens_host::run::{log_softmax, run_blob, run_model};
 use microlens_host::train::data::InductionData;
 use microlens_host::train::eval::best_copier;
+use microlens_host::train::heldout::{score, Suite};
 use microlens_host::train::trainer::rng;
 use serde::Deserialize;
 
@@ -68,6 +69,32 @@ fn loss_equals_transformerlens_and_accuracy_is_high() {
         fx.loss
     );
     assert!(accuracy >= 0.95, "accuracy {accuracy}");
+}
+
+/// The induction test as TransformerLens users run it, on held-out sequences through the core forward:
+/// `2 x 32` random tokens drawn with replacement (`generate_repeated_tokens`), a random prefix + a segment
+/// drawn with replacement repeated (variable lengths), and `2 x 32` distinct tokens.
+#[test]
+fn held_out_induction_tests_pass_the_thresholds() {
+    let (blob, _) = shipped();
+    let model = Model::from_bytes(&blob).unwrap();
+    for (suite, min) in [
+        (Suite::RepeatedWithReplacement, 0.97),
+        (Suite::PrefixRepeatedWithReplacement, 0.95),
+        (Suite::RepeatedDistinct, 0.99),
+    ] {
+        let s = score(&model, suite, 256, HELD_OUT_SEED).unwrap();
+        println!(
+            "{}: accuracy {:.4} (last-occurrence rule {:.4})",
+            s.description, s.accuracy, s.last_occurrence
+        );
+        assert!(
+            s.accuracy >= min,
+            "{}: {} < {min}",
+            s.description,
+            s.accuracy
+        );
+    }
 }
 
 /// The shipped model on held-out sequences of the training distribution (random prefix, random segment

@@ -9,14 +9,20 @@ use std::path::PathBuf;
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::train::data::{repeated_random, InductionData, TrainData};
+use crate::convert::{convert, ConvertOptions};
+use crate::train::data::{repeated_random, Draw, InductionData, TrainData};
 use crate::train::eval::{best_copier, evaluate, head_scores, HeadScore};
 use crate::train::export::export;
+use crate::train::heldout::score_all;
 use crate::train::model::{ModelConfig, Norm, Positional};
 use crate::train::trainer::{rng, train, TrainConfig, Trained};
 
 /// Seed of the held-out evaluation set, the same whatever the training seed.
 const EVAL_SEED: u64 = 0xE7A1;
+
+/// Seed and size of the held-out induction tests (`microlens eval-induction`'s defaults).
+const HELD_OUT_SEED: u64 = 4242;
+const HELD_OUT_SEQS: usize = 512;
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
@@ -109,7 +115,10 @@ pub fn run(args: Args) -> Result<()> {
     let trained = train_with_progress(&cfg)?;
     let model = &trained.model;
 
-    let data = InductionData::new(cfg.model.n_ctx, cfg.model.d_vocab)?;
+    let data = match cfg.data {
+        TrainData::Distinct => InductionData::new(cfg.model.n_ctx, cfg.model.d_vocab)?,
+        _ => InductionData::with_draw(cfg.model.n_ctx, cfg.model.d_vocab, Draw::Replacement)?,
+    };
     let eval_set = data.sample_many(&mut rng(EVAL_SEED, 0), args.eval_size);
     let metrics = evaluate(model, &eval_set)?;
     let (copy_d, copy_acc) = best_copier(&eval_set, cfg.model.n_ctx / 2);
@@ -169,6 +178,23 @@ pub fn run(args: Args) -> Result<()> {
             s.head,
             fmt_score(s),
             fmt_score(r)
+        );
+    }
+    // The held-out induction tests through the core forward on the converted f32 blob, as
+    // `microlens eval-induction` runs them.
+    let opts = ConvertOptions {
+        config: Some(out.config.clone()),
+        ..ConvertOptions::default()
+    };
+    let blob = convert(&out.weights, &opts)?.blob;
+    let core_model = microlens::Model::from_bytes(&blob)?;
+    println!("held-out induction tests (core forward, f32 blob, {HELD_OUT_SEQS} sequences each; accuracy | last-occurrence rule):");
+    for s in score_all(&core_model, HELD_OUT_SEQS, HELD_OUT_SEED)? {
+        println!(
+            "  {}: {:.2}% | {:.2}%",
+            s.description,
+            100.0 * s.accuracy,
+            100.0 * s.last_occurrence
         );
     }
     println!("wrote {}", out.weights.display());
