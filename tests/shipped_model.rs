@@ -11,6 +11,7 @@ use microlens_host::analysis::{
     ablation_table, all_composition_scores, composition_baseline, full_ov_copying_score,
     head_scores, repeated_random_tokens, CircuitWeights, CompositionMode,
 };
+use microlens_host::commands::generate::greedy;
 use microlens_host::convert::{convert, ConvertOptions};
 use microlens_host::fidelity::argmax;
 use microlens_host::run::{log_softmax, run_blob, run_model};
@@ -95,6 +96,38 @@ fn held_out_induction_tests_pass_the_thresholds() {
             s.accuracy
         );
     }
+}
+
+/// `microlens generate`'s greedy decoding through the KV cache picks, at every step, the argmax a full
+/// re-run of the whole sequence gives; on a repeated sequence it continues the repeat; past `n_ctx` it
+/// refuses.
+#[test]
+fn greedy_generation_continues_a_repeat_and_equals_full_reruns() {
+    let (blob, _) = shipped();
+    let model = Model::from_bytes(&blob).unwrap();
+    let n_ctx = model.config().n_ctx;
+    let seq = &Suite::RepeatedWithReplacement
+        .sequences(n_ctx, model.config().d_vocab, 1, HELD_OUT_SEED)
+        .unwrap()[0];
+    let prompt = &seq.tokens[..40];
+    let new = greedy(&model, prompt, 24).unwrap();
+    let all: Vec<u32> = prompt.iter().chain(&new).copied().collect();
+    let out = run_model(&model, &all[..all.len() - 1]).unwrap();
+    for (k, &t) in new.iter().enumerate() {
+        assert_eq!(
+            argmax(&out.logits[prompt.len() - 1 + k]),
+            t as usize,
+            "step {k}"
+        );
+    }
+    let right = new
+        .iter()
+        .zip(&seq.tokens[40..])
+        .filter(|(a, b)| a == b)
+        .count();
+    println!("continuation {new:?}: {right} of 24 equal the repeat");
+    assert!(right >= 22, "{right} of 24");
+    assert!(greedy(&model, prompt, n_ctx + 2 - prompt.len()).is_err());
 }
 
 /// The shipped model on held-out sequences of the training distribution (random prefix, random segment

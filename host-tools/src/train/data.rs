@@ -120,8 +120,8 @@ pub enum TrainData {
     Distinct,
     /// Random prefix + repeated segment drawn with replacement.
     Replacement,
-    /// Bytes (vocabulary 256): half the sequences random bytes with replacement, half English training
-    /// text (a prefix, then a phrase repeated).
+    /// Bytes (vocabulary 256): random bytes with replacement, and English training text (a prefix, then
+    /// a phrase repeated).
     Bytes,
 }
 
@@ -143,7 +143,11 @@ impl TrainData {
         }
     }
 
-    /// Draws `n` training sequences of `n_ctx` tokens.
+    /// Draws `n` training sequences of `n_ctx` tokens. Distinct: all from [`InductionData::new`].
+    /// Replacement, in a cycle of 8: 4 random prefix + repeated segment, 3 TransformerLens-style
+    /// `2 x n_ctx/2` with replacement, 1 `2 x n_ctx/2` distinct (without the whole-context repeats the
+    /// longest segment, the standard test, is 1 sequence in 29). Bytes: the same with every other
+    /// prefix + segment sequence English training text instead.
     pub fn sample_many(
         self,
         rng: &mut impl Rng,
@@ -152,11 +156,13 @@ impl TrainData {
         n: usize,
     ) -> anyhow::Result<Vec<Sequence>> {
         let data = self.distribution(n_ctx, d_vocab)?;
+        let half = n_ctx / 2;
         Ok((0..n)
-            .map(|k| match self {
-                TrainData::Bytes if k % 2 == 1 => {
-                    super::phrases::repeated_training_phrase(rng, n_ctx)
-                }
+            .map(|k| match (self, k % 8) {
+                (TrainData::Distinct, _) => data.sample(rng),
+                (_, 1 | 3 | 5) => repeated_twice(rng, half, d_vocab, Draw::Replacement),
+                (_, 7) => repeated_twice(rng, half.min(d_vocab), d_vocab, Draw::Distinct),
+                (TrainData::Bytes, 2 | 6) => super::phrases::repeated_training_phrase(rng, n_ctx),
                 _ => data.sample(rng),
             })
             .collect())
