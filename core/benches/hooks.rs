@@ -1,10 +1,11 @@
 //! No hooks cost nothing: a forward over a whole context with `()` hooks, against the same forward built
-//! with every hook call compiled out (feature `strip-hooks`). Compare the two builds with criterion's
-//! baselines (from the workspace root):
+//! with every hook call compiled out (`MICROLENS_HOOK_POINTS=""`: no hook point in the build, see
+//! `microlens::hooks::COMPILED`). Compare the two builds with criterion's baselines (from the workspace
+//! root):
 //!
 //! ```text
-//! cargo bench -p microlens --features std,strip-hooks --bench hooks -- --save-baseline stripped
-//! cargo bench -p microlens --features std --bench hooks -- --baseline stripped
+//! MICROLENS_HOOK_POINTS= cargo bench -p microlens --features std,encode --bench hooks -- --save-baseline stripped
+//! cargo bench -p microlens --features std,encode --bench hooks -- --baseline stripped
 //! ```
 //!
 //! On a busy machine wall-clock noise can exceed the difference looked for; the same binaries then also

@@ -219,9 +219,4 @@ impl Config {
         }
         Ok(())
     }
-
-    /// Activations a forward step needs, in `f32` words: what [`crate::Workspace`] must hold.
-    pub const fn workspace_len(&self) -> usize {
-        crate::workspace::Layout::new(self).len
-    }
 }

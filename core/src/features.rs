@@ -10,13 +10,13 @@ use crate::blob::{Activations, DType};
 use crate::config::{Config, Positional};
 
 /// Whether this build has LayerNorm and RMSNorm (feature `norm`).
-pub const NORM: bool = cfg!(feature = "norm");
+pub(crate) const NORM: bool = cfg!(feature = "norm");
 /// Whether this build has MLP blocks (feature `mlp`).
-pub const MLP: bool = cfg!(feature = "mlp");
+pub(crate) const MLP: bool = cfg!(feature = "mlp");
 /// Whether this build has rotary positions (feature `rotary`).
-pub const ROTARY: bool = cfg!(feature = "rotary");
+pub(crate) const ROTARY: bool = cfg!(feature = "rotary");
 /// Whether this build has shortformer positions (feature `shortformer`).
-pub const SHORTFORMER: bool = cfg!(feature = "shortformer");
+pub(crate) const SHORTFORMER: bool = cfg!(feature = "shortformer");
 
 /// A set of optional features, by name.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,7 +41,7 @@ impl Features {
     }
 
     /// The features a model with `cfg`, `activations` and matrices stored as `dtypes` needs.
-    pub fn needed(
+    pub(crate) fn needed(
         cfg: &Config,
         activations: Activations,
         dtypes: impl IntoIterator<Item = DType>,

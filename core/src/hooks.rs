@@ -234,16 +234,13 @@ const fn kind_named(b: &[u8], start: usize, end: usize) -> HookKind {
 
 /// The hook points this build of the forward pass calls at all: every one, unless the environment
 /// variable `MICROLENS_HOOK_POINTS` is set when the crate is compiled, to a comma-separated list of
-/// [`HookKind::suffix`]es (none with the feature `strip-hooks`). A firmware that knows which points
-/// its hooks use leaves the others out of its flash; a hook at a left-out point is never called,
-/// whatever its [`Hooks::wants`] says.
-pub const COMPILED: HookKinds = if cfg!(feature = "strip-hooks") {
-    HookKinds::NONE
-} else {
-    match option_env!("MICROLENS_HOOK_POINTS") {
-        Some(list) => HookKinds::parse(list),
-        None => HookKinds::ALL,
-    }
+/// [`HookKind::suffix`]es (none for `MICROLENS_HOOK_POINTS=""`: the forward as if it had no hook
+/// points, the baseline of the hooks benchmark). A firmware that knows which points its hooks use
+/// leaves the others out of its flash; a hook at a left-out point is never called, whatever its
+/// [`Hooks::wants`] says.
+pub const COMPILED: HookKinds = match option_env!("MICROLENS_HOOK_POINTS") {
+    Some(list) => HookKinds::parse(list),
+    None => HookKinds::ALL,
 };
 
 /// Whether the forward pass calls `hooks` at points of `kind`: compiled in ([`COMPILED`]) and wanted.
@@ -329,9 +326,7 @@ impl<A: Hooks, B: Hooks> Hooks for (A, B) {
     }
 }
 
-/// Calls `hooks` at `point` if the build has that kind ([`COMPILED`]) and `hooks` wants it. With the
-/// feature `strip-hooks` (the baseline of the hooks benchmark, never for real use) it does nothing at
-/// all, as if the forward had no hook points.
+/// Calls `hooks` at `point` if the build has that kind ([`COMPILED`]) and `hooks` wants it.
 #[inline(always)]
 pub(crate) fn call<H: Hooks>(
     hooks: &mut H,

@@ -64,7 +64,11 @@ impl<'b> KvCache<'b> {
     }
 
     /// A cache for `cfg` in `buf` (at least [`KvCache::len`] words).
-    pub fn new(cfg: &Config, activations: Activations, buf: &'b mut [f32]) -> Result<Self, Error> {
+    pub(crate) fn new(
+        cfg: &Config,
+        activations: Activations,
+        buf: &'b mut [f32],
+    ) -> Result<Self, Error> {
         if !activations.compiled() {
             return Err(Error::Unsupported {
                 feature: activations.feature(),
@@ -124,7 +128,7 @@ impl<'b> KvCache<'b> {
 
     /// Stores the keys and values of all heads (`n_heads * d_head` each) at `pos` of `layer`; an int8
     /// cache quantises each head's key and value with its own scale `max|x| / 127`.
-    pub fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
+    pub(crate) fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         let (dh, n_ctx) = (self.d_head, self.n_ctx.max(1));
         for h in 0..self.n_heads {
             let r = self.range(layer, pos, h);
@@ -155,7 +159,7 @@ impl<'b> KvCache<'b> {
     /// `row[j] = (q . k_j) / attn_scale`, returning their maximum ([`crate::math::softmax::max`]). An int8 cache
     /// quantises `q` (one head, `d_head`) into `scratch` and computes `(acc_j * (s_q * s_kj)) /
     /// attn_scale` with `acc_j` exact.
-    pub fn scores(
+    pub(crate) fn scores(
         &self,
         layer: usize,
         head: usize,
@@ -228,7 +232,14 @@ impl<'b> KvCache<'b> {
     /// for a pattern already normalised, else the softmax's sum: the same division). An int8 cache
     /// computes it in fixed point from the weights `pattern[j] / sum * s_vj` ([`mix::mix`]), using
     /// `pattern` as scratch: its contents are unspecified afterwards.
-    pub fn mix(&self, layer: usize, head: usize, pattern: &mut [f32], sum: f32, z: &mut [f32]) {
+    pub(crate) fn mix(
+        &self,
+        layer: usize,
+        head: usize,
+        pattern: &mut [f32],
+        sum: f32,
+        z: &mut [f32],
+    ) {
         let (stride, first) = (self.n_heads * self.d_head, self.slot(layer, 0, head));
         let start = first * self.d_head;
         match &self.store {

@@ -17,50 +17,64 @@
 //!
 //! The maths follows TransformerLens 2.x (`HookedTransformer`) exactly; the feature `std` adds only host
 //! conveniences (blob writing, `std::error::Error`).
+//!
+//! The API at a glance:
+//! - [`Model`] (a validated blob, its [`Config`] and tensors) and [`Session`] (the forward pass, one
+//!   token per [`Session::step`]), sized by [`Model::kv_cache_len`] and [`Model::workspace_len`]
+//!   (or, from a config known at build time, [`KvCache::len`] and [`Workspace::len`]);
+//! - [`Hooks`], called at every [`HookPoint`] (a [`HookKind`] at a layer, head and position), and the
+//!   ready-made hooks of [`analysis`] (ablation, pattern recording, head detection, logit attribution);
+//! - [`Error`], one enum; [`Features`], the optional capabilities a model needs;
+//! - the blob format ([`blob`]: [`DType`], [`Activations`], the writer with `std`), the tensors a config
+//!   implies ([`tensors`]), their values ([`weights`]), and the logits hash host and firmware print
+//!   ([`hash`]).
+//!
+//! The kernels are private; the feature `encode` makes the weight encoders and quantisers public for
+//! the host's converter (`microlens-host`), which rounds exactly as the device does.
 
 #![no_std]
 // No `unsafe` anywhere; with the feature `dsp`, only the DSP instructions and the four-row loop of
-// `quant::dsp`.
+// `quant/dsp.rs`.
 #![cfg_attr(not(feature = "dsp"), forbid(unsafe_code))]
 #![cfg_attr(feature = "dsp", deny(unsafe_code))]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", test))]
 extern crate std;
 
 pub mod analysis;
 pub mod blob;
-pub mod components;
+mod components;
 pub mod config;
-pub mod error;
-pub mod features;
+mod error;
+mod features;
+pub mod hash;
 pub mod hooks;
-pub mod kv_cache;
-pub mod math;
-pub mod model;
-pub mod quant;
-pub mod session;
+mod kv_cache;
+mod model;
+mod session;
 pub mod tensors;
 pub mod weights;
-pub mod workspace;
+mod workspace;
+
+// Kernels and numerics: the crate's own, public only to the host's encoder (feature `encode`), which
+// rounds exactly as the device does by calling them.
+#[cfg(feature = "encode")]
+pub mod math;
+#[cfg(not(feature = "encode"))]
+mod math;
+#[cfg(feature = "encode")]
+pub mod quant;
+#[cfg(not(feature = "encode"))]
+mod quant;
 
 pub use blob::{Activations, DType};
 pub use config::{ActFn, Config, Normalization, Positional};
 pub use error::{Error, Inconsistency};
+pub use features::Features;
 pub use hooks::{HookKind, HookKinds, HookPoint, Hooks};
 pub use kv_cache::KvCache;
 pub use model::Model;
 pub use session::Session;
 pub use tensors::{TensorId, TensorKind};
 pub use workspace::Workspace;
-
-impl Model<'_> {
-    /// `f32` words of KV cache this model needs at full context.
-    pub fn kv_cache_len(&self) -> usize {
-        KvCache::len(self.config(), self.activations())
-    }
-    /// `f32` words of workspace this model needs.
-    pub fn workspace_len(&self) -> usize {
-        self.config().workspace_len()
-    }
-}

@@ -4,8 +4,10 @@ use crate::blob::{decode_scale, Activations, Blob, DType, Processing, TensorEntr
 use crate::config::Config;
 use crate::error::{Error, Inconsistency};
 use crate::features::Features;
+use crate::kv_cache::KvCache;
 use crate::tensors::{Catalogue, TensorId};
 use crate::weights::{Matrix, Vector};
+use crate::workspace::Workspace;
 
 /// A model read in place from a blob. Cheap to copy: it holds the config and borrowed slices.
 #[derive(Clone, Copy, Debug)]
@@ -125,6 +127,14 @@ impl<'a> Model<'a> {
     /// Activation arithmetic and KV cache type.
     pub fn activations(&self) -> Activations {
         self.activations
+    }
+    /// `f32` words of KV cache this model needs at full context.
+    pub fn kv_cache_len(&self) -> usize {
+        KvCache::len(&self.config, self.activations)
+    }
+    /// `f32` words of workspace this model needs.
+    pub fn workspace_len(&self) -> usize {
+        Workspace::len(&self.config)
     }
     /// Total blob size in bytes.
     pub fn blob_len(&self) -> usize {

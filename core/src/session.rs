@@ -1,14 +1,15 @@
 //! A decoding session: the forward pass, one token at a time, over a KV cache. Read top to bottom.
 
-use crate::components::{attention, block::BlockWeights, embed, mlp, norm, unembed};
-use crate::config::Positional;
+use crate::components::block::{BlockWeights, NormWeights};
+use crate::components::norm::Which;
+use crate::components::{attention, embed, mlp, norm, unembed, Step};
+use crate::config::{Config, Positional};
 use crate::error::Error;
-use crate::features;
-use crate::hooks::{call, HookKind, Hooks};
+use crate::features::{MLP, ROTARY};
+use crate::hooks::{HookKind, Hooks};
 use crate::kv_cache::KvCache;
 use crate::math::rotary;
 use crate::model::Model;
-use crate::tensors::{TensorId, TensorKind};
 use crate::workspace::Workspace;
 
 /// A model with its KV cache and workspace: feed it tokens with [`Session::step`].
@@ -71,74 +72,32 @@ impl<'a, 'b> Session<'a, 'b> {
             });
         }
         let ws = &mut self.ws;
+        let model = &self.model;
+        let s = &mut Step::new(model, pos, hooks);
 
-        embed::forward(&self.model, token as usize, pos, ws.resid, ws.normed, hooks);
-        if let (
-            Positional::Rotary {
-                dim,
-                base,
-                adjacent_pairs,
-            },
-            true,
-        ) = (cfg.positional, features::ROTARY)
-        {
-            rotary::angles(pos, dim, base, adjacent_pairs, ws.rot_sin, ws.rot_cos);
-        }
+        embed::forward(s, token as usize, ws);
+        rotary_angles(&cfg, pos, ws);
 
         for layer in 0..cfg.n_layers {
-            let w = BlockWeights::load(&self.model, layer)?;
-            call(hooks, HookKind::ResidPre, layer, 0, pos, ws.resid);
+            s.layer = layer;
+            let w = BlockWeights::load(model, layer)?;
+            s.hook(HookKind::ResidPre, 0, ws.resid);
 
-            norm::forward(
-                &cfg,
-                norm::Which::Ln1,
-                &w.ln1,
-                layer,
-                pos,
-                ws.resid,
-                ws.normed,
-                hooks,
-            );
-            let act = self.model.activations();
-            attention::forward(&cfg, act, &w.attn, layer, pos, ws, &mut self.kv, hooks);
+            norm::forward(s, Which::Ln1, &w.ln1, ws);
+            attention::forward(s, &w.attn, ws, &mut self.kv);
             add(ws.resid, ws.attn_out);
 
-            if let (Some((ln2, mlp_w)), true) = (&w.mlp, features::MLP) {
-                call(hooks, HookKind::ResidMid, layer, 0, pos, ws.resid);
-                norm::forward(
-                    &cfg,
-                    norm::Which::Ln2,
-                    ln2,
-                    layer,
-                    pos,
-                    ws.resid,
-                    ws.normed,
-                    hooks,
-                );
-                mlp::forward(
-                    &cfg, act, ws.quant, mlp_w, layer, pos, ws.normed, ws.mlp, ws.mlp_out, hooks,
-                );
+            if let (Some((ln2, mlp_w)), true) = (&w.mlp, MLP) {
+                s.hook(HookKind::ResidMid, 0, ws.resid);
+                norm::forward(s, Which::Ln2, ln2, ws);
+                mlp::forward(s, mlp_w, ws);
                 add(ws.resid, ws.mlp_out);
             }
-            call(hooks, HookKind::ResidPost, layer, 0, pos, ws.resid);
+            s.hook(HookKind::ResidPost, 0, ws.resid);
         }
 
-        let ln_final = crate::components::block::NormWeights::load(
-            &self.model,
-            TensorId::global(TensorKind::LnFinalW),
-            TensorId::global(TensorKind::LnFinalB),
-        );
-        norm::forward(
-            &cfg,
-            norm::Which::Final,
-            &ln_final,
-            0,
-            pos,
-            ws.resid,
-            ws.normed,
-            hooks,
-        );
-        unembed::forward(&self.model, pos, ws.normed, ws.quant, ws.logits, hooks);
+        norm::forward(s, Which::Final, &NormWeights::final_norm(model), ws);
+        unembed::forward(s, ws);
 
         self.pos += 1;
         Ok(ws.logits)
@@ -164,4 +123,19 @@ impl<'a, 'b> Session<'a, 'b> {
 /// `acc += x`.
 fn add(acc: &mut [f32], x: &[f32]) {
     acc.iter_mut().zip(x).for_each(|(a, x)| *a += x);
+}
+
+/// The rotary sines and cosines of position `pos` into the workspace (rotary models only).
+fn rotary_angles(cfg: &Config, pos: usize, ws: &mut Workspace<'_>) {
+    if let (
+        Positional::Rotary {
+            dim,
+            base,
+            adjacent_pairs,
+        },
+        true,
+    ) = (cfg.positional, ROTARY)
+    {
+        rotary::angles(pos, dim, base, adjacent_pairs, ws.rot_sin, ws.rot_cos);
+    }
 }

@@ -66,7 +66,7 @@ pub enum TensorKind {
 }
 
 /// Per-layer kinds, in blob order.
-pub const LAYER_KINDS: [TensorKind; 18] = [
+pub(crate) const LAYER_KINDS: [TensorKind; 18] = [
     TensorKind::Ln1W,
     TensorKind::Ln1B,
     TensorKind::WQ,
@@ -87,9 +87,9 @@ pub const LAYER_KINDS: [TensorKind; 18] = [
     TensorKind::BOut,
 ];
 /// Kinds before the layers, in blob order.
-pub const HEAD_KINDS: [TensorKind; 2] = [TensorKind::WE, TensorKind::WPos];
+pub(crate) const HEAD_KINDS: [TensorKind; 2] = [TensorKind::WE, TensorKind::WPos];
 /// Kinds after the layers, in blob order.
-pub const TAIL_KINDS: [TensorKind; 4] = [
+pub(crate) const TAIL_KINDS: [TensorKind; 4] = [
     TensorKind::LnFinalW,
     TensorKind::LnFinalB,
     TensorKind::WU,

@@ -10,7 +10,7 @@ pub struct Vector<'a> {
 }
 
 /// Reads little-endian `f32`s from bytes of any alignment.
-pub fn f32s(bytes: &[u8]) -> impl Iterator<Item = f32> + '_ {
+pub(crate) fn f32s(bytes: &[u8]) -> impl Iterator<Item = f32> + '_ {
     bytes
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -179,7 +179,7 @@ impl<'a> Matrix<'a> {
 
     /// Packed row `r` of an `i4` matrix (empty if out of range).
     fn i4_row(&self, r: usize) -> &'a [u8] {
-        let row_bytes = self.cols.div_ceil(2);
+        let row_bytes = DType::I4.row_bytes(self.cols).unwrap_or(0);
         self.data
             .get(r * row_bytes..(r + 1) * row_bytes)
             .unwrap_or(&[])

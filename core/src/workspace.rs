@@ -3,27 +3,26 @@
 use crate::config::{Config, Positional};
 use crate::error::Error;
 
-/// Sizes of every activation buffer, in `f32` words. `const`, so a firmware can size a `static` from a
-/// config known at build time.
+/// Sizes of every activation buffer, in `f32` words: the one place the workspace's length is computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Layout {
+struct Layout {
     /// Residual stream, normalised input, attention output, MLP output, one head's result: `d_model` each.
-    pub d_model: usize,
+    d_model: usize,
     /// Q, K, V and Z of all heads: `n_heads * d_head` each.
-    pub d_attn: usize,
+    d_attn: usize,
     /// Attention scores of one query row.
-    pub n_ctx: usize,
+    n_ctx: usize,
     /// MLP hidden activations.
-    pub d_mlp: usize,
+    d_mlp: usize,
     /// Logits.
-    pub d_vocab_out: usize,
+    d_vocab_out: usize,
     /// Rotary sines and cosines.
-    pub rotary: usize,
+    rotary: usize,
     /// int8 activations for W8A8 matmuls, packed four per word, then their 16-bit lanes (two words per
     /// four values, [`crate::quant::Quantized::lanes`]).
-    pub quant: usize,
+    quant: usize,
     /// Total words.
-    pub len: usize,
+    len: usize,
 }
 
 const fn max(a: usize, b: usize) -> usize {
@@ -36,7 +35,7 @@ const fn max(a: usize, b: usize) -> usize {
 
 impl Layout {
     /// The layout for `cfg`.
-    pub const fn new(cfg: &Config) -> Self {
+    const fn new(cfg: &Config) -> Self {
         let rotary = match cfg.positional {
             Positional::Rotary { dim, .. } => dim,
             _ => 0,
@@ -67,35 +66,35 @@ impl Layout {
 #[derive(Debug)]
 pub struct Workspace<'b> {
     /// The residual stream.
-    pub resid: &'b mut [f32],
+    pub(crate) resid: &'b mut [f32],
     /// The output of the current norm.
-    pub normed: &'b mut [f32],
+    pub(crate) normed: &'b mut [f32],
     /// Queries of all heads.
-    pub q: &'b mut [f32],
+    pub(crate) q: &'b mut [f32],
     /// Keys of all heads at the current position.
-    pub k: &'b mut [f32],
+    pub(crate) k: &'b mut [f32],
     /// Values of all heads at the current position.
-    pub v: &'b mut [f32],
+    pub(crate) v: &'b mut [f32],
     /// Mixed values of all heads.
-    pub z: &'b mut [f32],
+    pub(crate) z: &'b mut [f32],
     /// One attention row.
-    pub scores: &'b mut [f32],
+    pub(crate) scores: &'b mut [f32],
     /// One head's result (`z_h W_O[h]`).
-    pub head_out: &'b mut [f32],
+    pub(crate) head_out: &'b mut [f32],
     /// Attention output.
-    pub attn_out: &'b mut [f32],
+    pub(crate) attn_out: &'b mut [f32],
     /// MLP hidden activations.
-    pub mlp: &'b mut [f32],
+    pub(crate) mlp: &'b mut [f32],
     /// MLP output.
-    pub mlp_out: &'b mut [f32],
+    pub(crate) mlp_out: &'b mut [f32],
     /// Logits.
-    pub logits: &'b mut [f32],
+    pub(crate) logits: &'b mut [f32],
     /// Rotary sines at the current position.
-    pub rot_sin: &'b mut [f32],
+    pub(crate) rot_sin: &'b mut [f32],
     /// Rotary cosines at the current position.
-    pub rot_cos: &'b mut [f32],
+    pub(crate) rot_cos: &'b mut [f32],
     /// int8 scratch for quantised activations.
-    pub quant: &'b mut [i8],
+    pub(crate) quant: &'b mut [i8],
 }
 
 fn take<'b>(rest: &mut &'b mut [f32], n: usize) -> &'b mut [f32] {
@@ -105,8 +104,14 @@ fn take<'b>(rest: &mut &'b mut [f32], n: usize) -> &'b mut [f32] {
 }
 
 impl<'b> Workspace<'b> {
-    /// Carves the buffers for `cfg` out of `buf`, which must hold at least [`Config::workspace_len`] words.
-    pub fn new(cfg: &Config, buf: &'b mut [f32]) -> Result<Self, Error> {
+    /// `f32` words of workspace a forward step of `cfg` needs. `const`, so a firmware can size a `static`
+    /// from a config known at build time.
+    pub const fn len(cfg: &Config) -> usize {
+        Layout::new(cfg).len
+    }
+
+    /// Carves the buffers for `cfg` out of `buf`, which must hold at least [`Workspace::len`] words.
+    pub(crate) fn new(cfg: &Config, buf: &'b mut [f32]) -> Result<Self, Error> {
         let l = Layout::new(cfg);
         if buf.len() < l.len {
             return Err(Error::BufferTooSmall {

@@ -1,4 +1,3 @@
-#![cfg(not(feature = "strip-hooks"))]
 //! The ready-made analysis hooks against plain recomputations from recorded activations.
 
 mod common;

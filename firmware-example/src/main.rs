@@ -19,7 +19,6 @@ mod board;
 mod div;
 mod error;
 mod eval;
-mod hash;
 mod line;
 mod prompt;
 mod scores;
@@ -27,13 +26,13 @@ mod stack;
 
 use microlens::analysis::{Head, HeadAblation};
 use microlens::blob::Aligned;
+use microlens::hash::Fnv1a64;
 use microlens::{Config, Hooks, Model, Session};
 use static_cell::{ConstStaticCell, StaticCell};
 
 use crate::board::Counter;
 use crate::error::FirmwareError;
 use crate::eval::{argmax, Tally};
-use crate::hash::Fnv1a64;
 use crate::prompt::Prompt;
 use crate::scores::HeadScores;
 

@@ -11,6 +11,7 @@ pub const SCALE_BYTES: usize = 2;
 
 /// The stored bytes of scale `s`, or `None` unless `s` is finite, positive and exactly an `f16` (see
 /// [`scale_up`]).
+#[cfg(any(feature = "std", feature = "encode", test))]
 pub fn encode_scale(s: f32) -> Option<[u8; SCALE_BYTES]> {
     let h = half::f16::from_f32(s);
     (s.is_finite() && s > 0.0 && h.to_f32() == s).then(|| h.to_le_bytes())
@@ -92,6 +93,7 @@ fn magnitude_bits(h: u32) -> f32 {
 
 /// The smallest `f16` scale not below `s` (so `max|w| / scale` never exceeds the integer range),
 /// as an `f32`; `None` if `s` is not positive or beyond the `f16` range.
+#[cfg(any(feature = "std", feature = "encode", test))]
 pub fn scale_up(s: f32) -> Option<f32> {
     let h = half::f16::from_f32(s);
     let h = if h.to_f32() < s {
@@ -122,14 +124,19 @@ impl DType {
     /// Every storage type, in declaration (and postcard variant) order.
     pub const ALL: [DType; 4] = [DType::F32, DType::F16, DType::I8, DType::I4];
 
+    /// Bytes of one row of `cols` values (int4: two per byte), `None` on overflow.
+    pub const fn row_bytes(self, cols: usize) -> Option<usize> {
+        match self {
+            DType::F32 => cols.checked_mul(4),
+            DType::F16 => cols.checked_mul(2),
+            DType::I8 => Some(cols),
+            DType::I4 => Some(cols.div_ceil(2)),
+        }
+    }
+
     /// Bytes of values of a `[rows, cols]` tensor, `None` on overflow.
     pub fn data_len(self, rows: usize, cols: usize) -> Option<usize> {
-        match self {
-            DType::F32 => rows.checked_mul(cols)?.checked_mul(4),
-            DType::F16 => rows.checked_mul(cols)?.checked_mul(2),
-            DType::I8 => rows.checked_mul(cols),
-            DType::I4 => rows.checked_mul(cols.div_ceil(2)),
-        }
+        rows.checked_mul(self.row_bytes(cols)?)
     }
 
     /// Number of scales of a `[rows, cols]` tensor, `None` on overflow.

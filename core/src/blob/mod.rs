@@ -12,13 +12,15 @@ mod preamble;
 #[cfg(feature = "std")]
 mod writer;
 
-pub use dtype::{
-    decode_finite_scale, decode_scale, encode_scale, scale_bits, scale_bits_pair, scale_up,
-    widen_f16, Activations, DType, I4_GROUP, SCALE_BYTES, SCALE_UNIT,
-};
+pub(crate) use dtype::{decode_finite_scale, decode_scale, scale_bits_pair, widen_f16, SCALE_UNIT};
+#[cfg(any(feature = "std", feature = "encode", test))]
+pub use dtype::{encode_scale, scale_up};
+pub use dtype::{Activations, DType, I4_GROUP, SCALE_BYTES};
 pub use entry::{TensorEntry, ENTRY_LEN};
-pub use header::{Header, Processing};
-pub use preamble::{Preamble, MAGIC, PREAMBLE_LEN, VERSION};
+pub(crate) use header::Header;
+pub use header::Processing;
+pub(crate) use preamble::Preamble;
+pub use preamble::{MAGIC, PREAMBLE_LEN, VERSION};
 #[cfg(feature = "std")]
 pub use writer::{write, TensorData};
 
@@ -44,7 +46,7 @@ pub struct Aligned<B: ?Sized>(pub B);
 
 /// A blob whose preamble, CRC and header have been checked; the tensors are checked by [`crate::Model`].
 #[derive(Clone, Copy, Debug)]
-pub struct Blob<'a> {
+pub(crate) struct Blob<'a> {
     /// The decoded header.
     pub header: Header<'a>,
     /// The data section.

@@ -70,6 +70,7 @@ impl Preamble {
     }
 
     /// Encodes the preamble.
+    #[cfg(feature = "std")]
     pub fn encode(&self) -> [u8; PREAMBLE_LEN] {
         let mut out = [0u8; PREAMBLE_LEN];
         out[..4].copy_from_slice(&MAGIC);

@@ -4,10 +4,10 @@
 //! `pattern = softmax(score)`; `z_h = sum_j pattern_j v_{j,h}`; `out = sum_h z_h W_O[h] + b_O`.
 
 use super::block::AttnWeights;
-use crate::blob::Activations;
-use crate::config::{Config, Positional};
+use super::Step;
+use crate::config::Positional;
 use crate::features;
-use crate::hooks::{call, wanted, HookKind, Hooks};
+use crate::hooks::{HookKind, Hooks};
 use crate::kv_cache::KvCache;
 use crate::math::{rotary, softmax};
 use crate::quant::linear::Input;
@@ -15,17 +15,10 @@ use crate::weights::{Matrix, Vector};
 use crate::workspace::Workspace;
 
 /// Calls `kind` once per head on `buf` (`n_heads * d_head` wide).
-fn per_head<H: Hooks>(
-    hooks: &mut H,
-    kind: HookKind,
-    layer: usize,
-    pos: usize,
-    d_head: usize,
-    buf: &mut [f32],
-) {
-    if wanted(hooks, kind) {
-        for (h, slice) in buf.chunks_exact_mut(d_head).enumerate() {
-            call(hooks, kind, layer, h, pos, slice);
+fn per_head<H: Hooks>(s: &mut Step<'_, '_, H>, kind: HookKind, buf: &mut [f32]) {
+    if s.wants(kind) {
+        for (h, slice) in buf.chunks_exact_mut(s.cfg.d_head).enumerate() {
+            s.hook(kind, h, slice);
         }
     }
 }
@@ -50,17 +43,13 @@ fn add_positional(table: Option<Matrix<'_>>, pos: usize, out: &mut [f32], tmp: &
 /// its scores against the int8 keys, and `z` once for `W_O`. The hooks see `f32` values everywhere:
 /// `hook_q/k/v` the projections before the cache rounds `k` and `v` to int8, `hook_pattern` the `f32`
 /// softmax; a write is used as written, and rounded to int8 where it next meets an integer kernel.
-#[allow(clippy::too_many_arguments)]
-pub fn forward<H: Hooks>(
-    cfg: &Config,
-    activations: Activations,
+pub(crate) fn forward<H: Hooks>(
+    s: &mut Step<'_, '_, H>,
     w: &AttnWeights<'_>,
-    layer: usize,
-    pos: usize,
     ws: &mut Workspace<'_>,
     kv: &mut KvCache<'_>,
-    hooks: &mut H,
 ) {
+    let (cfg, activations, layer, pos) = (s.cfg, s.act, s.layer, s.pos);
     let dh = cfg.d_head;
     let x = Input::new(ws.normed, activations, ws.quant);
     project(&w.w_q, &w.b_q, &x, ws.q);
@@ -68,16 +57,16 @@ pub fn forward<H: Hooks>(
     project(&w.w_k, &w.b_k, &x, ws.k);
     add_positional(w.pos_k, pos, ws.k, ws.z);
     project(&w.w_v, &w.b_v, &x, ws.v);
-    per_head(hooks, HookKind::Q, layer, pos, dh, ws.q);
-    per_head(hooks, HookKind::K, layer, pos, dh, ws.k);
-    per_head(hooks, HookKind::V, layer, pos, dh, ws.v);
+    per_head(s, HookKind::Q, ws.q);
+    per_head(s, HookKind::K, ws.k);
+    per_head(s, HookKind::V, ws.v);
     if let (Positional::Rotary { adjacent_pairs, .. }, true) = (cfg.positional, features::ROTARY) {
         for (q, k) in ws.q.chunks_exact_mut(dh).zip(ws.k.chunks_exact_mut(dh)) {
             rotary::rotate(q, ws.rot_sin, ws.rot_cos, adjacent_pairs);
             rotary::rotate(k, ws.rot_sin, ws.rot_cos, adjacent_pairs);
         }
-        per_head(hooks, HookKind::RotQ, layer, pos, dh, ws.q);
-        per_head(hooks, HookKind::RotK, layer, pos, dh, ws.k);
+        per_head(s, HookKind::RotQ, ws.q);
+        per_head(s, HookKind::RotK, ws.k);
     }
     kv.store(layer, pos, ws.k, ws.v);
 
@@ -89,30 +78,30 @@ pub fn forward<H: Hooks>(
             .enumerate()
     {
         let mut max = kv.scores(layer, h, q, ws.quant, scale, row);
-        if wanted(hooks, HookKind::AttnScores) {
-            call(hooks, HookKind::AttnScores, layer, h, pos, row);
+        if s.wants(HookKind::AttnScores) {
+            s.hook(HookKind::AttnScores, h, row);
             max = softmax::max(row);
         }
         // The softmax's division by the sum happens here for `hook_pattern`, else in the mix's
         // weights (the same operation on the same values).
         let mut sum = softmax::exp_shifted(row, max);
-        if wanted(hooks, HookKind::Pattern) {
+        if s.wants(HookKind::Pattern) {
             softmax::normalize(row, sum);
-            call(hooks, HookKind::Pattern, layer, h, pos, row);
+            s.hook(HookKind::Pattern, h, row);
             sum = 1.0;
         }
         kv.mix(layer, h, row, sum, z);
-        call(hooks, HookKind::Z, layer, h, pos, z);
+        s.hook(HookKind::Z, h, z);
     }
 
     let z = Input::new(ws.z, activations, ws.quant);
-    if wanted(hooks, HookKind::Result) {
+    if s.wants(HookKind::Result) {
         ws.attn_out.iter_mut().for_each(|o| *o = 0.0);
         for h in 0..cfg.n_heads {
             for (r, o) in ws.head_out.iter_mut().enumerate() {
                 *o = z.dot(&w.w_o, r, h * dh, dh);
             }
-            call(hooks, HookKind::Result, layer, h, pos, ws.head_out);
+            s.hook(HookKind::Result, h, ws.head_out);
             ws.attn_out
                 .iter_mut()
                 .zip(ws.head_out.iter())
@@ -122,5 +111,5 @@ pub fn forward<H: Hooks>(
     } else {
         project(&w.w_o, &w.b_o, &z, ws.attn_out);
     }
-    call(hooks, HookKind::AttnOut, layer, 0, pos, ws.attn_out);
+    s.hook(HookKind::AttnOut, 0, ws.attn_out);
 }

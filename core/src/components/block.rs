@@ -7,7 +7,7 @@ use crate::weights::{Matrix, Vector};
 
 /// Norm parameters (absent for parameter-free norms).
 #[derive(Clone, Copy, Debug)]
-pub struct NormWeights<'a> {
+pub(crate) struct NormWeights<'a> {
     /// Weight `w`.
     pub w: Option<Vector<'a>>,
     /// Bias `b`.
@@ -24,11 +24,17 @@ impl<'a> NormWeights<'a> {
             b: get(b),
         }
     }
+
+    /// `ln_final` of `model`.
+    pub fn final_norm(model: &Model<'a>) -> Self {
+        let id = TensorId::global;
+        NormWeights::load(model, id(TensorKind::LnFinalW), id(TensorKind::LnFinalB))
+    }
 }
 
 /// Attention weights of one block.
 #[derive(Clone, Copy, Debug)]
-pub struct AttnWeights<'a> {
+pub(crate) struct AttnWeights<'a> {
     /// `W_Q`, `[n_heads * d_head, d_model]`.
     pub w_q: Matrix<'a>,
     /// `b_Q`.
@@ -53,7 +59,7 @@ pub struct AttnWeights<'a> {
 
 /// MLP weights of one block.
 #[derive(Clone, Copy, Debug)]
-pub struct MlpWeights<'a> {
+pub(crate) struct MlpWeights<'a> {
     /// `W_in`, `[d_mlp, d_model]`.
     pub w_in: Matrix<'a>,
     /// `b_in`.
@@ -66,7 +72,7 @@ pub struct MlpWeights<'a> {
 
 /// All weights of one block.
 #[derive(Clone, Copy, Debug)]
-pub struct BlockWeights<'a> {
+pub(crate) struct BlockWeights<'a> {
     /// `ln1`.
     pub ln1: NormWeights<'a>,
     /// Attention.

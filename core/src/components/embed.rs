@@ -1,33 +1,28 @@
 //! Token and positional embedding: `resid = W_E[token] (+ W_pos[pos])`.
 
+use super::Step;
 use crate::config::Positional;
-use crate::hooks::{call, HookKind, Hooks};
-use crate::model::Model;
+use crate::hooks::{HookKind, Hooks};
 use crate::tensors::{TensorId, TensorKind};
+use crate::workspace::Workspace;
 
-/// Writes the embedding of `token` at `pos` into `resid`, using `tmp` (`d_model`) for `W_pos[pos]`.
-/// Shortformer models fire `hook_pos_embed` too, but their positions enter through the per-layer
-/// `pos_Q`/`pos_K` tables, so a write there has no effect.
-pub fn forward<H: Hooks>(
-    model: &Model<'_>,
-    token: usize,
-    pos: usize,
-    resid: &mut [f32],
-    tmp: &mut [f32],
-    hooks: &mut H,
-) {
-    if let Some(w_e) = model.matrix(TensorId::global(TensorKind::WE)) {
+/// Writes the embedding of `token` at the step's position into `ws.resid`, using `ws.normed` for
+/// `W_pos[pos]`. Shortformer models fire `hook_pos_embed` too, but their positions enter through the
+/// per-layer `pos_Q`/`pos_K` tables, so a write there has no effect.
+pub(crate) fn forward<H: Hooks>(s: &mut Step<'_, '_, H>, token: usize, ws: &mut Workspace<'_>) {
+    let (resid, tmp) = (&mut *ws.resid, &mut *ws.normed);
+    if let Some(w_e) = s.model.matrix(TensorId::global(TensorKind::WE)) {
         w_e.row_into(token, resid);
     }
-    call(hooks, HookKind::Embed, 0, 0, pos, resid);
-    let positional = model.config().positional;
+    s.hook(HookKind::Embed, 0, resid);
+    let positional = s.cfg.positional;
     if matches!(positional, Positional::Rotary { .. }) {
         return;
     }
-    if let Some(w_pos) = model.matrix(TensorId::global(TensorKind::WPos)) {
-        w_pos.row_into(pos, tmp);
+    if let Some(w_pos) = s.model.matrix(TensorId::global(TensorKind::WPos)) {
+        w_pos.row_into(s.pos, tmp);
     }
-    call(hooks, HookKind::PosEmbed, 0, 0, pos, tmp);
+    s.hook(HookKind::PosEmbed, 0, tmp);
     if matches!(positional, Positional::Standard) {
         resid.iter_mut().zip(tmp.iter()).for_each(|(r, p)| *r += p);
     }

@@ -1,44 +1,29 @@
 //! The MLP: `out = act(x W_in + b_in) W_out + b_out`.
 
 use super::block::MlpWeights;
-use crate::blob::{Activations, DType};
-use crate::config::Config;
-use crate::hooks::{call, HookKind, Hooks};
+use super::Step;
+use crate::hooks::{HookKind, Hooks};
 use crate::math::activation;
-use crate::quant::{linear::matvec, offset};
+use crate::quant::linear::{Centred, Input};
+use crate::workspace::Workspace;
 
-/// MLP of block `layer` on `x`, using `hidden` (`d_mlp`) and writing `out`. With int8 activations, `x`
-/// and the activated `hidden` are each quantised per token into `scratch` for the integer matmuls, the
-/// hidden vector centred on its mid-range first ([`offset`]: it is mostly of one sign); the activation
-/// function itself runs in `f32` between them, where the hooks see it.
-#[allow(clippy::too_many_arguments)]
-pub fn forward<H: Hooks>(
-    cfg: &Config,
-    activations: Activations,
-    scratch: &mut [i8],
+/// MLP of the step's block on `ws.normed`, using `ws.mlp` (`d_mlp`) and writing `ws.mlp_out`. With
+/// int8 activations, the input and the activated hidden vector are each quantised per token into
+/// `ws.quant` for the integer matmuls, the hidden vector centred on its mid-range first
+/// ([`Centred`]: it is mostly of one sign); the activation function itself runs in `f32` between
+/// them, where the hooks see it.
+pub(crate) fn forward<H: Hooks>(
+    s: &mut Step<'_, '_, H>,
     w: &MlpWeights<'_>,
-    layer: usize,
-    pos: usize,
-    x: &[f32],
-    hidden: &mut [f32],
-    out: &mut [f32],
-    hooks: &mut H,
+    ws: &mut Workspace<'_>,
 ) {
-    matvec(&w.w_in, x, activations, scratch, hidden);
+    let hidden = &mut *ws.mlp;
+    Input::new(ws.normed, s.act, ws.quant).matvec(&w.w_in, hidden);
     w.b_in.add_to(hidden);
-    call(hooks, HookKind::MlpPre, layer, 0, pos, hidden);
-    activation::apply(cfg.act_fn, hidden);
-    call(hooks, HookKind::MlpPost, layer, 0, pos, hidden);
-    let integer = matches!(w.w_out.dtype(), DType::I8 | DType::I4);
-    let c = if activations == Activations::I8 && integer {
-        offset::centre(hidden)
-    } else {
-        0.0
-    };
-    matvec(&w.w_out, hidden, activations, scratch, out);
-    if c != 0.0 {
-        offset::add_row_sums(&w.w_out, c, scratch, out);
-    }
-    w.b_out.add_to(out);
-    call(hooks, HookKind::MlpOut, layer, 0, pos, out);
+    s.hook(HookKind::MlpPre, 0, hidden);
+    activation::apply(s.cfg.act_fn, hidden);
+    s.hook(HookKind::MlpPost, 0, hidden);
+    Centred::new(hidden, s.act, &w.w_out, ws.quant).matvec(&w.w_out, ws.mlp_out);
+    w.b_out.add_to(ws.mlp_out);
+    s.hook(HookKind::MlpOut, 0, ws.mlp_out);
 }

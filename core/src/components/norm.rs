@@ -1,13 +1,15 @@
 //! A hooked norm: `ln1`, `ln2` or `ln_final` applied to the residual stream.
 
 use super::block::NormWeights;
-use crate::config::{Config, Normalization};
-use crate::hooks::{call, HookKind, Hooks};
+use super::Step;
+use crate::config::Normalization;
+use crate::hooks::{HookKind, Hooks};
 use crate::math::norm;
+use crate::workspace::Workspace;
 
 /// Which norm, for its hook names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Which {
+pub(crate) enum Which {
     /// `blocks.L.ln1`.
     Ln1,
     /// `blocks.L.ln2`.
@@ -26,34 +28,32 @@ impl Which {
     }
 }
 
-/// `out = norm(x)`: centre (LN), `hook_scale`, divide, then `* w + b` and `hook_normalized` for LN, or
-/// `hook_normalized` then `* w` for RMS (TransformerLens 2.x's placement).
-#[allow(clippy::too_many_arguments)]
-pub fn forward<H: Hooks>(
-    cfg: &Config,
+/// `ws.normed = norm(ws.resid)`: centre (LN), `hook_scale`, divide, then `* w + b` and `hook_normalized`
+/// for LN, or `hook_normalized` then `* w` for RMS (TransformerLens 2.x's placement).
+pub(crate) fn forward<H: Hooks>(
+    s: &mut Step<'_, '_, H>,
     which: Which,
     w: &NormWeights<'_>,
-    layer: usize,
-    pos: usize,
-    x: &[f32],
-    out: &mut [f32],
-    hooks: &mut H,
+    ws: &mut Workspace<'_>,
 ) {
-    out.iter_mut().zip(x).for_each(|(o, x)| *o = *x);
-    let n = cfg.normalization;
+    let out = &mut *ws.normed;
+    out.iter_mut()
+        .zip(ws.resid.iter())
+        .for_each(|(o, x)| *o = *x);
+    let n = s.cfg.normalization;
     if !n.is_some() || !crate::features::NORM {
         return;
     }
     let (scale_hook, normalized_hook) = which.hooks();
-    let mut scale = [norm::scale(n, cfg.eps, out)];
-    call(hooks, scale_hook, layer, 0, pos, &mut scale);
+    let mut scale = [norm::scale(n, s.cfg.eps, out)];
+    s.hook(scale_hook, 0, &mut scale);
     norm::divide(n, scale[0], out);
     let rms = matches!(n, Normalization::RMS | Normalization::RMSPre);
     if rms {
-        call(hooks, normalized_hook, layer, 0, pos, out);
+        s.hook(normalized_hook, 0, out);
     }
     norm::affine(w.w, w.b, out);
     if !rms {
-        call(hooks, normalized_hook, layer, 0, pos, out);
+        s.hook(normalized_hook, 0, out);
     }
 }

@@ -2,15 +2,15 @@
 //! Transcendental functions come from `libm` (or `micromath` with `fast-math`), so every target computes
 //! the same bits.
 
-pub mod activation;
+pub(crate) mod activation;
 pub mod norm;
-pub mod rotary;
-pub mod softmax;
+pub(crate) mod rotary;
+pub(crate) mod softmax;
 
 /// The largest of `values` and `init`, NaNs ignored: `values.fold(init, f32::max)` as comparisons
 /// (`f32::max` is a library call on cores without `VMAXNM`). Only the sign of a zero maximum may differ,
 /// which no caller can observe (they subtract it or divide by it after `fabs`).
 #[inline]
-pub fn max_of(values: impl Iterator<Item = f32>, init: f32) -> f32 {
+pub(crate) fn max_of(values: impl Iterator<Item = f32>, init: f32) -> f32 {
     values.fold(init, |m, v| if v > m { v } else { m })
 }

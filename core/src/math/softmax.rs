@@ -13,13 +13,8 @@ pub fn exp(x: f32) -> f32 {
     }
 }
 
-/// In place: `x_i <- e^(x_i - max x) / sum_j e^(x_j - max x)`. An empty slice is left alone.
-pub fn softmax(x: &mut [f32]) {
-    let sum = exp_shifted(x, max(x));
-    normalize(x, sum);
-}
-
-/// The second half of [`softmax`]: `x_i <- x_i / sum`.
+/// The second half of the softmax `x_i <- e^(x_i - max x) / sum_j e^(x_j - max x)` after
+/// [`exp_shifted`]: `x_i <- x_i / sum`.
 pub fn normalize(x: &mut [f32], sum: f32) {
     x.iter_mut().for_each(|v| *v /= sum);
 }

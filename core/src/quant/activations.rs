@@ -80,12 +80,23 @@ pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     }
 }
 
+/// The [`Quantized`] that [`quantize`] of `n` values with `scale` left in `buf`, read again.
+pub(crate) fn quantized(buf: &[i8], n: usize, scale: f32) -> Quantized<'_> {
+    let (q, rest) = buf.split_at(n.min(buf.len()));
+    let lanes = match bytemuck::try_cast_slice::<i8, u32>(rest) {
+        Ok(words) if q.len() % 4 == 0 => words.get(..q.len() / 2).unwrap_or(&[]),
+        _ => &[],
+    };
+    Quantized { q, scale, lanes }
+}
+
 /// `q[i] = round(x[i] / scale)` ([`quantize_one`]) for as many values as `q` yields.
 pub fn quantize_into<'q>(x: &[f32], scale: f32, q: impl Iterator<Item = &'q mut i8>) {
     q.zip(x).for_each(|(q, &x)| *q = quantize_one(x, scale));
 }
 
 /// `q * scale`, written into `out`.
+#[cfg(any(feature = "encode", test))]
 pub fn dequantize(q: &[i8], scale: f32, out: &mut [f32]) {
     out.iter_mut()
         .zip(q)

@@ -77,6 +77,39 @@ pub fn smlad(a: u32, b: u32, acc: i32) -> i32 {
     }
 }
 
+/// Four bytes as one little-endian word.
+#[inline(always)]
+pub(crate) fn word(b: &[u8]) -> u32 {
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// `acc + lo(W) e.lo + hi(W) e.hi + lo(W') o.lo + hi(W') o.hi`, `W` and `W'` the even and odd signed
+/// bytes of `w` as 16-bit lanes (`SXTB16`): bytes 0 to 3 of `w` times lanes `e.lo, o.lo, e.hi, o.hi`.
+#[inline(always)]
+pub(crate) fn mac_lanes(acc: i32, w: u32, (e, o): (u32, u32)) -> i32 {
+    smlad(sxtb16_ror8(w), o, smlad(sxtb16(w), e, acc))
+}
+
+/// `sums[r] + sum_g (lo(W_g) e_g.lo + hi(W_g) e_g.hi + lo(W'_g) o_g.lo + hi(W'_g) o_g.hi)` for four
+/// rows of bytes, where `W_g` and `W'_g` are the even and odd bytes of a row's `g`-th word as 16-bit
+/// lanes (`SXTB16`) and `(e_g, o_g)` the `g`-th item of `lanes`, over whole words of the rows: the
+/// portable [`dot4_strided`].
+#[cfg(any(test, not(all(feature = "dsp", target_arch = "arm"))))]
+#[inline(always)]
+pub(crate) fn dot4_lanes(
+    rows: [&[u8]; 4],
+    lanes: impl Iterator<Item = (u32, u32)>,
+    mut sums: [i32; 4],
+) -> [i32; 4] {
+    let [a, b, c, d] = rows.map(|r| r.chunks_exact(4));
+    for ((((a, b), c), d), x) in a.zip(b).zip(c).zip(d).zip(lanes) {
+        for (s, r) in sums.iter_mut().zip([a, b, c, d]) {
+            *s = mac_lanes(*s, word(r), x);
+        }
+    }
+    sums
+}
+
 /// One group of [`dot4_strided`]'s loop as `asm!` text: the lanes of four columns (`LDRD`), then per row
 /// one word, its two `SXTB16` splits and two `SMLAD`s (rows 1 and 2 at `p0 + s`, `p0 + 2s`, row 3 at
 /// `p3`, row 0 at `p0`; `p3` and `p0` step one word).
@@ -241,7 +274,7 @@ fn dot4_strided_portable(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i
             rows.get(r..).unwrap_or(&[])
         };
         let pairs = lanes.chunks_exact(2).map(|p| (p[0], p[1]));
-        let quad = super::int8::dot4_lanes([row(0), row(1), row(2), row(3)], pairs, [0; 4]);
+        let quad = dot4_lanes([row(0), row(1), row(2), row(3)], pairs, [0; 4]);
         sums.copy_from_slice(&quad);
     }
 }

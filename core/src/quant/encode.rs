@@ -31,8 +31,25 @@ pub fn i8_row(w: &[f32], out: &mut [u8]) -> Option<f32> {
 }
 
 /// One `i4` value: `round(w / s)` clamped to `-7..=7`.
-fn i4_one(w: f32, s: f32) -> u8 {
-    (quantize_one(w, s).clamp(-7, 7) as u8) & 0x0f
+fn i4_one(w: f32, s: f32) -> i8 {
+    quantize_one(w, s).clamp(-7, 7)
+}
+
+/// Puts the int4 value `v` (`-8..=7`) at column `c` of a packed row: two per byte, low nibble first
+/// (bytes start at zero; a column beyond `out` is dropped).
+fn put_nibble(out: &mut [u8], c: usize, v: i8) {
+    if let Some(b) = out.get_mut(c / 2) {
+        *b |= ((v as u8) & 0x0f) << (4 * (c % 2));
+    }
+}
+
+/// Packs a row of int4 values (`-8..=7`) as the blob stores them: two per byte, low nibble first, into
+/// `out` (`ceil(q.len() / 2)` bytes, [`DType::row_bytes`](crate::DType::row_bytes)).
+pub fn pack_i4(q: &[i8], out: &mut [u8]) {
+    out.iter_mut().for_each(|b| *b = 0);
+    q.iter()
+        .enumerate()
+        .for_each(|(c, &v)| put_nibble(out, c, v));
 }
 
 /// Symmetric int4 row in groups of [`I4_GROUP`]: packs `round(w / s_g)` two per byte, low nibble
@@ -43,10 +60,7 @@ pub fn i4_row(w: &[f32], out: &mut [u8], scales: &mut [f32]) -> Option<()> {
     for (g, (group, s)) in w.chunks(I4_GROUP).zip(scales.iter_mut()).enumerate() {
         *s = weight_scale(group, I4_MAX)?;
         for (i, &v) in group.iter().enumerate() {
-            let c = g * I4_GROUP + i;
-            if let Some(b) = out.get_mut(c / 2) {
-                *b |= i4_one(v, *s) << (4 * (c % 2));
-            }
+            put_nibble(out, g * I4_GROUP + i, i4_one(v, *s));
         }
     }
     Some(())

@@ -6,7 +6,7 @@
 //! 1.5 instructions per multiply-accumulate for four rows at once). Integer sums are exact in any
 //! order, so every target computes the same bits.
 
-use super::dsp::{self, smlad, sxtb16, sxtb16_ror8};
+use super::dsp::{self, mac_lanes, sxtb16, sxtb16_ror8, word};
 use crate::blob::{decode_finite_scale as decode_scale, scale_bits_pair, SCALE_UNIT};
 
 /// Columns per `i32` partial sum: `2^16 * 128 * 128 = 2^30`, so no partial sum can overflow whatever the
@@ -21,8 +21,8 @@ pub fn dot(w: &[u8], x: &[i8]) -> i64 {
 }
 
 /// `sum_i a[i] * b[i]` of two int8 vectors (the attention score `q . k`), exact as [`dot`].
-#[inline]
-pub fn dot_i8(a: &[i8], b: &[i8]) -> i64 {
+#[cfg(test)]
+fn dot_i8(a: &[i8], b: &[i8]) -> i64 {
     chunked(bytemuck::cast_slice(a), bytemuck::cast_slice(b))
 }
 
@@ -50,23 +50,10 @@ fn dot_f32_long(a: &[u8], b: &[u8]) -> f32 {
     chunked(a, b) as f32
 }
 
-/// Four bytes as one little-endian word.
-#[inline(always)]
-pub(crate) fn word(b: &[u8]) -> u32 {
-    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-}
-
 /// `acc + sum_k w_k x_k` over the four signed bytes of the words `w` and `x`.
 #[inline(always)]
 fn mac4(acc: i32, w: u32, x: u32) -> i32 {
     mac_lanes(acc, w, (sxtb16(x), sxtb16_ror8(x)))
-}
-
-/// `acc + lo(W) e.lo + hi(W) e.hi + lo(W') o.lo + hi(W') o.hi`, `W` and `W'` the even and odd signed
-/// bytes of `w` as 16-bit lanes (`SXTB16`): bytes 0 to 3 of `w` times lanes `e.lo, o.lo, e.hi, o.hi`.
-#[inline(always)]
-pub(crate) fn mac_lanes(acc: i32, w: u32, (e, o): (u32, u32)) -> i32 {
-    smlad(sxtb16_ror8(w), o, smlad(sxtb16(w), e, acc))
 }
 
 /// `sum_i w[i] * x[i]` of bytes read as int8, in `i32`, over the shorter length (at most [`CHUNK`]).
@@ -87,26 +74,6 @@ fn tail(w: &[u8], x: &[u8]) -> i32 {
     w.iter()
         .zip(x)
         .fold(0, |acc, (&w, &x)| acc + (w as i8) as i32 * (x as i8) as i32)
-}
-
-/// `sums[r] + sum_g (lo(W_g) e_g.lo + hi(W_g) e_g.hi + lo(W'_g) o_g.lo + hi(W'_g) o_g.hi)` for four
-/// rows of bytes, where `W_g` and `W'_g` are the even and odd bytes of a row's `g`-th word as 16-bit
-/// lanes (`SXTB16`) and `(e_g, o_g)` the `g`-th item of `lanes`, over whole words of the rows: the
-/// portable [`dsp::dot4_strided`].
-#[cfg(any(test, not(all(feature = "dsp", target_arch = "arm"))))]
-#[inline(always)]
-pub(crate) fn dot4_lanes(
-    rows: [&[u8]; 4],
-    lanes: impl Iterator<Item = (u32, u32)>,
-    mut sums: [i32; 4],
-) -> [i32; 4] {
-    let [a, b, c, d] = rows.map(|r| r.chunks_exact(4));
-    for ((((a, b), c), d), x) in a.zip(b).zip(c).zip(d).zip(lanes) {
-        for (s, r) in sums.iter_mut().zip([a, b, c, d]) {
-            *s = mac_lanes(*s, word(r), x);
-        }
-    }
-    sums
 }
 
 /// `out[r] = (W[r] . x) * (s_w[r] * s_x)` for an int8 matrix of `cols`-byte rows in `w` with `f16`

@@ -7,7 +7,7 @@
 //! the 16-bit lanes of two words, `SMLAD`), and rescaled once. The weights' rounding, at most `S / 2` each, is 1/65534 of the largest weight: far
 //! below the int8 rounding of the values it multiplies.
 
-use super::{dsp, int8};
+use super::dsp;
 
 /// Largest magnitude of a fixed-point weight (for up to 512 positions; see [`w_max`]).
 pub const W_MAX: f32 = 32767.0;
@@ -15,7 +15,9 @@ pub const W_MAX: f32 = 32767.0;
 /// Largest magnitude of a fixed-point weight over `n` positions: [`W_MAX`], or less when `n` is over
 /// 512, so that no `i32` sum can overflow whatever the cache bytes are (`n * w_max * 128 < 2^31`).
 pub fn w_max(n: usize) -> f32 {
-    ((1usize << 24) / n.max(1)).saturating_sub(1).min(32767) as f32
+    ((1usize << 24) / n.max(1))
+        .saturating_sub(1)
+        .min(W_MAX as usize) as f32
 }
 
 /// `max|w|` of the weights, NaNs ignored (0 for none): the `max` argument of [`mix`].
@@ -41,7 +43,7 @@ fn pack(a: i32, b: i32) -> u32 {
     (a as u16 as u32) | (b as u16 as u32) << 16
 }
 
-/// The lanes of four consecutive weights (`f32` bits) for [`int8::mac_lanes`]: `(pack(q0, q2),
+/// The lanes of four consecutive weights (`f32` bits) for [`dsp::mac_lanes`]: `(pack(q0, q2),
 /// pack(q1, q3))`, the pairing `SXTB16` makes of a word of values.
 #[inline(always)]
 fn lanes(w: [u32; 4], inv: f32) -> (u32, u32) {
@@ -53,7 +55,7 @@ fn lanes(w: [u32; 4], inv: f32) -> (u32, u32) {
 #[inline(always)]
 fn padded_word(b: &[u8]) -> u32 {
     match b {
-        [_, _, _, _, ..] => int8::word(b),
+        [_, _, _, _, ..] => dsp::word(b),
         _ => {
             let mut w = [0u8; 4];
             w.iter_mut().zip(b).for_each(|(w, b)| *w = *b);
@@ -104,7 +106,7 @@ pub fn mix(weights: &mut [f32], max: f32, values: &[i8], stride: usize, z: &mut 
         let acc = match tail {
             Some(t) => {
                 let at = i.saturating_mul(stride).saturating_add(4 * groups);
-                int8::mac_lanes(acc, padded_word(values.get(at..).unwrap_or(&[])), t)
+                dsp::mac_lanes(acc, padded_word(values.get(at..).unwrap_or(&[])), t)
             }
             None => acc,
         };

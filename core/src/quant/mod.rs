@@ -1,20 +1,21 @@
 //! The integer side of quantised models: per-token int8 quantisation of activations
 //! ([`activations`]), the int8 x int8 ([`int8`]) and int4 x int8 ([`int4`]) dot products with integer
 //! accumulation, a matrix applied in the model's arithmetic ([`linear`]), the attention's fixed-point
-//! value mix ([`mix`]), the centring of one-signed inputs ([`offset`]), and the weight row encoders the
-//! converter uses ([`encode`]).
+//! value mix ([`mix`]), the centring of one-signed inputs ([`offset`]), and (feature `encode`) the weight
+//! row encoders the converter uses.
 //!
 //! Every float operation here happens in one fixed order (no reassociation, no FMA), and rounding gives
 //! the integers `libm::roundf` gives, so a quantised model computes the same bits on every target.
 
 pub mod activations;
-pub mod dsp;
+pub(crate) mod dsp;
+#[cfg(feature = "encode")]
 pub mod encode;
-pub mod int4;
-pub mod int8;
-pub mod linear;
-pub mod mix;
+pub(crate) mod int4;
+pub(crate) mod int8;
+pub(crate) mod linear;
+pub(crate) mod mix;
 pub mod offset;
 
+#[cfg(feature = "encode")]
 pub use activations::{quantize, Quantized};
-pub use linear::{matvec, Input};

@@ -30,9 +30,10 @@ pub fn centre(x: &mut [f32]) -> f32 {
 /// `s = max|x| / 127`), `centred` (the MLP's hidden vector) rounding `x - c` and adding back its
 /// mid-range `c`, exactly as the forward pass rounds its inputs; `scratch` (at least `x.len()` bytes)
 /// holds the integers. What the host's calibration and emulation of the device's roundings use.
+#[cfg(any(feature = "encode", test))]
 pub fn round_trip(x: &mut [f32], centred: bool, scratch: &mut [i8]) {
     let c = if centred { centre(x) } else { 0.0 };
-    let q = super::quantize(x, scratch);
+    let q = super::activations::quantize(x, scratch);
     super::activations::dequantize(q.q, q.scale, x);
     x.iter_mut().for_each(|v| *v += c);
 }

@@ -12,7 +12,7 @@
 use anyhow::{anyhow, ensure, Result};
 use microlens::blob::{scale_up, TensorData, I4_GROUP};
 use microlens::quant::activations::quantize_one;
-use microlens::quant::encode::{weight_scale, I4_MAX};
+use microlens::quant::encode::{self, weight_scale, I4_MAX};
 use microlens::{DType, TensorId};
 use nalgebra::{DMatrix, DVector};
 
@@ -376,16 +376,11 @@ fn residual(w: &[f64], q: &[i8], scales: &[f32], segment: usize) -> DVector<f64>
     )
 }
 
-/// Packs a row's integers as the blob stores them: one byte each for `I8`, two per byte (low nibble
-/// first) for `I4`.
+/// Packs a row's integers as the blob stores them: one byte each for `I8`, two per byte (the core's
+/// [`encode::pack_i4`]) for `I4`.
 fn pack_row(q: &[i8], dtype: DType, out: &mut [u8]) {
     match dtype {
-        DType::I4 => {
-            out.iter_mut().for_each(|b| *b = 0);
-            for (c, &v) in q.iter().enumerate() {
-                out[c / 2] |= ((v as u8) & 0x0f) << (4 * (c % 2));
-            }
-        }
+        DType::I4 => encode::pack_i4(q, out),
         _ => out.iter_mut().zip(q).for_each(|(o, &v)| *o = v as u8),
     }
 }
@@ -432,10 +427,7 @@ pub fn encode_matrix(
             scales: Vec::new(),
         });
     }
-    let row_bytes = match dtype {
-        DType::I4 => cols.div_ceil(2),
-        _ => cols,
-    };
+    let row_bytes = dtype.row_bytes(cols).unwrap_or(0);
     let mut data = vec![0u8; rows * row_bytes];
     let mut scales = Vec::new();
     for (row, out) in values

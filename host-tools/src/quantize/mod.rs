@@ -87,7 +87,8 @@ pub fn encode_matrix(
             }
         }
         DType::I4 => {
-            let (row_bytes, groups) = (cols.div_ceil(2).max(1), cols.div_ceil(I4_GROUP).max(1));
+            let row_bytes = DType::I4.row_bytes(cols).unwrap_or(0).max(1);
+            let groups = cols.div_ceil(I4_GROUP).max(1);
             for ((row, out), s) in row_chunks
                 .zip(data.chunks_mut(row_bytes))
                 .zip(scales.chunks_mut(groups))
