@@ -31,19 +31,27 @@ struct Shipped {
     loss: f64,
 }
 
-fn shipped() -> (Vec<u8>, Shipped) {
+fn shipped() -> Vec<u8> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let ckpt = root.join("../firmware-example/model/induction-2l.safetensors");
     let blob = convert(&ckpt, &ConvertOptions::default())
         .expect("shipped model converts")
         .blob;
-    let text = std::fs::read_to_string(root.join("fixtures/shipped_induction_2l.json")).unwrap();
-    (blob, serde_json::from_str(&text).unwrap())
+    blob
 }
 
+/// The first shipped model (trained on distinct-token segments, `fixtures/induction_2l_distinct`), a
+/// trained checkpoint TransformerLens has run (`gen_tl.py`): the same loss through `microlens convert` and
+/// the core forward, and its accuracy on the repeated part of distinct segments.
 #[test]
 fn loss_equals_transformerlens_and_accuracy_is_high() {
-    let (blob, fx) = shipped();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let ckpt = root.join("fixtures/induction_2l_distinct/induction-2l.safetensors");
+    let blob = convert(&ckpt, &ConvertOptions::default())
+        .expect("the checkpoint converts")
+        .blob;
+    let text = std::fs::read_to_string(root.join("fixtures/shipped_induction_2l.json")).unwrap();
+    let fx: Shipped = serde_json::from_str(&text).unwrap();
     let (mut loss, mut n) = (0.0f64, 0usize);
     let (mut correct, mut predictable) = (0usize, 0usize);
     for (tokens, &from) in fx.tokens.iter().zip(&fx.predictable_from) {
@@ -77,7 +85,7 @@ fn loss_equals_transformerlens_and_accuracy_is_high() {
 /// drawn with replacement repeated (variable lengths), and `2 x 32` distinct tokens.
 #[test]
 fn held_out_induction_tests_pass_the_thresholds() {
-    let (blob, _) = shipped();
+    let blob = shipped();
     let model = Model::from_bytes(&blob).unwrap();
     for (suite, min) in [
         (Suite::RepeatedWithReplacement, 0.97),
@@ -103,7 +111,7 @@ fn held_out_induction_tests_pass_the_thresholds() {
 /// refuses.
 #[test]
 fn greedy_generation_continues_a_repeat_and_equals_full_reruns() {
-    let (blob, _) = shipped();
+    let blob = shipped();
     let model = Model::from_bytes(&blob).unwrap();
     let n_ctx = model.config().n_ctx;
     let seq = &Suite::RepeatedWithReplacement
@@ -134,7 +142,7 @@ fn greedy_generation_continues_a_repeat_and_equals_full_reruns() {
 /// repeated, so the offset varies) through the core forward: accuracy on the repeated part.
 #[test]
 fn accuracy_at_varying_offsets_through_the_core_forward() {
-    let (blob, _) = shipped();
+    let blob = shipped();
     let model = Model::from_bytes(&blob).unwrap();
     let cfg = model.config();
     let data = InductionData::new(cfg.n_ctx, cfg.d_vocab).unwrap();
@@ -162,7 +170,7 @@ fn accuracy_at_varying_offsets_through_the_core_forward() {
 /// baseline) and copies (full OV circuit eigenvalues positive), and the ablation table.
 #[test]
 fn circuits_show_a_previous_token_head_and_an_induction_head() {
-    let (blob, _) = shipped();
+    let blob = shipped();
     let model = Model::from_bytes(&blob).unwrap();
     let cfg = *model.config();
     let seqs = repeated_random_tokens(cfg.d_vocab, 32, 16, 0);

@@ -144,10 +144,10 @@ impl TrainData {
     }
 
     /// Draws `n` training sequences of `n_ctx` tokens. Distinct: all from [`InductionData::new`].
-    /// Replacement, in a cycle of 8: 4 random prefix + repeated segment, 3 TransformerLens-style
-    /// `2 x n_ctx/2` with replacement, 1 `2 x n_ctx/2` distinct (without the whole-context repeats the
-    /// longest segment, the standard test, is 1 sequence in 29). Bytes: the same with every other
-    /// prefix + segment sequence English training text instead.
+    /// Replacement, in a cycle of 8: 7 random prefix + repeated segment, 1 TransformerLens-style
+    /// `2 x n_ctx/2` (otherwise the longest segment, the standard test, is 1 sequence in 29; more of them
+    /// and the model settles on copying from a fixed distance). Bytes: the same, with 2 of the 8
+    /// English training text (a prefix, then a phrase repeated) instead of random bytes.
     pub fn sample_many(
         self,
         rng: &mut impl Rng,
@@ -160,9 +160,8 @@ impl TrainData {
         Ok((0..n)
             .map(|k| match (self, k % 8) {
                 (TrainData::Distinct, _) => data.sample(rng),
-                (_, 1 | 3 | 5) => repeated_twice(rng, half, d_vocab, Draw::Replacement),
-                (_, 7) => repeated_twice(rng, half.min(d_vocab), d_vocab, Draw::Distinct),
-                (TrainData::Bytes, 2 | 6) => super::phrases::repeated_training_phrase(rng, n_ctx),
+                (_, 7) => repeated_twice(rng, half, d_vocab, Draw::Replacement),
+                (TrainData::Bytes, 1 | 5) => super::phrases::repeated_training_phrase(rng, n_ctx),
                 _ => data.sample(rng),
             })
             .collect())
