@@ -12,8 +12,8 @@ use serde::Serialize;
 use super::data::{repeated_twice, Draw, InductionData, Sequence};
 use super::phrases;
 use super::trainer::rng;
-use crate::fidelity::{argmax, log_softmax};
-use crate::run::run_with_hooks;
+use crate::eval::metrics::{argmax, log_softmax};
+use crate::eval::run::run_with_hooks;
 
 /// One held-out test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

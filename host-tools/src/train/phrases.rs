@@ -94,3 +94,30 @@ pub fn repeated_training_phrase(rng: &mut impl Rng, n_ctx: usize) -> Sequence {
     let text = training_text(rng, 4 * n_ctx);
     repeated_phrase_from(rng, n_ctx, &text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::trainer::rng;
+
+    #[test]
+    fn phrases_repeat_after_a_prefix_of_english_text() {
+        let mut r = rng(3, 0);
+        for _ in 0..200 {
+            for s in [
+                repeated_phrase(&mut r, 64, HELD_OUT),
+                repeated_training_phrase(&mut r, 64),
+            ] {
+                assert_eq!(s.tokens.len(), 64);
+                assert!((MIN_PHRASE..=32).contains(&s.segment_len));
+                assert!(s.prefix_len + 2 * s.segment_len <= 64);
+                for i in s.first_predictable()..64 {
+                    assert_eq!(s.tokens[i], s.tokens[i - s.segment_len]);
+                }
+                assert!(s.tokens.iter().all(|&t| (32..127).contains(&t)));
+            }
+        }
+        // The held-out sentences share no sentence with the training text's word list.
+        assert!(!WORDS.contains("harbour") && HELD_OUT.contains("harbour"));
+    }
+}
