@@ -35,10 +35,9 @@ struct Shipped {
 fn shipped() -> Vec<u8> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let ckpt = root.join("../firmware-example/model/induction-2l.safetensors");
-    let blob = convert(&ckpt, &ConvertOptions::default())
+    convert(&ckpt, &ConvertOptions::default())
         .expect("shipped model converts")
-        .blob;
-    blob
+        .blob
 }
 
 /// The first shipped model (trained on distinct-token segments, `fixtures/induction_2l_distinct`), a

@@ -36,21 +36,18 @@ pub fn run(args: Args) -> Result<()> {
         return Ok(());
     }
     println!(
-        "{:<72} {:>9} {:>8} {:>9}",
-        "held-out test (repeated part)", "accuracy", "loss", "last-occ."
+        "{:>9} {:>8} {:>10}  held-out test (sequences x predictions in the repeat)",
+        "accuracy", "loss", "last-occ."
     );
     for s in &scores {
         println!(
-            "{:<72} {:>8.2}% {:>8.4} {:>8.2}%",
-            format!(
-                "{} ({} x {} predictions)",
-                s.description,
-                s.sequences,
-                s.predictions / s.sequences.max(1)
-            ),
+            "{:>8.2}% {:>8.4} {:>9.2}%  {} ({} x {})",
             100.0 * s.accuracy,
             s.loss,
-            100.0 * s.last_occurrence
+            100.0 * s.last_occurrence,
+            s.description,
+            s.sequences,
+            s.predictions / s.sequences.max(1)
         );
     }
     Ok(())
