@@ -5,6 +5,7 @@
 //! - `cargo xtask firmware`: builds the host tool, converts the model to a blob, builds the firmware
 //!   example with it, runs it on QEMU, prints the device's lines and the firmware's flash and RAM sizes,
 //!   and checks the device against the host (same logits hash, accuracy, clean exit).
+//! - `cargo xtask profile`: a token's instructions on QEMU per function (of the firmware built last).
 //! - `cargo xtask thumbv6m`: checks that the core crate builds for Cortex-M0+ (no FPU, no DSP).
 //!
 //! The Cortex-M toolchain is chosen by itself: the rustup target when installed, otherwise Debian's Rust
@@ -18,6 +19,7 @@ mod elf_size;
 mod firmware;
 mod host_tool;
 mod paths;
+mod profile;
 mod qemu;
 mod reference;
 mod test;
@@ -46,6 +48,9 @@ enum Command {
     Firmware(firmware::Args),
     /// Check that the core crate builds for thumbv6m-none-eabi (Cortex-M0+).
     Thumbv6m,
+    /// Where a token's instructions go on QEMU, per inlined function and source file (run after
+    /// `cargo xtask firmware`, whose ELF it traces).
+    Profile(profile::Args),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +59,7 @@ fn main() -> ExitCode {
         Command::Demo => demo::run(),
         Command::Firmware(args) => firmware::run(args),
         Command::Thumbv6m => thumbv6m::check(),
+        Command::Profile(args) => profile::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
