@@ -103,22 +103,36 @@ fn dot4<T: Copy>(
     };
     let tail = x.len() - x.len() % 4;
     let (x4, x_rest) = x.split_at(tail);
-    for (q, o) in out.chunks_mut(4).enumerate() {
-        let four = [row(4 * q), row(4 * q + 1), row(4 * q + 2), row(4 * q + 3)];
-        if let [Some(a), Some(b), Some(c), Some(d)] = four {
-            let acc = quad([a, b, c, d], x4);
-            let rest = [a, b, c, d].map(|r| r.get(tail * per / 4..).unwrap_or(&[]));
-            for (r, (o, rest)) in o.iter_mut().zip(rest).enumerate() {
+    // The quads whose four rows all lie within `rows`: the last one's end is checked once.
+    let quads = out.len() / 4;
+    let fits = (4 * quads)
+        .checked_sub(1)
+        .and_then(|last| last.checked_mul(stride)?.checked_add(items))
+        .is_some_and(|end| end <= rows.len());
+    let whole = if fits { quads } else { 0 };
+    let (out4, out_rest) = out.split_at_mut(4 * whole);
+    for (q, o) in out4.chunks_exact_mut(4).enumerate() {
+        let at = 4 * q * stride;
+        let four: [&[T]; 4] = core::array::from_fn(|k| {
+            let start = at + k * stride;
+            &rows[start..start + items]
+        });
+        let acc = quad(four, x4);
+        if x_rest.is_empty() {
+            o.copy_from_slice(&acc);
+        } else {
+            for (r, o) in o.iter_mut().enumerate() {
+                let rest = four[r].get(tail * per / 4..).unwrap_or(&[]);
                 *o = finish(acc[r], rest, x_rest, &value);
             }
-        } else {
-            for (k, o) in o.iter_mut().enumerate() {
-                *o = match row(4 * q + k) {
-                    Some(w) => finish(0.0, w, x, &value),
-                    None => 0.0,
-                };
-            }
         }
+    }
+    // Rows beyond the whole quads (or all of them, if some row ends early), one by one.
+    for (k, o) in out_rest.iter_mut().enumerate() {
+        *o = match row(4 * whole + k) {
+            Some(w) => finish(0.0, w, x, &value),
+            None => 0.0,
+        };
     }
 }
 
