@@ -312,6 +312,9 @@ fn check_stack(report: &Report, sizes: &elf_size::Sizes) -> Option<String> {
 /// Returns what failed.
 fn check(report: &Report, blob: &Path, tool: Option<&Path>, args: &Args) -> Vec<String> {
     let mut failures = Vec::new();
+    if let Err(e) = print_macs(report, blob) {
+        failures.push(format!("{e:#}"));
+    }
     let hashes = report.prompt().and_then(|prompt| {
         let device = report.logits_hash()?;
         let host = match (args.reference, tool) {
@@ -348,4 +351,26 @@ fn check(report: &Report, blob: &Path, tool: Option<&Path>, args: &Args) -> Vec<
         Err(e) => failures.push(format!("{e:#}")),
     }
     failures
+}
+
+/// Prints `macs_per_token=` (the multiply-accumulates of the prompt's tokens, mean over the prompt:
+/// per layer the four projections and the MLP, the attention scores and mix over the positions so far,
+/// and the unembedding) and `instructions_per_mac=` from the device's `instructions_per_token=`.
+fn print_macs(report: &Report, blob: &Path) -> Result<()> {
+    let bytes = std::fs::read(blob).with_context(|| format!("cannot read {}", blob.display()))?;
+    let model = microlens::Model::from_bytes(&bytes)?;
+    let c = model.config();
+    let n = report.prompt()?.len().max(1) as u64;
+    let (d_model, d_attn) = (c.d_model as u64, c.d_attn() as u64);
+    let per_layer = 4 * d_model * d_attn + 2 * d_model * c.d_mlp_or_zero() as u64;
+    // Scores and mix: 2 d_attn per position seen, positions 1..=n on average (n + 1) / 2.
+    let attention = 2 * d_attn * n * (n + 1) / 2;
+    let total = n * (c.n_layers as u64 * per_layer + d_model * c.d_vocab_out as u64)
+        + c.n_layers as u64 * attention;
+    let macs = total as f64 / n as f64;
+    println!("macs_per_token={macs:.0}");
+    if let Ok(instructions) = report.parse::<f64>("instructions_per_token") {
+        println!("instructions_per_mac={:.2}", instructions / macs);
+    }
+    Ok(())
 }

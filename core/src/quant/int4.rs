@@ -1,7 +1,7 @@
 //! The int4 x int8 dot product: packed symmetric int4 weights (two per byte, low nibble first) in groups
 //! of [`I4_GROUP`] along a row, each group with its own scale, against int8 activations.
 
-use super::dsp::{smlad, sxtb16, sxtb16_ror8, word};
+use super::dsp::{smlad, sxtb16, sxtb16_ror8};
 use crate::blob::{decode_finite_scale, I4_GROUP, SCALE_BYTES};
 
 /// Nibble `c` of a packed row, sign-extended: the low nibble of byte `c / 2` for even `c`, the high one
@@ -71,29 +71,34 @@ pub(crate) fn matvec4(
     out: &mut [f32],
 ) -> usize {
     let groups = cols / I4_GROUP;
-    let row_bytes = cols / 2;
-    if cols == 0 || cols % I4_GROUP != 0 || lanes.len() != cols / 2 {
-        return 0;
-    }
-    let rows = out.len().min(data.len() / row_bytes) / 4 * 4;
+    let row_words = cols / 8;
+    let words = match bytemuck::try_cast_slice::<u8, u32>(data) {
+        Ok(words) if cols != 0 && cols % I4_GROUP == 0 && lanes.len() == cols / 2 => words,
+        _ => return 0,
+    };
+    let rows = out.len().min(words.len() / row_words) / 4 * 4;
     const MASK: u32 = 0xf0f0_f0f0;
     for (q, o) in out[..rows].chunks_exact_mut(4).enumerate() {
-        let rows4: [&[u8]; 4] = core::array::from_fn(|k| {
-            let start = (4 * q + k) * row_bytes;
-            &data[start..start + row_bytes]
+        let rows4: [&[u32]; 4] = core::array::from_fn(|k| {
+            let start = (4 * q + k) * row_words;
+            &words[start..start + row_words]
         });
+        let [r0, r1, r2, r3] = rows4.map(|r| r.chunks_exact(I4_GROUP / 8));
         let mut total = [0.0f32; 4];
-        for g in 0..groups {
+        let groups_of = r0
+            .zip(r1)
+            .zip(r2)
+            .zip(r3)
+            .zip(lanes.chunks_exact(I4_GROUP / 2));
+        for (g, ((((w0, w1), w2), w3), l)) in groups_of.enumerate() {
             let mut acc = [0i32; 4];
             for k in 0..I4_GROUP / 8 {
-                let at = 16 * g + 4 * k;
-                let l = &lanes[at..at + 4];
+                let l = &l[4 * k..4 * k + 4];
                 let xa = (l[0] & 0xffff) | (l[2] << 16);
                 let xb = (l[0] >> 16) | (l[2] & 0xffff_0000);
                 let xc = (l[1] & 0xffff) | (l[3] << 16);
                 let xd = (l[1] >> 16) | (l[3] & 0xffff_0000);
-                for (acc, row) in acc.iter_mut().zip(rows4) {
-                    let w = word(&row[at..]);
+                for (acc, w) in acc.iter_mut().zip([w0[k], w1[k], w2[k], w3[k]]) {
                     let (even, odd) = ((w << 4) & MASK, w & MASK);
                     *acc = smlad(sxtb16(even), xa, *acc);
                     *acc = smlad(sxtb16_ror8(even), xb, *acc);
@@ -160,7 +165,10 @@ mod tests {
     fn four_rows_equal_row_by_row() {
         use crate::quant::activations::quantize;
         let (cols, rows) = (96, 9);
-        let data: std::vec::Vec<u8> = (0..rows * cols / 2).map(|i| (i * 73 + 5) as u8).collect();
+        let words: std::vec::Vec<u32> = (0..rows * cols / 8)
+            .map(|i| (i as u32).wrapping_mul(0x9e37_79b9))
+            .collect();
+        let data: &[u8] = bytemuck::cast_slice(&words);
         let scales: std::vec::Vec<u8> = (0..rows * cols / I4_GROUP)
             .flat_map(|i| crate::blob::encode_scale(0.25 + i as f32 / 8.0).unwrap())
             .collect();
@@ -168,7 +176,7 @@ mod tests {
         let mut words = std::vec![0u32; cols];
         let qx = quantize(&x, bytemuck::cast_slice_mut(&mut words));
         let mut out = std::vec![9.0f32; rows];
-        let done = matvec4(&data, cols, &scales, qx.lanes, qx.scale, &mut out);
+        let done = matvec4(data, cols, &scales, qx.lanes, qx.scale, &mut out);
         assert_eq!(done, 8);
         for (r, o) in out.iter().enumerate().take(done) {
             let row = &data[r * cols / 2..(r + 1) * cols / 2];
