@@ -180,11 +180,14 @@ impl<'a> Matrix<'a> {
             bytemuck::try_cast_slice::<u8, f32>(d),
             bytemuck::try_cast_slice::<u8, u32>(d).ok(),
         );
-        let f16_rows = f16_rows.filter(|_| c % 2 == 0 && x.len() % 2 == 0);
+        // The blob is little-endian: the values are read in place on little-endian targets only.
+        let le = cfg!(target_endian = "little");
+        let f32_rows = f32_rows.ok().filter(|_| le);
+        let f16_rows = f16_rows.filter(|_| le && c % 2 == 0 && x.len() % 2 == 0);
         match self.dtype {
             t @ DType::F32 if t.compiled() => match f32_rows {
-                Ok(w) => row_block::dot4_f32(w, c, x, out),
-                Err(_) => each(out, |r| dot_f32(d, r * c, x)),
+                Some(w) => row_block::dot4_f32(w, c, x, out),
+                None => each(out, |r| dot_f32(d, r * c, x)),
             },
             t @ DType::F16 if t.compiled() => match f16_rows {
                 Some(w) => row_block::dot4_f16(w, c, x, out),

@@ -29,6 +29,9 @@ pub struct Args {
     /// Rows printed per table.
     #[arg(long, default_value_t = 25)]
     top: usize,
+    /// Also list the most executed addresses (to read against `llvm-objdump -d`).
+    #[arg(long)]
+    addresses: bool,
 }
 
 /// Runs `cargo xtask profile`.
@@ -88,6 +91,15 @@ pub fn run(args: Args) -> Result<()> {
     println!("instructions_per_token={}", total / tokens);
 
     let frames = symbolize(&elf, counts.keys().copied())?;
+    if args.addresses {
+        let mut hot: Vec<_> = counts.iter().collect();
+        hot.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        println!("\nhottest addresses (executions per token, function):");
+        for (pc, n) in hot.into_iter().take(args.top) {
+            let function = frames.get(pc).map_or("", |f| f.0.as_str());
+            println!("{pc:#010x} {:>7} {function}", n / tokens);
+        }
+    }
     let mut by_fn: HashMap<String, u64> = HashMap::new();
     let mut by_file: HashMap<String, u64> = HashMap::new();
     for (pc, n) in &counts {

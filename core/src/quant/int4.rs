@@ -73,7 +73,15 @@ pub(crate) fn matvec4(
     let groups = cols / I4_GROUP;
     let row_words = cols / 8;
     let words = match bytemuck::try_cast_slice::<u8, u32>(data) {
-        Ok(words) if cols != 0 && cols % I4_GROUP == 0 && lanes.len() == cols / 2 => words,
+        // Little-endian words (as the blob and the lanes are), whole groups, lanes for every column.
+        Ok(words)
+            if cfg!(target_endian = "little")
+                && cols != 0
+                && cols % I4_GROUP == 0
+                && lanes.len() == cols / 2 =>
+        {
+            words
+        }
         _ => return 0,
     };
     let rows = out.len().min(words.len() / row_words) / 4 * 4;
