@@ -51,15 +51,15 @@ fn dot_i32(row: &[u8], c: usize, x: &[i8]) -> i32 {
     acc + last.unwrap_or(0)
 }
 
-/// `out[r] = (sum_g acc_g * s_w[r][g]) * s_x` for four rows at a time of an int4 matrix of `cols`
+/// `out[r] = (sum_g acc_g * s_w[r][g]) * s_x` for two rows at a time of an int4 matrix of `cols`
 /// columns (whole groups, `cols % I4_GROUP == 0`) against int8 activations given as their
 /// [`Quantized::lanes`](super::activations::Quantized::lanes) (`[x0, x2]`, `[x1, x3]` per four columns),
-/// exactly as [`dot`] of every row; returns the rows done (a multiple of 4; the caller does the rest).
+/// exactly as [`dot`] of every row; returns the rows done (a multiple of 2; the caller does the rest).
 ///
 /// Per word of a row (eight nibbles, columns `c .. c + 8`) the nibbles are moved into the high half of
 /// their bytes by two masks, `(w << 4) & 0xf0f0f0f0` (the even columns) and `w & 0xf0f0f0f0` (the odd
 /// ones), so that `SXTB16` gives 16-bit lanes of `16 * nibble`: `[w_c, w_c+4]`, `[w_c+2, w_c+6]`,
-/// `[w_c+1, w_c+5]`, `[w_c+3, w_c+7]`, met by the activations' lanes repacked once per four rows in that
+/// `[w_c+1, w_c+5]`, `[w_c+3, w_c+7]`, met by the activations' lanes repacked once per two rows in that
 /// order; four `SMLAD`s per word. The group's sum is `16 * acc_g`, exact (at most `32 * 128 * 127 * 16`),
 /// and shifted back down exactly.
 pub(crate) fn matvec4(
@@ -84,29 +84,28 @@ pub(crate) fn matvec4(
         }
         _ => return 0,
     };
-    let rows = out.len().min(words.len() / row_words) / 4 * 4;
+    let rows = out.len().min(words.len() / row_words) / ROWS * ROWS;
     const MASK: u32 = 0xf0f0_f0f0;
-    for (q, o) in out[..rows].chunks_exact_mut(4).enumerate() {
-        let rows4: [&[u32]; 4] = core::array::from_fn(|k| {
-            let start = (4 * q + k) * row_words;
+    // Two rows per pass: with four, the loop's live values (sums, lanes, masks, words) outgrow the
+    // registers and spill.
+    const ROWS: usize = 2;
+    for (q, o) in out[..rows].chunks_exact_mut(ROWS).enumerate() {
+        let block: [&[u32]; ROWS] = core::array::from_fn(|k| {
+            let start = (ROWS * q + k) * row_words;
             &words[start..start + row_words]
         });
-        let [r0, r1, r2, r3] = rows4.map(|r| r.chunks_exact(I4_GROUP / 8));
-        let mut total = [0.0f32; 4];
-        let groups_of = r0
-            .zip(r1)
-            .zip(r2)
-            .zip(r3)
-            .zip(lanes.chunks_exact(I4_GROUP / 2));
-        for (g, ((((w0, w1), w2), w3), l)) in groups_of.enumerate() {
-            let mut acc = [0i32; 4];
+        let [r0, r1] = block.map(|r| r.chunks_exact(I4_GROUP / 8));
+        let mut total = [0.0f32; ROWS];
+        let groups_of = r0.zip(r1).zip(lanes.chunks_exact(I4_GROUP / 2));
+        for (g, ((w0, w1), l)) in groups_of.enumerate() {
+            let mut acc = [0i32; ROWS];
             for k in 0..I4_GROUP / 8 {
                 let l = &l[4 * k..4 * k + 4];
                 let xa = (l[0] & 0xffff) | (l[2] << 16);
                 let xb = (l[0] >> 16) | (l[2] & 0xffff_0000);
                 let xc = (l[1] & 0xffff) | (l[3] << 16);
                 let xd = (l[1] >> 16) | (l[3] & 0xffff_0000);
-                for (acc, w) in acc.iter_mut().zip([w0[k], w1[k], w2[k], w3[k]]) {
+                for (acc, w) in acc.iter_mut().zip([w0[k], w1[k]]) {
                     let (even, odd) = ((w << 4) & MASK, w & MASK);
                     *acc = smlad(sxtb16(even), xa, *acc);
                     *acc = smlad(sxtb16_ror8(even), xb, *acc);
@@ -115,7 +114,7 @@ pub(crate) fn matvec4(
                 }
             }
             for (r, (t, acc)) in total.iter_mut().zip(acc).enumerate() {
-                let at = ((4 * q + r) * groups + g) * SCALE_BYTES;
+                let at = ((ROWS * q + r) * groups + g) * SCALE_BYTES;
                 let s = decode_finite_scale(scales.get(at..).unwrap_or(&[]));
                 *t += (acc >> 4) as f32 * s;
             }

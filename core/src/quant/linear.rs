@@ -69,7 +69,7 @@ impl<'x> Input<'x> {
                 int8::matvec(w.data(), w.cols(), w.scales(), x, q.lanes, q.scale, out);
             }
             Some(q) if w.dtype() == DType::I4 && DType::I4.compiled() => {
-                // Four rows at a time where the input spans whole groups, the rest row by row.
+                // Two rows at a time where the input spans whole groups, the rest row by row.
                 let done = match n == w.cols() {
                     true => int4::matvec4(w.data(), n, w.scales(), q.lanes, q.scale, out),
                     false => 0,
