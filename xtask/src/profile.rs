@@ -110,7 +110,7 @@ pub fn run(args: Args) -> Result<()> {
     for (title, table) in [("function", by_fn), ("file", by_file)] {
         println!("\nby innermost inlined {title} (instructions per token, share):");
         let mut rows: Vec<_> = table.into_iter().collect();
-        rows.sort_by(|a, b| b.1.cmp(&a.1));
+        rows.sort_by_key(|row| std::cmp::Reverse(row.1));
         for (name, n) in rows.into_iter().take(args.top) {
             let share = 100.0 * n as f64 / total as f64;
             println!("{:>9} {share:5.1}%  {name}", n / tokens);
