@@ -153,8 +153,13 @@ macro_rules! group {
 /// row `LDR`, two `SXTB16`, two `SMLAD`; four groups per iteration) and 23 per quad of rows (when
 /// some row ends early, the same loop one quad at a time, over the groups the quad's last row has);
 /// elsewhere the same sums in plain Rust.
+///
+/// With the feature `mve` as well (a Helium core), it is the kernel of `quant/mve.rs` instead.
 #[inline(never)]
 pub fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
+    #[cfg(all(feature = "mve", target_arch = "arm"))]
+    return super::mve::dot4_strided(rows, stride, lanes, out);
+    #[allow(unreachable_code)]
     let quads = out.len() / 4;
     #[cfg(all(feature = "dsp", target_arch = "arm"))]
     {
