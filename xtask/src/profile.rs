@@ -4,7 +4,7 @@
 //! instruction per translation block with every block's execution logged (`-singlestep -d exec,nochain`),
 //! so the log has one line per executed instruction. Only the firmware's timed steps of its first
 //! (plain, hook-free) pass are counted: the instructions between the first and the second call of the
-//! board's cycle counter (`Counter::now`), the second and the third, and so on, until the pass ends. Each
+//! board's instruction counter (its `now`), the second and the third, and so on, until the pass ends. Each
 //! counted address is then attributed with `llvm-addr2line -i` to its innermost inlined function and
 //! source file (the release profile keeps debug info), and the totals are printed per token, largest
 //! first, by function and by file.
@@ -41,7 +41,11 @@ pub fn run(args: Args) -> Result<()> {
     });
     let bytes = std::fs::read(&elf).with_context(|| format!("cannot read {}", elf.display()))?;
     let file = ElfFile32::<object::Endianness>::parse(&*bytes)?;
-    let (now, plain) = (symbol(&file, "Counter")?, symbol(&file, "plain_pass")?);
+    // The board's instruction counter (`now` of its counter type), the plain pass and the next phase.
+    let now = symbol(&file, "19SysTickInstructions").or_else(|_| symbol(&file, "7Counter"))?;
+    let plain = symbol(&file, "10plain_pass")?;
+    let next = symbol(&file, "11score_heads")?;
+    let next = (next.0, next.0 + next.1);
     let now = (now.0, now.0 + now.1);
     let plain = (plain.0, plain.0 + plain.1);
 
@@ -76,7 +80,7 @@ pub fn run(args: Args) -> Result<()> {
         if timing && !inside(now) {
             *counts.entry(pc).or_default() += 1;
         }
-        if calls >= 2 && !timing && is_next_phase(&file, pc) {
+        if calls >= 2 && !timing && inside(next) {
             break;
         }
     }
@@ -119,17 +123,17 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Whether `pc` is in the firmware's phase after the plain pass (`score_heads`).
-fn is_next_phase(file: &ElfFile32<'_, object::Endianness>, pc: u32) -> bool {
-    symbol(file, "score_heads")
-        .is_ok_and(|(start, size)| (start..start + size).contains(&(pc & !1)))
-}
-
-/// Address and size of the first function symbol whose (mangled) name contains `part`.
+/// Address and size of the first function symbol, not a closure, whose mangled name contains `part`
+/// (for a counter type, its `now` method).
 fn symbol(file: &ElfFile32<'_, object::Endianness>, part: &str) -> Result<(u32, u32)> {
+    let method = part.ends_with("Counter") || part.ends_with("Instructions");
+    let wanted = |n: &str| {
+        let closure = n.starts_with("_RNC") || n.contains("closure");
+        n.contains(part) && !closure && (!method || n.contains("3now"))
+    };
     file.symbols()
         .filter(|s| s.kind() == object::SymbolKind::Text && s.size() > 0)
-        .find(|s| s.name().is_ok_and(|n| n.contains(part)))
+        .find(|s| s.name().is_ok_and(wanted))
         .map(|s| ((s.address() as u32) & !1, s.size() as u32))
         .with_context(|| format!("no function symbol containing {part}"))
 }
