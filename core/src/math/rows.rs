@@ -34,12 +34,14 @@ pub(crate) fn dot4_f16(words: &[u32], stride: usize, x: &[f32], out: &mut [f32])
 /// The portable four-row sums: `four` widens the items of four values.
 #[inline(always)]
 fn quad_portable<T>(
-    rows: [&[T]; 4],
+    block: &[T],
+    stride: usize,
     x: &[f32],
     per: usize,
     four: impl Fn(&[T]) -> [f32; 4],
 ) -> [f32; 4] {
     let mut acc = [0.0f32; 4];
+    let rows: [&[T]; 4] = core::array::from_fn(|k| block.get(k * stride..).unwrap_or(&[]));
     let [ca, cb, cc, cd] = rows.map(|r| r.chunks_exact(per));
     for ((((a, b), c), d), x) in ca.zip(cb).zip(cc).zip(cd).zip(x.chunks_exact(4)) {
         let w = [four(a), four(b), four(c), four(d)];
@@ -54,24 +56,24 @@ fn quad_portable<T>(
 
 /// Four `f32` rows against `x` (whole groups of four values).
 #[inline(always)]
-fn quad_f32(rows: [&[f32]; 4], x: &[f32]) -> [f32; 4] {
+fn quad_f32(block: &[f32], stride: usize, x: &[f32]) -> [f32; 4] {
     #[cfg(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))]
     {
-        return asm_quad::f32(rows, x);
+        return asm_quad::f32(block, stride, x);
     }
     #[allow(unreachable_code)]
-    quad_portable(rows, x, 4, |w| [w[0], w[1], w[2], w[3]])
+    quad_portable(block, stride, x, 4, |w| [w[0], w[1], w[2], w[3]])
 }
 
 /// Four `f16` rows (two values per word) against `x` (whole groups of four values).
 #[inline(always)]
-fn quad_f16(rows: [&[u32]; 4], x: &[f32]) -> [f32; 4] {
+fn quad_f16(block: &[u32], stride: usize, x: &[f32]) -> [f32; 4] {
     #[cfg(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))]
     {
-        return asm_quad::f16(rows, x);
+        return asm_quad::f16(block, stride, x);
     }
     #[allow(unreachable_code)]
-    quad_portable(rows, x, 2, |w| {
+    quad_portable(block, stride, x, 2, |w| {
         let (a, b) = widen_pair(w[0]);
         let (c, d) = widen_pair(w[1]);
         [a, b, c, d]
@@ -85,8 +87,9 @@ fn widen_pair(w: u32) -> (f32, f32) {
     (widen_f16(w as u16), widen_f16((w >> 16) as u16))
 }
 
-/// The four-row loop: `rows` of items `T`, `per` items holding four values; `quad` the sums of four
-/// rows over whole groups of four values (`x.len()` a multiple of 4, every row at least that long);
+/// The four-row loop: `rows` of items `T`, `per` items holding four values; `quad(block, stride, x)`
+/// the sums of the four rows `stride` apart from the start of `block` over whole groups of four values
+/// (`x.len()` a multiple of 4, every row at least that long);
 /// `value(w, k)` is value `k` of the items `w` (for the last `x.len() % 4` columns, and rows one by one).
 #[inline(always)]
 fn dot4<T: Copy>(
@@ -94,7 +97,7 @@ fn dot4<T: Copy>(
     stride: usize,
     x: &[f32],
     out: &mut [f32],
-    quad: impl Fn([&[T]; 4], &[f32]) -> [f32; 4],
+    quad: impl Fn(&[T], usize, &[f32]) -> [f32; 4],
     per: usize,
     value: impl Fn(&[T], usize) -> f32,
 ) {
@@ -114,17 +117,14 @@ fn dot4<T: Copy>(
     let whole = if fits { quads } else { 0 };
     let (out4, out_rest) = out.split_at_mut(4 * whole);
     for (q, o) in out4.chunks_exact_mut(4).enumerate() {
-        let at = 4 * q * stride;
-        let four: [&[T]; 4] = core::array::from_fn(|k| {
-            let start = at + k * stride;
-            &rows[start..start + items]
-        });
-        let acc = quad(four, x4);
+        let block = rows.get(4 * q * stride..).unwrap_or(&[]);
+        let acc = quad(block, stride, x4);
         if x_rest.is_empty() {
             o.copy_from_slice(&acc);
         } else {
             for (r, o) in o.iter_mut().enumerate() {
-                let rest = four[r].get(tail * per / 4..).unwrap_or(&[]);
+                let start = r * stride + tail * per / 4;
+                let rest = block.get(start..r * stride + items).unwrap_or(&[]);
                 *o = finish(acc[r], rest, x_rest, &value);
             }
         }
@@ -176,17 +176,34 @@ mod asm_quad {
         };
     }
 
-    /// The sums of four rows over the `x.len() / 4` whole groups of `x` (all four rows at least
-    /// `x.len()` values long, else zeros).
+    /// Whether four rows of `items` items, `stride` apart, lie within `len` items.
     #[inline(always)]
-    pub(super) fn f32(rows: [&[f32]; 4], x: &[f32]) -> [f32; 4] {
+    fn whole(len: usize, stride: usize, items: usize) -> bool {
+        stride
+            .checked_mul(3)
+            .and_then(|s| s.checked_add(items))
+            .is_some_and(|end| end <= len)
+    }
+
+    /// The starts of the four rows `stride` apart in `block` (in bounds: checked by [`whole`]).
+    #[inline(always)]
+    fn row_pointers<T>(block: &[T], stride: usize) -> [*const T; 4] {
+        let p = block.as_ptr();
+        [0, 1, 2, 3].map(|k| p.wrapping_add(k * stride))
+    }
+
+    /// The sums of the four rows `stride` apart from the start of `block` over the `x.len() / 4`
+    /// whole groups of `x` (zeros unless all four rows are that long within `block`).
+    #[inline(always)]
+    pub(super) fn f32(block: &[f32], stride: usize, x: &[f32]) -> [f32; 4] {
         let groups = x.len() / 4;
         let mut acc = [0.0f32; 4];
-        if groups == 0 || rows.iter().any(|r| r.len() < 4 * groups) {
+        if groups == 0 || !whole(block.len(), stride, 4 * groups) {
             return acc;
         }
+        let rows = row_pointers(block, stride);
         // SAFETY: the loop reads `4 * groups` values from each of `x` and the four rows (checked
-        // above to be that long; `VLDMIA` needs word alignment, which `&[f32]` has) and runs
+        // above to lie within `block`: the last ends at `3 * stride + 4 * groups`; `VLDMIA` needs word alignment, which `&[f32]` has) and runs
         // `groups > 0` times (its test follows its body); it reads and writes the four words of
         // `acc`, saves the FPU registers it uses (`s0-s23`, 96 bytes of stack) and restores them, and
         // changes the flags. (`sreg` operands would need the `vfp2` target feature, which a
@@ -208,10 +225,10 @@ mod asm_quad {
                 "vpop {{s0-s23}}",
                 px = inout(reg) x.as_ptr() => _,
                 end = in(reg) x.as_ptr().wrapping_add(4 * groups),
-                p0 = inout(reg) rows[0].as_ptr() => _,
-                p1 = inout(reg) rows[1].as_ptr() => _,
-                p2 = inout(reg) rows[2].as_ptr() => _,
-                p3 = inout(reg) rows[3].as_ptr() => _,
+                p0 = inout(reg) rows[0] => _,
+                p1 = inout(reg) rows[1] => _,
+                p2 = inout(reg) rows[2] => _,
+                p3 = inout(reg) rows[3] => _,
                 acc = in(reg) acc.as_mut_ptr(),
             );
         }
@@ -220,12 +237,13 @@ mod asm_quad {
 
     /// [`f32`] of `f16` rows, two values per word (the low half first).
     #[inline(always)]
-    pub(super) fn f16(rows: [&[u32]; 4], x: &[f32]) -> [f32; 4] {
+    pub(super) fn f16(block: &[u32], stride: usize, x: &[f32]) -> [f32; 4] {
         let groups = x.len() / 4;
         let mut acc = [0.0f32; 4];
-        if groups == 0 || rows.iter().any(|r| r.len() < 2 * groups) {
+        if groups == 0 || !whole(block.len(), stride, 2 * groups) {
             return acc;
         }
+        let rows = row_pointers(block, stride);
         // SAFETY: as in `f32`: `4 * groups` values of `x` and `2 * groups` words of each row, all
         // checked to be there and word-aligned; `acc` read and written, `s0-s23` saved and restored,
         // flags changed. `VCVTB`/`VCVTT`
@@ -263,10 +281,10 @@ mod asm_quad {
                 "vpop {{s0-s23}}",
                 px = inout(reg) x.as_ptr() => _,
                 end = in(reg) x.as_ptr().wrapping_add(4 * groups),
-                p0 = inout(reg) rows[0].as_ptr() => _,
-                p1 = inout(reg) rows[1].as_ptr() => _,
-                p2 = inout(reg) rows[2].as_ptr() => _,
-                p3 = inout(reg) rows[3].as_ptr() => _,
+                p0 = inout(reg) rows[0] => _,
+                p1 = inout(reg) rows[1] => _,
+                p2 = inout(reg) rows[2] => _,
+                p3 = inout(reg) rows[3] => _,
                 acc = in(reg) acc.as_mut_ptr(),
             );
         }
