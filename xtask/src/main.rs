@@ -8,6 +8,7 @@
 //!   accuracy, clean exit) and the board's budgets.
 //! - `cargo xtask boards`: `cargo xtask firmware` on every board (int8 and f32 on the emulated ones),
 //!   and a markdown table of what they measured.
+//! - `cargo xtask profile`: a token's instructions on QEMU per function (of the firmware built last).
 //! - `cargo xtask thumbv6m`: checks that the core crate builds for Cortex-M0+ (no FPU, no DSP).
 //!
 //! The firmware's toolchain is chosen by itself: the rustup target when installed, otherwise Debian's Rust
@@ -23,6 +24,7 @@ mod firmware;
 mod host_tool;
 mod matrix;
 mod paths;
+mod profile;
 mod qemu;
 mod reference;
 mod test;
@@ -54,6 +56,9 @@ enum Command {
     Boards,
     /// Check that the core crate builds for thumbv6m-none-eabi (Cortex-M0+).
     Thumbv6m,
+    /// Where a token's instructions go on QEMU, per inlined function and source file (run after
+    /// `cargo xtask firmware`, whose ELF it traces).
+    Profile(profile::Args),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +68,7 @@ fn main() -> ExitCode {
         Command::Firmware(args) => firmware::run(args).map(|_| ()),
         Command::Boards => matrix::table(),
         Command::Thumbv6m => thumbv6m::check(),
+        Command::Profile(args) => profile::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
