@@ -34,7 +34,8 @@
 
 #![no_std]
 // No `unsafe` anywhere; with the feature `dsp`, only the DSP instructions and the four-row loop of
-// `quant/dsp.rs` (and with `mve`, the Helium loop of `quant/mve.rs`).
+// `quant/dsp.rs` and the four-row float loops of `math/rows.rs` (and with `mve`, the Helium loop of
+// `quant/mve.rs`).
 #![cfg_attr(not(feature = "dsp"), forbid(unsafe_code))]
 #![cfg_attr(feature = "dsp", deny(unsafe_code))]
 #![deny(missing_docs)]

@@ -8,6 +8,7 @@
 //!   accuracy, clean exit) and the board's budgets.
 //! - `cargo xtask boards`: `cargo xtask firmware` on every board (int8 and f32 on the emulated ones),
 //!   and a markdown table of what they measured.
+//! - `cargo xtask profile`: a token's instructions on QEMU per function (of the firmware built last).
 //! - `cargo xtask thumbv6m`: checks that the core crate builds for Cortex-M0+ (no FPU, no DSP).
 //! - `cargo xtask core32`: the core's tests on i686, where `usize` is 32 bits.
 //! - `cargo xtask fuzz [--seconds N] [--target T]`: coverage-guided fuzzing (cargo-fuzz, libFuzzer).
@@ -27,6 +28,7 @@ mod fuzz;
 mod host_tool;
 mod matrix;
 mod paths;
+mod profile;
 mod qemu;
 mod reference;
 mod test;
@@ -62,6 +64,9 @@ enum Command {
     Core32,
     /// Coverage-guided fuzzing (cargo-fuzz, installed if missing): each target for --seconds.
     Fuzz(fuzz::Args),
+    /// Where a token's instructions go on QEMU, per inlined function and source file (run after
+    /// `cargo xtask firmware`, whose ELF it traces).
+    Profile(profile::Args),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +78,7 @@ fn main() -> ExitCode {
         Command::Thumbv6m => thumbv6m::check(),
         Command::Fuzz(args) => fuzz::run(args),
         Command::Core32 => core32::run(),
+        Command::Profile(args) => profile::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

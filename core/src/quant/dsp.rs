@@ -5,7 +5,7 @@
 //! With the feature `dsp` on an ARM target they are the instructions themselves (ARMv7E-M: Cortex-M4,
 //! M7, M33 with DSP); everywhere else they are the same integer functions in plain Rust. LLVM forms
 //! `SMLAD` only from pairs of `i16` loads and has no pattern for `SXTB16` at all, so from `i8` weights
-//! in flash safe Rust cannot reach them: this module is the crate's only `unsafe`, three one-instruction
+//! in flash safe Rust cannot reach them: this module is the crate's only integer `unsafe`, three one-instruction
 //! `asm!` blocks that touch no memory, and the four-row loop [`dot4_strided`] that the matmuls, the
 //! attention scores and the value mix spend most of their time in (the compiler's loop over the same
 //! instructions kept two more address adds and the lane split of the vector per group, and called the
