@@ -35,8 +35,10 @@
 #![no_std]
 // No `unsafe` anywhere; with the feature `dsp`, only the DSP instructions and the four-row loop of
 // `quant/dsp.rs`.
-#![cfg_attr(not(feature = "dsp"), forbid(unsafe_code))]
-#![cfg_attr(feature = "dsp", deny(unsafe_code))]
+// With the feature `std` (host only), the calls of `host.rs` into its kernels compiled for the CPU's
+// detected vector unit.
+#![cfg_attr(not(any(feature = "dsp", feature = "std")), forbid(unsafe_code))]
+#![cfg_attr(any(feature = "dsp", feature = "std"), deny(unsafe_code))]
 #![deny(missing_docs)]
 
 #[cfg(any(feature = "std", test))]
@@ -50,6 +52,8 @@ mod error;
 mod features;
 pub mod hash;
 pub mod hooks;
+#[cfg(feature = "std")]
+pub mod host;
 mod kv_cache;
 mod model;
 mod session;

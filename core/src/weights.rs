@@ -82,6 +82,9 @@ pub struct Matrix<'a> {
     cols: usize,
     data: &'a [u8],
     scales: &'a [u8],
+    /// The host's column-blocked copy ([`crate::host`]), if the model has one attached.
+    #[cfg(feature = "std")]
+    blocked: Option<&'a crate::host::Blocked>,
 }
 
 /// Scale `i` of `scales`, exact (0 if out of range). A matrix comes from `Model::from_bytes`, which
@@ -106,7 +109,14 @@ impl<'a> Matrix<'a> {
             cols,
             data,
             scales,
+            #[cfg(feature = "std")]
+            blocked: None,
         }
+    }
+    /// This matrix computing its whole blocks of rows from the host's blocked copy `b` of it.
+    #[cfg(feature = "std")]
+    pub(crate) fn with_blocked(self, blocked: Option<&'a crate::host::Blocked>) -> Self {
+        Matrix { blocked, ..self }
     }
     /// A matrix over encoded `data` and stored (`f16`) `scales`, checked like a blob's tensors:
     /// byte lengths must match `dtype` and `[rows, cols]`.
@@ -164,7 +174,13 @@ impl<'a> Matrix<'a> {
 
     /// `out[r] = W[r] . x` for every row, as [`Matrix::dot`] with the dtype dispatched once.
     pub fn matvec(&self, x: &[f32], out: &mut [f32]) {
-        let (rows, c) = (out.iter_mut().enumerate().take(self.rows), self.cols);
+        // On the host, the whole blocks of rows `LANES` at a time (the same bits), then the rest here.
+        #[cfg(feature = "std")]
+        let done = self.blocked.map_or(0, |b| b.matvec(x, out));
+        #[cfg(not(feature = "std"))]
+        let done = 0;
+        let rows = out.iter_mut().enumerate().take(self.rows).skip(done);
+        let c = self.cols;
         let d = self.data;
         match self.dtype {
             t @ DType::F32 if t.compiled() => rows.for_each(|(r, o)| *o = dot_f32(d, r * c, x)),

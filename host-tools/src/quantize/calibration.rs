@@ -11,6 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use microlens::math::norm::affine;
 use microlens::{HookKind, HookKinds, HookPoint, Hooks, Model, Normalization};
 use microlens::{TensorId, TensorKind};
+use rayon::prelude::*;
 
 use crate::fidelity::{induction_sequences, read_token_file};
 
@@ -214,20 +215,39 @@ fn collect(
     sink: impl FnMut(Site, &[f32]),
 ) -> Result<()> {
     ensure!(!seqs.is_empty(), "calibration needs at least one sequence");
-    let mut c = Collector {
-        model,
-        inputs,
-        sink,
-        z: Vec::new(),
-    };
+    let host = microlens::host::HostWeights::new(model);
+    let model = &model.with_host(&host);
     let bar = ProgressBar::new(seqs.len() as u64);
     bar.set_style(ProgressStyle::with_template(
         "calibrating {bar:30} {pos}/{len} sequences [{elapsed_precise}]",
     )?);
-    for (i, tokens) in seqs.iter().enumerate() {
-        crate::run::run_with_hooks(model, tokens, &mut c)
-            .with_context(|| format!("calibration sequence {}", i + 1))?;
-        bar.inc(1);
+    // Sequences in parallel (the host's blocked weights, the same bits), each recording its inputs;
+    // then handed to `sink` in sequence order, as one sequence after the other would.
+    let mut sink = sink;
+    for (n, chunk) in seqs.chunks(64).enumerate() {
+        let runs: Vec<Result<Vec<(Site, Vec<f32>)>>> = chunk
+            .par_iter()
+            .enumerate()
+            .map(|(i, tokens)| {
+                let mut events = Vec::new();
+                let mut collector = Collector {
+                    model,
+                    inputs,
+                    sink: |s: Site, x: &[f32]| events.push((s, x.to_vec())),
+                    z: Vec::new(),
+                };
+                crate::run::run_with_hooks(model, tokens, &mut collector)
+                    .with_context(|| format!("calibration sequence {}", 64 * n + i + 1))?;
+                drop(collector);
+                Ok(events)
+            })
+            .collect();
+        for run in runs {
+            for (s, x) in run? {
+                sink(s, &x);
+            }
+            bar.inc(1);
+        }
     }
     bar.finish_and_clear();
     Ok(())
