@@ -1,5 +1,6 @@
 //! Build script: picks the board's `memory.x`, checks the model blob named by `MICROLENS_BLOB` and sizes
-//! the firmware's static buffers exactly from its header.
+//! the firmware's static buffers exactly from its header, for the longest context the board's RAM holds
+//! (the model's `n_ctx`, or less on a small board such as the micro:bit).
 //!
 //! Environment:
 //! - `MICROLENS_BLOB` (required): path of the blob to embed (`cargo xtask firmware` sets it); relative
@@ -12,8 +13,24 @@ use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Boards, as cargo features; each has `memory/<name>.x`.
-const BOARDS: [&str; 2] = ["qemu", "nrf52840"];
+/// Boards, as cargo features; each has `memory/<name>.x` and `src/board/<name>.rs`.
+const BOARDS: [&str; 11] = [
+    "microbit",
+    "mps2-an385",
+    "mps2-an386",
+    "mps2-an500",
+    "mps2-an505",
+    "mps3-an547",
+    "riscv32-virt",
+    "nrf52840",
+    "rp2040",
+    "rp2350",
+    "stm32f446re",
+];
+
+/// RAM the firmware's statics take beside the KV cache and the workspace (the session, defmt's and the
+/// counter's state), an upper bound: the context cap leaves this much of the board's RAM free.
+const OTHER_STATICS: usize = 512;
 
 /// Seed of the prompt generator when `MICROLENS_SEED` is not set.
 const DEFAULT_SEED: u64 = 0x6d69_6372_6f6c_656e;
@@ -23,24 +40,33 @@ fn main() {
         PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
 
-    if let Err(e) = memory_x(&manifest_dir, &out).and_then(|()| model_consts(&manifest_dir, &out)) {
+    if let Err(e) =
+        memory_x(&manifest_dir, &out).and_then(|map| model_consts(&manifest_dir, &out, &map))
+    {
         eprintln!("error: {e}");
         std::process::exit(1);
     }
 }
 
-/// Copies the selected board's memory map to `OUT_DIR/memory.x`, where `link.x` finds it, and writes
+/// Copies the selected board's memory map to `OUT_DIR/memory.x`, where `link.x` finds it (the context
+/// cap is appended by [`model_consts`]), returns it, and writes
 /// an empty `OUT_DIR/device.x`, which `link.x` includes with cortex-m-rt's `device` feature (a board's
 /// PAC would provide its interrupt handlers there; the firmware has its own one-entry `__INTERRUPTS`,
 /// see `src/board/mod.rs`).
-fn memory_x(manifest_dir: &Path, out: &Path) -> Result<(), String> {
+fn memory_x(manifest_dir: &Path, out: &Path) -> Result<String, String> {
     let enabled: Vec<&str> = BOARDS
         .iter()
         .copied()
-        .filter(|b| env::var_os(format!("CARGO_FEATURE_{}", b.to_uppercase())).is_some())
+        .filter(|b| {
+            env::var_os(format!(
+                "CARGO_FEATURE_{}",
+                b.to_uppercase().replace('-', "_")
+            ))
+            .is_some()
+        })
         .collect();
     let [board] = enabled[..] else {
-        return Err(format!("enable exactly one board feature out of {BOARDS:?} (found {enabled:?}), e.g. --features qemu"));
+        return Err(format!("enable exactly one board feature out of {BOARDS:?} (found {enabled:?}), e.g. --features mps2-an386"));
     };
     let src = manifest_dir.join("memory").join(format!("{board}.x"));
     println!("cargo:rerun-if-changed={}", src.display());
@@ -51,14 +77,47 @@ fn memory_x(manifest_dir: &Path, out: &Path) -> Result<(), String> {
             .map_err(|e| format!("MICROLENS_STACK_RESERVE={bytes}: {e} ({})", src.display()))?,
         Err(_) => map,
     };
-    fs::write(out.join("memory.x"), map).map_err(|e| format!("memory.x: {e}"))?;
     fs::write(
         out.join("device.x"),
         "/* No device interrupt handlers: see build.rs. */\n",
     )
     .map_err(|e| format!("device.x: {e}"))?;
     println!("cargo:rustc-link-search={}", out.display());
-    Ok(())
+    Ok(map)
+}
+
+/// The value of the first `NAME = <number><K|M>?` assignment in `map` after `key` (a memory region's
+/// `LENGTH`, or `_stack_reserve`), in bytes.
+fn bytes_after(map: &str, key: &str) -> Option<usize> {
+    let line = map.lines().find(|l| l.trim_start().starts_with(key))?;
+    let text = line.split_once(key)?.1;
+    let value = match key {
+        "_stack_reserve" => text,
+        _ => text.split_once("LENGTH")?.1,
+    };
+    let value = value.trim_start_matches([' ', '=']);
+    let digits: String = value.chars().take_while(char::is_ascii_digit).collect();
+    let n: usize = digits.parse().ok()?;
+    match value[digits.len()..].chars().next() {
+        Some('K') => Some(n * 1024),
+        Some('M') => Some(n * 1024 * 1024),
+        _ => Some(n),
+    }
+}
+
+/// The longest context (at most the model's) whose KV cache and workspace fit in the RAM of `map`
+/// beside its stack reserve and [`OTHER_STATICS`].
+fn context_cap(model: &microlens::Model<'_>, map: &str) -> Result<usize, String> {
+    let ram =
+        bytes_after(map, "RAM").ok_or("memory.x has no `RAM : ORIGIN = .., LENGTH = ..` line")?;
+    let reserve =
+        bytes_after(map, "_stack_reserve").ok_or("memory.x has no `_stack_reserve = N;` line")?;
+    let free = ram.saturating_sub(reserve + OTHER_STATICS);
+    let fits = |n: usize| 4 * (model.kv_cache_len_at(n) + model.workspace_len_at(n)) <= free;
+    let cap = (1..=model.config().n_ctx).rev().find(|&n| fits(n));
+    cap.ok_or_else(|| {
+        format!("not even one position's KV cache and the workspace fit in {free} B of RAM")
+    })
 }
 
 /// `map` with its `_stack_reserve = N;` line set to `bytes` (a whole number of words).
@@ -87,7 +146,7 @@ fn with_stack_reserve(map: &str, bytes: &str) -> Result<String, String> {
 }
 
 /// Checks the blob and writes `OUT_DIR/model.rs`: its path and the sizes the firmware's buffers need.
-fn model_consts(manifest_dir: &Path, out: &Path) -> Result<(), String> {
+fn model_consts(manifest_dir: &Path, out: &Path, map: &str) -> Result<(), String> {
     println!("cargo:rerun-if-env-changed=MICROLENS_BLOB");
     println!("cargo:rerun-if-env-changed=MICROLENS_SEED");
     let blob = env::var_os("MICROLENS_BLOB").ok_or(
@@ -103,6 +162,20 @@ fn model_consts(manifest_dir: &Path, out: &Path) -> Result<(), String> {
         microlens::Model::from_bytes(&bytes).map_err(|e| format!("{}: {e}", blob.display()))?;
     let cfg = model.config();
     check_features(&model)?;
+    let n_ctx = context_cap(&model, map)?;
+    if n_ctx < cfg.n_ctx {
+        println!(
+            "cargo:warning=the board's RAM holds the KV cache of {n_ctx} of the model's {} positions: the session's context is capped there",
+            cfg.n_ctx
+        );
+    }
+    // The cap and the RAM as linker symbols too, which `cargo xtask firmware` reads from the ELF.
+    let ram = bytes_after(map, "RAM").unwrap_or(0);
+    let map = format!(
+        "{map}\n/* build.rs: the session's context (positions) and the board's RAM (bytes). */\n\
+         _microlens_context = {n_ctx};\n_microlens_ram = {ram};\n"
+    );
+    fs::write(out.join("memory.x"), map).map_err(|e| format!("memory.x: {e}"))?;
 
     let seed = match env::var("MICROLENS_SEED") {
         Ok(s) => parse_seed(&s).ok_or(format!("MICROLENS_SEED={s}: not a u64"))?,
@@ -127,11 +200,11 @@ fn model_consts(manifest_dir: &Path, out: &Path) -> Result<(), String> {
          pub const SEED: u64 = {seed:#x};\n\
          /// A token of the prompt: the narrowest unsigned integer that holds every token id.\n\
          pub type Token = {token};\n",
-        kv = model.kv_cache_len(),
-        ws = model.workspace_len(),
+        kv = model.kv_cache_len_at(n_ctx),
+        ws = model.workspace_len_at(n_ctx),
         layers = cfg.n_layers,
         heads = cfg.n_heads,
-        ctx = cfg.n_ctx,
+        ctx = n_ctx,
         token = token_type(cfg.d_vocab),
     );
     fs::write(out.join("model.rs"), consts).map_err(|e| e.to_string())?;

@@ -3,9 +3,9 @@
 //! Thresholds from the foundation issue: log-probs within 1e-4, attention patterns within 1e-5.
 
 use microlens::DType;
+use microlens_host::convert::fold::ProcessingOptions;
 use microlens_host::convert::{convert, ConvertOptions};
-use microlens_host::fold::ProcessingOptions;
-use microlens_host::run::{log_softmax, run_blob};
+use microlens_host::eval::run::{log_softmax, run_blob};
 use microlens_tests::{checkpoint, expected, fixture_dir, max_abs_diff, Case, FIXTURES};
 
 const LOG_PROB_TOL: f32 = 1e-4;

@@ -9,11 +9,12 @@ use microlens::analysis::{Head, HeadPattern};
 use microlens::Model;
 use microlens_host::analysis::{
     ablation_table, all_composition_scores, composition_baseline, full_ov_copying_score,
-    head_scores, repeated_random_tokens, CircuitWeights, CompositionMode,
+    head_scores, CircuitWeights, CompositionMode,
 };
 use microlens_host::convert::{convert, ConvertOptions};
-use microlens_host::fidelity::argmax;
-use microlens_host::run::{log_softmax, run_blob, run_model};
+use microlens_host::eval::metrics::argmax;
+use microlens_host::eval::run::{log_softmax, run_blob, run_model};
+use microlens_host::eval::sequences::repeated_random_tokens;
 use microlens_host::train::data::InductionData;
 use microlens_host::train::eval::best_copier;
 use microlens_host::train::trainer::rng;
@@ -97,7 +98,7 @@ fn accuracy_at_varying_offsets_through_the_core_forward() {
     );
 }
 
-/// The README's evidence, from the analyses `microlens circuits` prints: a layer-0 previous-token head, a
+/// The evidence of docs/circuits.md, from the analyses `microlens circuits` prints: a layer-0 previous-token head, a
 /// layer-1 induction head that K-composes with it (well above its Q/V composition and the random
 /// baseline) and copies (full OV circuit eigenvalues positive), and the ablation table.
 #[test]

@@ -219,4 +219,13 @@ impl Config {
         }
         Ok(())
     }
+
+    /// This config with its context capped at `n_ctx` positions (never raised): what a session's KV cache
+    /// and workspace are sized for ([`crate::Session::with_context`]). The weights are unchanged.
+    pub const fn with_context(mut self, n_ctx: usize) -> Self {
+        if n_ctx < self.n_ctx {
+            self.n_ctx = n_ctx;
+        }
+        self
+    }
 }

@@ -103,7 +103,7 @@ pub enum Error {
     },
     /// The KV cache already holds `n_ctx` positions.
     ContextFull {
-        /// The context length.
+        /// The context length (the model's, or the session's cap).
         n_ctx: usize,
     },
     /// A caller-provided index (layer, head, position) is out of range.
@@ -181,7 +181,10 @@ impl fmt::Display for Error {
                 write!(f, "token {token} out of range (d_vocab = {d_vocab})")
             }
             Error::ContextFull { n_ctx } => {
-                write!(f, "context full: the model takes at most {n_ctx} positions")
+                write!(
+                    f,
+                    "context full: the session holds at most {n_ctx} positions"
+                )
             }
             Error::OutOfRange { what } => write!(f, "{what} out of range"),
             Error::Unsupported { feature } => write!(

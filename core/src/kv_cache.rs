@@ -10,6 +10,7 @@
 use crate::blob::Activations;
 use crate::config::Config;
 use crate::error::Error;
+use crate::math::rows;
 use crate::quant::activations::{quantize, quantize_into, scale_of};
 use crate::quant::{dsp, int8, mix};
 
@@ -176,10 +177,11 @@ impl<'b> KvCache<'b> {
         };
         match &self.store {
             Store::F32 { k, .. } if F32 => {
-                for (s, k) in row.iter_mut().zip(self.positions(k, dh, layer, head)) {
-                    let k = k.get(..dh).unwrap_or(&[]);
-                    *s = keep(q.iter().zip(k).fold(0.0f32, |acc, (q, k)| acc + q * k) / attn_scale);
-                }
+                // Four keys per pass over the query, `n_heads * d_head` apart.
+                let keys = from(k, self.slot(layer, 0, head) * dh);
+                let q = q.get(..dh).unwrap_or(q);
+                rows::dot4_f32(keys, self.n_heads * dh, q, row);
+                row.iter_mut().for_each(|s| *s = keep(*s / attn_scale));
             }
             Store::I8 { k, k_scale, .. } if I8 => {
                 let qq = quantize(q, scratch);
@@ -211,21 +213,6 @@ impl<'b> KvCache<'b> {
             _ => {}
         }
         max
-    }
-
-    /// The rows of `head` at `layer` in a `[layer][pos][head][width]` array (`width` being `d_head` for
-    /// values, 1 for scales), position by position: chunks of `n_heads * width` starting at position 0.
-    fn positions<'s, T>(
-        &self,
-        data: &'s [T],
-        width: usize,
-        layer: usize,
-        head: usize,
-    ) -> core::slice::Chunks<'s, T> {
-        let start = self.slot(layer, 0, head) * width;
-        data.get(start..)
-            .unwrap_or(&[])
-            .chunks((self.n_heads * width).max(1))
     }
 
     /// `z = sum_j (pattern[j] / sum) v_j` for `head` at `layer`, positions in ascending order (`sum` 1

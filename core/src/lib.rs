@@ -34,9 +34,9 @@
 
 #![no_std]
 // No `unsafe` anywhere; with the feature `dsp`, only the DSP instructions and the four-row loop of
-// `quant/dsp.rs`.
-// With the feature `std` (host only), the calls of `host.rs` into its kernels compiled for the CPU's
-// detected vector unit.
+// `quant/dsp.rs` and the four-row float loops of `math/rows.rs` (and with `mve`, the Helium loop of
+// `quant/mve.rs`); with the feature `std` (host only), the calls of `host.rs` into its kernels compiled
+// for the CPU's detected vector unit.
 #![cfg_attr(not(any(feature = "dsp", feature = "std")), forbid(unsafe_code))]
 #![cfg_attr(any(feature = "dsp", feature = "std"), deny(unsafe_code))]
 #![deny(missing_docs)]

@@ -141,6 +141,14 @@ impl<'a> Model<'a> {
     pub fn workspace_len(&self) -> usize {
         Workspace::len(&self.config)
     }
+    /// `f32` words of KV cache a session capped at `n_ctx` positions needs ([`crate::Session::with_context`]).
+    pub fn kv_cache_len_at(&self, n_ctx: usize) -> usize {
+        KvCache::len(&self.config.with_context(n_ctx), self.activations)
+    }
+    /// `f32` words of workspace a session capped at `n_ctx` positions needs.
+    pub fn workspace_len_at(&self, n_ctx: usize) -> usize {
+        Workspace::len(&self.config.with_context(n_ctx))
+    }
     /// Total blob size in bytes.
     pub fn blob_len(&self) -> usize {
         self.blob_len

@@ -19,6 +19,7 @@ pub struct Session<'a, 'b> {
     ws: Workspace<'b>,
     kv: KvCache<'b>,
     pos: usize,
+    n_ctx: usize,
 }
 
 impl<'a, 'b> Session<'a, 'b> {
@@ -29,18 +30,42 @@ impl<'a, 'b> Session<'a, 'b> {
         kv: &'b mut [f32],
         workspace: &'b mut [f32],
     ) -> Result<Self, Error> {
-        let cfg = model.config();
+        Self::with_context(model, model.config().n_ctx, kv, workspace)
+    }
+
+    /// A session that holds at most `n_ctx` positions (`1..=` the model's `n_ctx`), over buffers of at
+    /// least [`Model::kv_cache_len_at`] and [`Model::workspace_len_at`] words: a run-time limit for a
+    /// device whose RAM holds less than the full context. The step after the last fails with
+    /// [`Error::ContextFull`]; every step before computes the same bits as a full-context session.
+    pub fn with_context(
+        model: &Model<'a>,
+        n_ctx: usize,
+        kv: &'b mut [f32],
+        workspace: &'b mut [f32],
+    ) -> Result<Self, Error> {
+        if n_ctx == 0 || n_ctx > model.config().n_ctx {
+            return Err(Error::OutOfRange {
+                what: "context cap",
+            });
+        }
+        let cfg = model.config().with_context(n_ctx);
         Ok(Session {
             model: *model,
-            ws: Workspace::new(cfg, workspace)?,
-            kv: KvCache::new(cfg, model.activations(), kv)?,
+            ws: Workspace::new(&cfg, workspace)?,
+            kv: KvCache::new(&cfg, model.activations(), kv)?,
             pos: 0,
+            n_ctx,
         })
     }
 
     /// The model.
     pub fn model(&self) -> &Model<'a> {
         &self.model
+    }
+
+    /// Positions this session holds: the model's `n_ctx`, or the cap of [`Session::with_context`].
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
     }
 
     /// Number of tokens consumed so far (the position of the next one).
@@ -62,8 +87,8 @@ impl<'a, 'b> Session<'a, 'b> {
     pub fn step_with<H: Hooks>(&mut self, token: u32, hooks: &mut H) -> Result<&[f32], Error> {
         let cfg = *self.model.config();
         let pos = self.pos;
-        if pos >= cfg.n_ctx {
-            return Err(Error::ContextFull { n_ctx: cfg.n_ctx });
+        if pos >= self.n_ctx {
+            return Err(Error::ContextFull { n_ctx: self.n_ctx });
         }
         if token as usize >= cfg.d_vocab {
             return Err(Error::TokenOutOfRange {

@@ -1,6 +1,7 @@
 //! Read-only views of tensors inside a blob, dequantised on the fly; no copies, any alignment.
 
 use crate::blob::{decode_finite_scale, widen_f16, DType, I4_GROUP, SCALE_BYTES};
+use crate::math::rows as row_block;
 use crate::quant::{int4, int8};
 
 /// An `f32` vector (biases, norm weights).
@@ -85,6 +86,12 @@ pub struct Matrix<'a> {
     /// The host's column-blocked copy ([`crate::host`]), if the model has one attached.
     #[cfg(feature = "std")]
     blocked: Option<&'a crate::host::Blocked>,
+}
+
+/// `out[r] = f(r)` for every row `r`.
+#[inline(always)]
+fn each(out: &mut [f32], f: impl Fn(usize) -> f32) {
+    out.iter_mut().enumerate().for_each(|(r, o)| *o = f(r));
 }
 
 /// Scale `i` of `scales`, exact (0 if out of range). A matrix comes from `Model::from_bytes`, which
@@ -174,22 +181,42 @@ impl<'a> Matrix<'a> {
 
     /// `out[r] = W[r] . x` for every row, as [`Matrix::dot`] with the dtype dispatched once.
     pub fn matvec(&self, x: &[f32], out: &mut [f32]) {
-        // On the host, the whole blocks of rows `LANES` at a time (the same bits), then the rest here.
+        let n = self.rows.min(out.len());
+        let out = &mut out[..n];
+        // On the host, the whole blocks of rows from its blocked copy (the same bits), the rest (fewer
+        // than a block) one row at a time as `Matrix::dot`.
         #[cfg(feature = "std")]
-        let done = self.blocked.map_or(0, |b| b.matvec(x, out));
-        #[cfg(not(feature = "std"))]
-        let done = 0;
-        let rows = out.iter_mut().enumerate().take(self.rows).skip(done);
+        if let Some(done) = self.blocked.map(|b| b.matvec(x, out)).filter(|&d| d > 0) {
+            for (r, o) in out.iter_mut().enumerate().skip(done) {
+                *o = self.dot(r, 0, x);
+            }
+            return;
+        }
         let c = self.cols;
         let d = self.data;
+        // Aligned float rows (every tensor of a blob at an aligned address): four rows per pass.
+        let (f32_rows, f16_rows) = (
+            bytemuck::try_cast_slice::<u8, f32>(d),
+            bytemuck::try_cast_slice::<u8, u32>(d).ok(),
+        );
+        // The blob is little-endian: the values are read in place on little-endian targets only.
+        let le = cfg!(target_endian = "little");
+        let f32_rows = f32_rows.ok().filter(|_| le);
+        let f16_rows = f16_rows.filter(|_| le && c % 2 == 0 && x.len() % 2 == 0);
         match self.dtype {
-            t @ DType::F32 if t.compiled() => rows.for_each(|(r, o)| *o = dot_f32(d, r * c, x)),
-            t @ DType::F16 if t.compiled() => rows.for_each(|(r, o)| *o = dot_f16(d, r * c, x)),
+            t @ DType::F32 if t.compiled() => match f32_rows {
+                Some(w) => row_block::dot4_f32(w, c, x, out),
+                None => each(out, |r| dot_f32(d, r * c, x)),
+            },
+            t @ DType::F16 if t.compiled() => match f16_rows {
+                Some(w) => row_block::dot4_f16(w, c, x, out),
+                None => each(out, |r| dot_f16(d, r * c, x)),
+            },
             t @ DType::I8 if t.compiled() => {
-                rows.for_each(|(r, o)| *o = dot_i8_f32(d, r * c, x, || self.scale(r)))
+                each(out, |r| dot_i8_f32(d, r * c, x, || self.scale(r)))
             }
-            t @ DType::I4 if t.compiled() => rows.for_each(|(r, o)| *o = self.dot_i4(r, 0, x)),
-            _ => rows.for_each(|(_, o)| *o = 0.0),
+            t @ DType::I4 if t.compiled() => each(out, |r| self.dot_i4(r, 0, x)),
+            _ => out.fill(0.0),
         }
     }
 

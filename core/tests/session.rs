@@ -2,8 +2,8 @@
 
 mod common;
 
-use common::{random_blob, run, small_config};
-use microlens::{Config, Error, Model, Normalization, Positional, Session};
+use common::{random_blob, random_blob_as, run, small_config};
+use microlens::{Activations, Config, DType, Error, Model, Normalization, Positional, Session};
 
 fn run_all(model: &Model<'_>, tokens: &[u32]) -> Vec<Vec<f32>> {
     run(model, tokens, &mut ())
@@ -52,6 +52,43 @@ fn full_context_and_bad_tokens_are_errors() {
         s.step(1).unwrap_err(),
         Error::ContextFull { n_ctx: cfg.n_ctx }
     );
+}
+
+#[test]
+fn a_context_cap_is_a_run_time_limit_with_the_same_bits() {
+    let cfg = small_config();
+    for (dtype, act) in [(DType::F32, Activations::F32), (DType::I8, Activations::I8)] {
+        let bytes = random_blob_as(&cfg, 12, dtype, act);
+        let model = Model::from_bytes(&bytes).unwrap();
+        let cap = cfg.n_ctx / 2;
+        let tokens: Vec<u32> = (0..cap as u32).map(|i| i * 7 % 23).collect();
+        let whole = run_all(&model, &tokens);
+        let (mut kv, mut ws) = (
+            vec![0.0; model.kv_cache_len_at(cap)],
+            vec![0.0; model.workspace_len_at(cap)],
+        );
+        assert!(kv.len() < model.kv_cache_len() && ws.len() < model.workspace_len());
+        let mut s = Session::with_context(&model, cap, &mut kv, &mut ws).unwrap();
+        assert_eq!(s.n_ctx(), cap);
+        for (i, &t) in tokens.iter().enumerate() {
+            let logits = s.step(t).unwrap();
+            let same = logits
+                .iter()
+                .zip(&whole[i])
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{dtype:?} pos {i}");
+        }
+        assert_eq!(s.step(1).unwrap_err(), Error::ContextFull { n_ctx: cap });
+    }
+    let bytes = random_blob(&cfg, 13);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let (mut kv, mut ws) = (vec![0.0; 1 << 16], vec![0.0; 1 << 16]);
+    for bad in [0, cfg.n_ctx + 1] {
+        assert!(matches!(
+            Session::with_context(&model, bad, &mut kv, &mut ws),
+            Err(Error::OutOfRange { .. })
+        ));
+    }
 }
 
 #[test]

@@ -6,11 +6,13 @@
 //! 2. scores every head as a previous-token and an induction head from its attention patterns;
 //! 3. zero-ablates every induction head (score at least [`INDUCTION_THRESHOLD`], or the best head if none
 //!    reaches it) and reports the accuracy that remains;
-//! 4. reports the cost per token (instructions under QEMU, cycles on a board) and the stack high-water mark;
+//! 4. reports the cost per token (instructions under QEMU, cycles on a board), the multiply-accumulates
+//!    per token and the stack high-water mark;
 //!
 //! then exits with success, or with failure on any error. Every result is a `key=value` line on defmt.
 //! The blob is chosen at build time (`MICROLENS_BLOB`, see `build.rs`); every buffer is a `static` sized
-//! exactly for it, and there is no heap.
+//! exactly for it, and there is no heap. On a board whose RAM cannot hold the KV cache of the model's
+//! whole context, `build.rs` caps the session's context ([`model::N_CTX`]) and the prompt fits in it.
 
 #![no_std]
 #![no_main]
@@ -20,6 +22,7 @@ mod div;
 mod error;
 mod eval;
 mod line;
+mod macs;
 mod prompt;
 mod scores;
 mod stack;
@@ -48,7 +51,7 @@ const INDUCTION_THRESHOLD: f32 = 0.3;
 
 /// The model, read in place from flash.
 static BLOB: &Aligned<[u8]> = &Aligned(*include_bytes!(env!("MICROLENS_BLOB_PATH")));
-/// The KV cache, sized for the model at full context; zero-initialised, so in `.bss`.
+/// The KV cache, sized for the session's context ([`model::N_CTX`]); zero-initialised, so in `.bss`.
 static KV: ConstStaticCell<[f32; model::KV_LEN]> = ConstStaticCell::new([0.0; model::KV_LEN]);
 /// The forward pass's activations.
 static WS: ConstStaticCell<[f32; model::WS_LEN]> = ConstStaticCell::new([0.0; model::WS_LEN]);
@@ -56,7 +59,8 @@ static WS: ConstStaticCell<[f32; model::WS_LEN]> = ConstStaticCell::new([0.0; mo
 /// `open`'s result into a second slot of `run`'s frame, which lies under every forward pass.
 static SESSION: StaticCell<Session<'static, 'static>> = StaticCell::new();
 
-#[cortex_m_rt::entry]
+#[cfg_attr(target_arch = "arm", cortex_m_rt::entry)]
+#[cfg_attr(target_arch = "riscv32", riscv_rt::entry)]
 fn main() -> ! {
     stack::paint();
     match run() {
@@ -72,8 +76,7 @@ fn main() -> ! {
 /// only while it runs: under the forward pass (which sets the stack high-water mark) this frame holds
 /// just the prompt, the results carried between phases and a reference to the (static) session.
 fn run() -> Result<(), FirmwareError> {
-    let cp = cortex_m::Peripherals::take().ok_or(FirmwareError::PeripheralsTaken)?;
-    let mut counter = Counter::start(cp);
+    let mut counter = Counter::start().ok_or(FirmwareError::PeripheralsTaken)?;
     let session = open()?;
     let prompt = prompt(session.model().config());
 
@@ -88,6 +91,8 @@ fn run() -> Result<(), FirmwareError> {
     defmt::println!("logits_hash={=u64:016x}", hash);
     let n_tokens = prompt.tokens().len().max(1) as u32;
     board::print_cost_per_token(div::div_rem(spent, n_tokens).0);
+    let macs = macs::per_prompt(session.model().config(), prompt.tokens().len());
+    defmt::println!("macs_per_token={=u64}", div::div_rem(macs, n_tokens).0);
     let stack = stack::high_water();
     defmt::println!("stack_bytes={=usize}", stack);
     if stack > stack::reserve() {
@@ -108,7 +113,8 @@ fn open() -> Result<&'static mut Session<'static, 'static>, FirmwareError> {
         return Err(FirmwareError::BuffersTaken);
     };
     defmt::println!("blob_bytes={=usize}", model.blob_len());
-    let session = Session::new(&model, kv, ws)?;
+    defmt::println!("context={=usize}", model::N_CTX);
+    let session = Session::with_context(&model, model::N_CTX, kv, ws)?;
     SESSION.try_init(session).ok_or(FirmwareError::BuffersTaken)
 }
 

@@ -1,6 +1,7 @@
 //! Stack high-water mark by painting: fill the free stack with a pattern at boot, and later find the
 //! lowest word that was overwritten. The stack grows down from `_stack_start` (the top of RAM) towards
-//! `_stack_end` (the end of the statics), both from cortex-m-rt's `link.x`.
+//! `_stack_end` (the end of the statics): both from cortex-m-rt's `link.x` on Arm; on RISC-V
+//! `_stack_start` is riscv-rt's and `_stack_end` the board's `memory.x`'s.
 
 use core::ptr;
 
@@ -32,7 +33,7 @@ pub fn reserve() -> usize {
 /// Paints the free stack: every word from the end of the statics to just below the stack pointer.
 #[inline(never)]
 pub fn paint() {
-    let sp = cortex_m::register::msp::read() as usize;
+    let sp = crate::board::stack_pointer();
     let end = sp.saturating_sub(4 * MARGIN_WORDS) & !3;
     let mut at = bottom();
     while at < end {
@@ -46,7 +47,7 @@ pub fn paint() {
 /// Bytes of stack used so far at its deepest, counting from the top of RAM.
 #[inline(never)]
 pub fn high_water() -> usize {
-    let sp = cortex_m::register::msp::read() as usize;
+    let sp = crate::board::stack_pointer();
     let mut at = bottom();
     while at < sp {
         // SAFETY: `at` is word-aligned and below the stack pointer, in RAM above the statics: no live

@@ -1,4 +1,4 @@
-//! Writes the hand-built induction model (`microlens_host::analysis::toy`) to a blob, to try the analysis
+//! Writes the hand-built induction model (the test fixture `tests/common/toy.rs`) to a blob, to try the analysis
 //! commands on a model whose circuit is known:
 //!
 //! ```text
@@ -6,11 +6,14 @@
 //! microlens circuits toy.mlb --plot plots/
 //! ```
 
+#[path = "../tests/common/toy.rs"]
+mod toy;
+
 fn main() -> anyhow::Result<()> {
     let out = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "induction_toy.mlb".into());
-    std::fs::write(&out, microlens_host::analysis::toy::induction_toy_model()?)?;
+    std::fs::write(&out, toy::induction_toy_model()?)?;
     println!("wrote {out}");
     Ok(())
 }

@@ -1,22 +1,19 @@
 //! Host side of microlens: read checkpoints, process weights as TransformerLens does, write blobs, run,
 //! compare and analyse them with the `microlens` core crate's own forward pass.
+//!
+//! The modules follow the pipeline, each layer using only the ones before it:
+//! [`io`] (files) -> [`import`] (checkpoints to a TL state dict) -> [`convert`] (fold, lay out, encode
+//! a blob) -> [`quantize`] -> [`eval`] (run a blob, metrics, token sequences) -> [`fidelity`] and
+//! [`analysis`] (numbers) -> [`report`] (text, JSON, plots). [`train`] trains the tiny induction model.
+//! The `microlens` binary's `cli` module parses arguments and calls these; nothing here calls it.
 
 pub mod analysis;
-pub mod cache;
-pub mod checkpoint;
-pub mod commands;
 pub mod convert;
-pub mod encode;
+pub mod eval;
 pub mod fidelity;
-pub mod fold;
 pub mod hash;
-pub mod layout;
+pub mod import;
+pub mod io;
 pub mod quantize;
-pub mod run;
-pub mod shortformer;
-pub mod state_dict;
-pub mod tl_config;
+pub mod report;
 pub mod train;
-
-#[cfg(test)]
-mod tests;

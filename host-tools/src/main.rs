@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use microlens_host::commands;
+
+mod cli;
 
 #[derive(Parser)]
 #[command(
@@ -19,33 +20,33 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Convert a checkpoint (TransformerLens or HF GPT-2 safetensors, or a TransformerLens .pth) to a blob.
-    Convert(commands::convert::Args),
+    Convert(cli::convert::Args),
     /// Show a blob's config, tensors, sizes and the RAM it needs.
-    Inspect(commands::inspect::Args),
+    Inspect(cli::inspect::Args),
     /// Compare a (quantised) candidate blob with a reference: next-token KL, top-1 agreement, and per head
     /// attention, induction, previous-token, copying and composition scores.
-    Fidelity(commands::fidelity::Args),
+    Fidelity(cli::fidelity::Args),
     /// Run tokens through a blob and show the top next tokens (or JSON logits and patterns).
-    Run(commands::run::Args),
+    Run(cli::run::Args),
     /// Train the tiny attention-only induction model on the CPU with candle.
-    TrainInduction(commands::train_induction::Args),
+    TrainInduction(cli::train_induction::Args),
     /// Circuit analysis: head detectors, copying and composition scores, attribution, the ablation table,
     /// skip-trigram and bigram tables.
-    Circuits(commands::circuits::Args),
+    Circuits(cli::circuits::Args),
     /// Activation patching from a clean into a corrupted sequence, measured by a logit difference.
-    Patch(commands::patch::Args),
+    Patch(cli::patch::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Convert(a) => commands::convert::run(a),
-        Command::Inspect(a) => commands::inspect::run(a),
-        Command::Fidelity(a) => commands::fidelity::run(a),
-        Command::Run(a) => commands::run::run(a),
-        Command::TrainInduction(a) => commands::train_induction::run(a),
-        Command::Circuits(a) => commands::circuits::run(a),
-        Command::Patch(a) => commands::patch::run(a),
+        Command::Convert(a) => cli::convert::run(a),
+        Command::Inspect(a) => cli::inspect::run(a),
+        Command::Fidelity(a) => cli::fidelity::run(a),
+        Command::Run(a) => cli::run::run(a),
+        Command::TrainInduction(a) => cli::train_induction::run(a),
+        Command::Circuits(a) => cli::circuits::run(a),
+        Command::Patch(a) => cli::patch::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,16 +1,18 @@
 //! The hand-built induction model: the detectors, composition scores, copying scores, ablation table,
 //! attribution and patching must find exactly the heads it was built with.
 
+#[path = "common/toy.rs"]
+mod toy;
+
 use microlens::analysis::{Head, HeadPattern};
 use microlens::Model;
-use microlens_host::analysis::toy::{
-    induction_toy_model, TOY_INDUCTION_HEAD, TOY_PREVIOUS_TOKEN_HEAD, TOY_VOCAB,
-};
 use microlens_host::analysis::{
     ablation_table, activation_patching, all_composition_scores, composition_baseline,
     direct_logit_attribution, full_ov_copying_score, head_scores, logit_diff_attribution,
-    repeated_random_tokens, CircuitWeights, CompositionMode,
+    CircuitWeights, CompositionMode,
 };
+use microlens_host::eval::sequences::repeated_random_tokens;
+use toy::{induction_toy_model, TOY_INDUCTION_HEAD, TOY_PREVIOUS_TOKEN_HEAD, TOY_VOCAB};
 
 fn heads() -> Vec<Head> {
     (0..2)

@@ -7,7 +7,8 @@
 mod common;
 
 use microlens::{HookKinds, Model};
-use microlens_host::cache::{from_safetensors, read_safetensors, to_safetensors, ActivationCache};
+use microlens_host::eval::cache::ActivationCache;
+use microlens_host::io::safetensors::{from_safetensors, read_safetensors, to_safetensors};
 
 fn tokens(name: &str) -> Vec<u32> {
     common::expected(name)["cases"][0]["tokens"]

@@ -1,11 +1,14 @@
 //! `microlens circuits`, `microlens patch` and `microlens run --cache` on the hand-built induction model,
 //! through the binary.
 
+#[path = "common/toy.rs"]
+mod toy;
+
 use std::path::Path;
 use std::process::Command;
 
-use microlens_host::analysis::toy::induction_toy_model;
 use serde_json::Value;
+use toy::induction_toy_model;
 
 fn microlens(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_microlens"))
@@ -119,7 +122,7 @@ fn patch_json_restores_the_answer_at_the_corrupted_position() {
 
 #[test]
 fn run_writes_the_activation_cache_under_transformer_lens_names() {
-    use microlens_host::cache::read_safetensors;
+    use microlens_host::io::safetensors::read_safetensors;
     let dir = tempfile::tempdir().unwrap();
     let model = toy(dir.path());
     let (all, some) = (

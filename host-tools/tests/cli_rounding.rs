@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use microlens::{Activations, DType, Model};
-use microlens_host::quantize::requantize;
+use microlens_host::quantize::requantize_nearest;
 
 fn checkpoint() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gpt2_like/model.safetensors")
@@ -73,7 +73,10 @@ fn gptq_is_the_default_and_deterministic() {
         assert_ne!(gptq, nearest);
         let dt = if dtype == "i8" { DType::I8 } else { DType::I4 };
         let model = Model::from_bytes(&f32_blob).unwrap();
-        assert_eq!(nearest, requantize(&model, dt, Activations::I8).unwrap());
+        assert_eq!(
+            nearest,
+            requantize_nearest(&model, dt, Activations::I8).unwrap()
+        );
     }
     // f16 is rounded by GPTQ too by default; f32 has nothing to round: gptq changes nothing.
     let f16 = converted(d, "f16.mlb", &["--dtype", "f16"]);
@@ -87,7 +90,7 @@ fn gptq_is_the_default_and_deterministic() {
     let model = Model::from_bytes(&f32_blob).unwrap();
     assert_eq!(
         f16_nearest,
-        requantize(&model, DType::F16, Activations::F32).unwrap()
+        requantize_nearest(&model, DType::F16, Activations::F32).unwrap()
     );
     assert_eq!(
         f32_blob,

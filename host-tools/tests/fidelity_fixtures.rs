@@ -4,175 +4,19 @@
 //! (seed 0). The integer weights are rounded as `microlens convert` rounds them by default: GPTQ,
 //! calibrated on other random sequences (seed 1).
 //!
-//! `issue_targets` asserts the issue's targets as written. Several are out of reach (see the README,
-//! "Quantisation and fidelity": the logit noise of int8 activations and weights flips the arg-max at
-//! positions where a model's next-token distribution is nearly flat, and int8 queries and keys move
-//! sharp attention rows by more than 1/256, whatever the weights), so it is ignored and run with `cargo test -- --ignored` to see the gap.
-//! `measured_fidelity_does_not_regress` keeps the figures measured today, not targets: each model's mean
-//! KL within 25% of its own figure, the other metrics within the worst model's.
+//! The measurements behind the README's figures (and the issue's targets, several out of reach) are the
+//! `fidelity_research` example, not tests. `measured_fidelity_does_not_regress` keeps the figures
+//! measured today, not targets: each model's mean KL within 25% of its own figure, the other metrics
+//! within the worst model's.
 
 mod common;
 
-use std::path::PathBuf;
-
-use microlens::blob::TensorData;
 use microlens::{Activations, DType, Model};
-use microlens_host::convert::{convert, ConvertOptions};
-use microlens_host::fidelity::{compare, induction_sequences, Report};
-use microlens_host::quantize::{
-    default_activations, requantize_tensors, requantize_with, Rounding,
-};
+use microlens_host::eval::sequences::induction_sequences;
+use microlens_host::fidelity::compare;
+use microlens_host::quantize::{requantize as requantize_blob, Rounding};
 
-/// `reference` re-encoded as `dtype` as `microlens convert --dtype` does by default (GPTQ for f16/i8/i4).
-fn requantize(reference: &Model<'_>, dtype: DType) -> Vec<u8> {
-    let rounding = Rounding::default_for(dtype);
-    requantize_with(reference, dtype, default_activations(dtype), &rounding).unwrap()
-}
-
-/// The shipped induction model, converted to `f32`.
-fn shipped() -> Vec<u8> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../firmware-example/model");
-    let opts = ConvertOptions {
-        config: Some(dir.join("induction-2l.json")),
-        ..ConvertOptions::default()
-    };
-    convert(&dir.join("induction-2l.safetensors"), &opts)
-        .unwrap()
-        .blob
-}
-
-/// Every model under test, as an `f32` blob.
-fn models() -> Vec<(&'static str, Vec<u8>)> {
-    let mut all: Vec<_> = common::FIXTURES
-        .iter()
-        .map(|&name| (name, common::blob(name, true)))
-        .collect();
-    all.push(("induction-2l", shipped()));
-    all
-}
-
-/// `fidelity`'s default data for a model of `cfg`: 200 random induction sequences of `n_ctx` tokens,
-/// seed 0.
-fn evaluation_sequences(cfg: &microlens::Config) -> Vec<Vec<u32>> {
-    induction_sequences(200, cfg.n_ctx, cfg.d_vocab, 0)
-}
-
-/// `fidelity reference.mlb <reference as dtype>` on the default sequences.
-fn fidelity(reference: &[u8], dtype: DType) -> (Report, usize) {
-    let reference = Model::from_bytes(reference).unwrap();
-    let candidate = requantize(&reference, dtype);
-    let bytes = candidate.len();
-    let candidate = Model::from_bytes(&candidate).unwrap();
-    let seqs = evaluation_sequences(reference.config());
-    (
-        compare(&reference, &candidate, &seqs, || {}).unwrap(),
-        bytes,
-    )
-}
-
-/// Largest mean KL, smallest top-1 agreement, largest attention difference and largest induction score
-/// change a dtype may show; `mean_kl_by_model` overrides `mean_kl` for the models it names.
-#[derive(Clone, Copy, Debug)]
-struct Limits {
-    mean_kl: f64,
-    mean_kl_by_model: &'static [(&'static str, f64)],
-    top1: f64,
-    attention: f64,
-    induction: f64,
-}
-
-/// Checks every model as `dtype` against `limits` (named `label`); returns the misses.
-fn misses(models: &[(&str, Vec<u8>)], dtype: DType, limits: Limits, label: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for (name, blob) in models {
-        let (r, bytes) = fidelity(blob, dtype);
-        let mean_kl_limit = limits
-            .mean_kl_by_model
-            .iter()
-            .find(|(model, _)| model == name)
-            .map_or(limits.mean_kl, |&(_, kl)| kl);
-        let m = &r.model;
-        println!(
-            "{name:24} {:3} {bytes:>7} B: mean KL {:.2e} (max {:.2e}) top-1 {:.4} (repeated part {:.4}; \
-             flips at reference margins <= {:.1e}) attention {:.2e} induction {:.1e}",
-            dtype.name(),
-            m.mean_kl,
-            m.max_kl,
-            m.top1_agreement,
-            m.top1_agreement_repeated,
-            m.top1_flip_max_margin,
-            r.pattern_max_abs_diff,
-            r.induction_score_max_change
-        );
-        let checks = [
-            ("mean KL", m.mean_kl <= mean_kl_limit),
-            ("top-1", m.top1_agreement >= limits.top1),
-            ("attention", r.pattern_max_abs_diff <= limits.attention),
-            (
-                "induction",
-                r.induction_score_max_change <= limits.induction,
-            ),
-        ];
-        let missed = checks.iter().filter(|(_, ok)| !ok);
-        out.extend(missed.map(|(what, _)| format!("{name} {} {what} ({label})", dtype.name())));
-    }
-    out
-}
-
-const NO_LIMIT: f64 = f64::INFINITY;
-
-#[test]
-#[ignore = "several of the issue's targets are out of reach: run with --ignored to list the gaps"]
-fn issue_targets() {
-    let models = models();
-    let mut all = Vec::new();
-    let i8_worst = Limits {
-        mean_kl: 1e-3,
-        mean_kl_by_model: &[],
-        top1: 0.0,
-        attention: NO_LIMIT,
-        induction: NO_LIMIT,
-    };
-    for (dtype, limits, label) in [
-        (
-            DType::F16,
-            Limits {
-                mean_kl: 1e-6,
-                mean_kl_by_model: &[],
-                top1: 0.999,
-                attention: NO_LIMIT,
-                induction: NO_LIMIT,
-            },
-            "target",
-        ),
-        (
-            DType::I8,
-            Limits {
-                mean_kl: 1e-4,
-                mean_kl_by_model: &[],
-                top1: 0.999,
-                attention: 1.0 / 256.0,
-                induction: 0.01,
-            },
-            "target",
-        ),
-        (DType::I8, i8_worst, "no worse than 1e-3 in any case"),
-        (
-            DType::I4,
-            Limits {
-                mean_kl: 1e-2,
-                mean_kl_by_model: &[],
-                top1: 0.97,
-                attention: NO_LIMIT,
-                induction: NO_LIMIT,
-            },
-            "target",
-        ),
-    ] {
-        all.extend(misses(&models, dtype, limits, label));
-    }
-    assert!(all.is_empty(), "targets missed: {all:#?}");
-}
+use common::fidelity::{misses, models, requantize, shipped, Limits};
 
 #[test]
 fn measured_fidelity_does_not_regress() {
@@ -270,7 +114,7 @@ const FIRMWARE_PROMPT: &str = "28,11,60,6,41,4,14,28,22,17,44,38,61,63,28,35,57,
 fn shipped_model_hashes_equal_the_device_ones() {
     let f32_blob = shipped();
     let model = Model::from_bytes(&f32_blob).unwrap();
-    let tokens = microlens_host::commands::run::parse_tokens(FIRMWARE_PROMPT).unwrap();
+    let tokens = microlens_host::io::tokens::parse_tokens(FIRMWARE_PROMPT).unwrap();
     for (dtype, device) in [
         (DType::F32, "de9e11fb6ffc5d19"),
         (DType::F16, "0053a8805b477137"),
@@ -278,45 +122,15 @@ fn shipped_model_hashes_equal_the_device_ones() {
         (DType::I4, "ac63dc8572f12611"),
     ] {
         let blob = requantize(&model, dtype);
-        let out = microlens_host::run::run_blob(&blob, &tokens).unwrap();
+        let out = microlens_host::eval::run::run_blob(&blob, &tokens).unwrap();
         let hash = microlens_host::hash::logits_hash(out.logits.iter().map(Vec::as_slice));
         assert_eq!(format!("{hash:016x}"), device, "{}", dtype.name());
         // The host's column-blocked weights compute the same bits.
         let m = Model::from_bytes(&blob).unwrap();
         let host = microlens::host::HostWeights::new(&m);
-        let out = microlens_host::run::run_model(&m.with_host(&host), &tokens).unwrap();
+        let out = microlens_host::eval::run::run_model(&m.with_host(&host), &tokens).unwrap();
         let hash = microlens_host::hash::logits_hash(out.logits.iter().map(Vec::as_slice));
         assert_eq!(format!("{hash:016x}"), device, "{} (host)", dtype.name());
-    }
-}
-
-/// Where the shipped model's error comes from: its weights alone (integer weights, `f32` activations and
-/// KV cache), nearest and GPTQ rounding, against everything quantised. Prints the README's figures.
-#[test]
-#[ignore = "a measurement for the README, not a check: run with --ignored --nocapture"]
-fn shipped_model_error_sources() {
-    let reference = shipped();
-    let reference = Model::from_bytes(&reference).unwrap();
-    let seqs = evaluation_sequences(reference.config());
-    for dtype in [DType::I8, DType::I4] {
-        for (label, rounding) in [
-            ("nearest", Rounding::Nearest),
-            ("gptq", Rounding::default_for(dtype)),
-        ] {
-            for activations in [Activations::F32, default_activations(dtype)] {
-                let blob = requantize_with(&reference, dtype, activations, &rounding).unwrap();
-                let candidate = Model::from_bytes(&blob).unwrap();
-                let r = compare(&reference, &candidate, &seqs, || {}).unwrap();
-                println!(
-                    "{} weights, {label:7} rounding, {:?} activations: mean KL {:.2e}, top-1 {:.4}, attention {:.3}",
-                    dtype.name(),
-                    activations,
-                    r.model.mean_kl,
-                    r.model.top1_agreement,
-                    r.pattern_max_abs_diff
-                );
-            }
-        }
     }
 }
 
@@ -325,14 +139,14 @@ fn shipped_model_error_sources() {
 /// shipped model, +2% on attn_only_2l).
 #[test]
 fn int8_emulation_matches_the_real_int8_model() {
+    use microlens_host::eval::emulation::{Int8Emulation, Int8Rounding};
     use microlens_host::fidelity::compare_with;
-    use microlens_host::fidelity::emulation::{Int8Emulation, Int8Rounding};
     for blob in [shipped(), common::blob("attn_only_2l", true)] {
         let reference = Model::from_bytes(&blob).unwrap();
         let cfg = reference.config();
         let seqs = induction_sequences(100, cfg.n_ctx, cfg.d_vocab, 0);
         let rounding = Rounding::default_for(DType::I8);
-        let weights = requantize_with(&reference, DType::I8, Activations::F32, &rounding).unwrap();
+        let weights = requantize_blob(&reference, DType::I8, Activations::F32, &rounding).unwrap();
         let weights = Model::from_bytes(&weights).unwrap();
         let mut hooks = Int8Emulation::new(&weights, &Int8Rounding::ALL);
         let emulated = compare_with(&reference, &weights, &mut hooks, &seqs, || {}).unwrap();
@@ -343,327 +157,6 @@ fn int8_emulation_matches_the_real_int8_model() {
         assert!(
             (e / r - 1.0).abs() < 0.15,
             "emulated {e:.3e} vs real {r:.3e}"
-        );
-    }
-}
-
-/// What each int8 rounding of a W8A8 model costs with exact weights, emulated on the `f32` model
-/// ([`Int8Emulation`]), and all of them on the int8-weight model with `f32` activations (which should
-/// come close to the real W8A8 model: the emulation's check).
-#[test]
-#[ignore = "a measurement for the README: run with --ignored --nocapture"]
-fn int8_rounding_error_sources() {
-    use microlens_host::fidelity::compare_with;
-    use microlens_host::fidelity::emulation::{Int8Emulation, Int8Rounding};
-    for (name, blob) in models() {
-        let reference = Model::from_bytes(&blob).unwrap();
-        let seqs = evaluation_sequences(reference.config());
-        let row = |label: &str, candidate: &Model<'_>, roundings: &[Int8Rounding]| {
-            let mut hooks = Int8Emulation::new(candidate, roundings);
-            let r = compare_with(&reference, candidate, &mut hooks, &seqs, || {}).unwrap();
-            println!(
-                "{name:24} {label:22} mean KL {:.2e} top-1 {:.4} attention {:.4}",
-                r.model.mean_kl, r.model.top1_agreement, r.pattern_max_abs_diff
-            );
-        };
-        row("inputs", &reference, &[Int8Rounding::Inputs]);
-        row("queries", &reference, &[Int8Rounding::Queries]);
-        row("keys", &reference, &[Int8Rounding::Keys]);
-        row("values", &reference, &[Int8Rounding::Values]);
-        row("all activations", &reference, &Int8Rounding::ALL);
-        let rounding = Rounding::default_for(DType::I8);
-        let weights = requantize_with(&reference, DType::I8, Activations::F32, &rounding).unwrap();
-        let weights = Model::from_bytes(&weights).unwrap();
-        row("int8 weights alone", &weights, &[]);
-        row("weights + emulated", &weights, &Int8Rounding::ALL);
-        let (real, _) = fidelity(&blob, DType::I8);
-        println!(
-            "{name:24} {:22} mean KL {:.2e} top-1 {:.4} attention {:.4}",
-            "real W8A8", real.model.mean_kl, real.model.top1_agreement, real.pattern_max_abs_diff
-        );
-    }
-}
-
-/// The default int4 weights of `reference` (rounded for `f32` activations) and its exact tensors, both
-/// as `f32` tensors, for mixing the two.
-fn int4_and_exact(reference: &Model<'_>) -> (Vec<TensorData>, Vec<TensorData>) {
-    let rounding = Rounding::default_for(DType::I4);
-    let int4 = requantize_with(reference, DType::I4, Activations::F32, &rounding).unwrap();
-    let int4 = requantize_tensors(&Model::from_bytes(&int4).unwrap(), DType::F32).unwrap();
-    (int4, requantize_tensors(reference, DType::F32).unwrap())
-}
-
-/// `reference` against itself with `tensors` (`f32` activations) on `seqs`.
-fn compare_tensors(reference: &Model<'_>, tensors: &[TensorData], seqs: &[Vec<u32>]) -> Report {
-    let cfg = reference.config();
-    let blob =
-        microlens::blob::write(cfg, *reference.processing(), Activations::F32, tensors).unwrap();
-    compare(reference, &Model::from_bytes(&blob).unwrap(), seqs, || {}).unwrap()
-}
-
-/// How top-1 agreement and mean KL scale with the size of the int4 weight error: each model with its
-/// weights moved a fraction `a` of the way from the `f32` values to the int4 (GPTQ, `f32` activations)
-/// ones, `W + a (Ŵ - W)`, stored as `f32`. Prints, per model, where top-1 agreement crosses 97% (the i4
-/// target) and the mean KL there, against the mean KL at `a = 1`: the README's "what limits i4".
-#[test]
-#[ignore = "a measurement for the README: run with --ignored --nocapture"]
-fn top1_against_int4_error_size() {
-    use microlens_host::quantize::{decode_matrix, encode_matrix};
-    const FRACTIONS: [f64; 9] = [0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0];
-    for (name, blob) in models() {
-        let reference = Model::from_bytes(&blob).unwrap();
-        let seqs = evaluation_sequences(reference.config());
-        let (int4, exact) = int4_and_exact(&reference);
-        let mut points = Vec::new();
-        for a in FRACTIONS {
-            let tensors: Vec<_> = exact
-                .iter()
-                .zip(&int4)
-                .map(|(t, q)| {
-                    let (w, q) = (decode_matrix(t).unwrap(), decode_matrix(q).unwrap());
-                    let moved: Vec<f32> = w
-                        .iter()
-                        .zip(&q)
-                        .map(|(w, q)| w + a as f32 * (q - w))
-                        .collect();
-                    encode_matrix(t.id, t.shape, &moved, DType::F32).unwrap()
-                })
-                .collect();
-            let r = compare_tensors(&reference, &tensors, &seqs);
-            println!(
-                "{name:24} a {a:.2}: mean KL {:.2e} top-1 {:.4} (flips at reference margins <= {:.3})",
-                r.model.mean_kl, r.model.top1_agreement, r.model.top1_flip_max_margin
-            );
-            points.push((a, r.model.mean_kl, r.model.top1_agreement));
-        }
-        let crossing = points.windows(2).find(|p| p[0].2 >= 0.97 && p[1].2 < 0.97);
-        match crossing {
-            Some(&[(a0, k0, t0), (a1, k1, t1)]) => {
-                let f = (t0 - 0.97) / (t0 - t1);
-                let (a, kl) = (a0 + f * (a1 - a0), k0 * (k1 / k0).powf(f));
-                let at_one = points.last().unwrap().1;
-                println!(
-                    "{name:24} top-1 97% at a = {a:.3}, mean KL {kl:.2e} ({:.0}x below a = 1's {at_one:.2e})",
-                    at_one / kl
-                );
-            }
-            _ => println!("{name:24} top-1 does not cross 97% on the grid"),
-        }
-    }
-}
-
-/// How much of the int4 weights' error is the lookup tables' (`W_E`, `W_pos`, `pos_Q`, `pos_K`): they
-/// are rounded first and their errors are per token or position, which no later matrix's
-/// compensation (one linear map for every token) can undo. Each model with `f32` activations and the
-/// default int4 weights: all of them, the tables alone, and every matrix but the tables (whose
-/// compensation then undoes table errors that are not there: an upper figure).
-#[test]
-#[ignore = "a measurement for the README: run with --ignored --nocapture"]
-fn int4_error_of_the_lookup_tables() {
-    use microlens_host::quantize::tables::is_table;
-    for (name, blob) in models() {
-        let reference = Model::from_bytes(&blob).unwrap();
-        let seqs = evaluation_sequences(reference.config());
-        let (int4, exact) = int4_and_exact(&reference);
-        let kl = |tables: bool, rest: bool| {
-            let tensors: Vec<_> = exact
-                .iter()
-                .zip(&int4)
-                .map(|(t, q)| match is_table(t.id.kind) {
-                    true if tables => q.clone(),
-                    false if rest => q.clone(),
-                    _ => t.clone(),
-                })
-                .collect();
-            compare_tensors(&reference, &tensors, &seqs).model.mean_kl
-        };
-        let (all, tables, rest) = (kl(true, true), kl(true, false), kl(false, true));
-        println!(
-            "{name:24} int4 weights: mean KL {all:.2e}; the tables alone {tables:.2e} ({:.0}%), \
-             the rest alone {rest:.2e}",
-            100.0 * tables / all
-        );
-    }
-}
-
-/// Reverse water-filling: the least `sum_i min(θ, v_i)` over `θ` with `sum_i max(0, ½ log2(v_i / θ))`
-/// equal to `bits`, the smallest mean squared error any code of `bits` bits reaches on independent
-/// Gaussian components of variances `v` (Shannon's rate-distortion function).
-fn water_filling(v: &[f64], bits: f64) -> f64 {
-    let rate = |theta: f64| -> f64 {
-        v.iter()
-            .map(|&x| {
-                if x > theta {
-                    0.5 * (x / theta).log2()
-                } else {
-                    0.0
-                }
-            })
-            .sum()
-    };
-    let (mut lo, mut hi) = (
-        1e-300f64,
-        v.iter().cloned().fold(f64::MIN_POSITIVE, f64::max),
-    );
-    for _ in 0..200 {
-        let mid = (lo * hi).sqrt();
-        if rate(mid) > bits {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    v.iter().map(|&x| x.min(hi)).sum()
-}
-
-/// `ln Γ(z)` for `z >= 10` (Stirling's series; error below 1e-9).
-fn ln_gamma(z: f64) -> f64 {
-    (z - 0.5) * z.ln() - z + 0.5 * (2.0 * std::f64::consts::PI).ln() + 1.0 / (12.0 * z)
-        - 1.0 / (360.0 * z.powi(3))
-}
-
-/// The sphere bound: the mean squared distance from a point spread evenly over a lattice's cells to the
-/// lattice, in `m` dimensions with `ln_det` the log of a cell's volume, is at least that of a ball of the
-/// cell's volume, `m Γ(m/2 + 1)^(2/m) / ((m + 2) π) * det^(2/m)`.
-fn sphere_bound(m: usize, ln_det: f64) -> f64 {
-    let m = m as f64;
-    let g = (2.0 / m * ln_gamma(m / 2.0 + 1.0)).exp() / ((m + 2.0) * std::f64::consts::PI);
-    m * g * (2.0 / m * ln_det).exp()
-}
-
-/// How far the int4 matrices' output errors are from what a better choice could reach. Per matrix read
-/// through a calibration site, the output error power `sum_rows Δw H Δwᵀ` (`H = E[x xᵀ]` of the float
-/// model's inputs on the calibration sequences; for a lookup table, the output moment it is rounded
-/// against) of int4 GPTQ against those same inputs (plain GPTQ,
-/// `--calibration-inputs float`, so that this power is what it minimises) and of nearest rounding,
-/// against two floors:
-/// - `lattice`: the same int4 grids, with the group scales GPTQ chose, and the best integers: a row's
-///   candidates are the lattice `diag(s) Z^n` seen through `H^½`, whose mean squared distance to a
-///   weight row (spread over many cells) is at least the sphere bound of its cell volume,
-///   `prod_g s_g^32 * det(H)^½`. An input `H` never sees (LayerNorm's centred inputs never move along
-///   `1`, a lattice vector when a row is one group) drops out: the bound is then taken in the other
-///   `n - 1` dimensions, on the lattice projected along `1` (cell volume divided by `s √n`).
-/// - `shannon`: any code of 4.5 bits per weight (4-bit values plus an `f16` scale per 32) for rows of
-///   independent Gaussian weights (the fixtures' weights are drawn so; each input column's variance is
-///   taken from the matrix), with `H` as the distortion measure: reverse water-filling.
-///
-/// A ratio is how many times its floor the error power is: at most how far that matrix's error could be
-/// cut with int4 groups (`lattice`) or with any 4.5-bit format (`shannon`).
-#[test]
-#[ignore = "a measurement for the README: run with --ignored --nocapture"]
-fn int4_error_against_its_floors() {
-    use microlens::blob::I4_GROUP;
-    use microlens::{Positional, TensorKind};
-    use microlens_host::quantize::calibration::{record, Inputs, Site, Source};
-    use microlens_host::quantize::compensation;
-    use microlens_host::quantize::tables::{is_table, moment, moment_of};
-    use microlens_host::quantize::{decode_matrix, Against};
-    use nalgebra::{DMatrix, DVector};
-    use std::collections::BTreeMap;
-    const BITS_PER_WEIGHT: f64 = 4.0 + 16.0 / 32.0;
-    for (name, blob) in models() {
-        let reference = Model::from_bytes(&blob).unwrap();
-        let seqs = Source::default().sequences(&reference).unwrap();
-        let exact = requantize_tensors(&reference, DType::F32).unwrap();
-        let gptq = compensation::requantize_tensors(
-            &reference,
-            DType::I4,
-            Activations::I8,
-            &seqs,
-            Against::Float,
-        )
-        .unwrap();
-        let near = requantize_tensors(&reference, DType::I4).unwrap();
-        let sites: Vec<Site> = exact.iter().filter_map(|t| Site::of(t.id)).collect();
-        let inputs = record(&reference, &seqs, Inputs::Float, &sites).unwrap();
-        let values = |t: &microlens::blob::TensorData| -> Vec<f64> {
-            decode_matrix(t)
-                .unwrap()
-                .into_iter()
-                .map(f64::from)
-                .collect()
-        };
-        // The shortformer's `W_pos` feeds only `pos_Q`/`pos_K`, which the forward pass reads instead.
-        let shortformer = reference.config().positional == Positional::Shortformer;
-        let mut moments = BTreeMap::new();
-        let mut largest = (0.0f64, 0.0f64);
-        for ((t, g), q) in exact.iter().zip(&gptq).zip(&near) {
-            assert_eq!((t.id, t.id), (g.id, q.id));
-            let [rows, n] = t.shape;
-            let h = if let Some(site) = Site::of(t.id) {
-                let x = &inputs[&site];
-                let x = DMatrix::from_row_iterator(x.len() / n, n, x.iter().map(|&v| v as f64));
-                x.transpose() * &x / x.nrows() as f64
-            } else if is_table(t.id.kind) && !(shortformer && t.id.kind == TensorKind::WPos) {
-                let of = moment_of(t.id);
-                let h = moments
-                    .entry((of.kind as u8, of.layer))
-                    .or_insert_with(|| moment(&reference, t.id, &seqs).unwrap());
-                DMatrix::from_row_slice(n, n, h)
-            } else {
-                continue;
-            };
-            let w = DMatrix::from_row_slice(rows, n, &values(t));
-            let power = |values: Vec<f64>| {
-                let d = &w - DMatrix::from_row_slice(rows, n, &values);
-                (&d * &h * d.transpose()).trace()
-            };
-            let (pg, pn) = (power(values(g)), power(values(q)));
-            let eig = h.symmetric_eigenvalues();
-            let top = eig.max();
-            // The tables' moments are finite differences: LayerNorm's null direction comes out near
-            // 1e-8 of the largest eigenvalue (the next one near 1e-2), not at rounding level.
-            let null = if is_table(t.id.kind) { 1e-6 } else { 1e-9 };
-            let kept: Vec<f64> = eig.iter().copied().filter(|&v| v > null * top).collect();
-            let groups = n.div_ceil(I4_GROUP);
-            assert!(
-                kept.len() == n || (kept.len() == n - 1 && groups == 1),
-                "{name} {}",
-                t.id
-            );
-            let ln_det_h: f64 = kept.iter().map(|v| v.ln()).sum();
-            let lattice: f64 = g
-                .scales
-                .chunks(groups)
-                .map(|s| {
-                    let ln_s: f64 = s
-                        .iter()
-                        .enumerate()
-                        .map(|(k, s)| (I4_GROUP.min(n - k * I4_GROUP) as f64) * (*s as f64).ln())
-                        .sum();
-                    let m = kept.len();
-                    let ln_cell = if m == n {
-                        ln_s
-                    } else {
-                        ln_s - (s[0] as f64).ln() - 0.5 * (n as f64).ln()
-                    };
-                    sphere_bound(m, ln_cell + 0.5 * ln_det_h)
-                })
-                .sum();
-            let sd = DVector::from_fn(n, |j, _| {
-                let c = w.column(j);
-                (c.map(|v| (v - c.mean()).powi(2)).sum() / rows as f64).sqrt()
-            });
-            let scaled = DMatrix::from_fn(n, n, |i, j| sd[i] * h[(i, j)] * sd[j]);
-            let eig: Vec<f64> = scaled
-                .symmetric_eigenvalues()
-                .iter()
-                .map(|&v| v.max(0.0))
-                .collect();
-            let shannon = rows as f64 * water_filling(&eig, BITS_PER_WEIGHT * n as f64);
-            let kind = format!("{:?}{}", t.id.kind, t.id.layer);
-            println!(
-                "{name:24} {kind:6} output error power: gptq {pg:.3e} (nearest {pn:.3e}); over the lattice floor \
-                 gptq {:.2} nearest {:.2}; over the shannon floor gptq {:.2}",
-                pg / lattice,
-                pn / lattice,
-                pg / shannon
-            );
-            largest = (largest.0.max(pg / lattice), largest.1.max(pg / shannon));
-        }
-        println!(
-            "{name:24} largest gptq / floor: lattice {:.2}, shannon {:.2}",
-            largest.0, largest.1
         );
     }
 }

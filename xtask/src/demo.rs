@@ -52,5 +52,5 @@ pub fn run() -> Result<()> {
     microlens(&tool, &["fidelity", &f32_blob, &i8_blob])?;
 
     section("4. the int8 blob on a Cortex-M4F (QEMU mps2-an386), checked against the host");
-    firmware::run(FirmwareDefaults::parse_from(["firmware", "--blob", &i8_blob]).args)
+    firmware::run(FirmwareDefaults::parse_from(["firmware", "--blob", &i8_blob]).args).map(|_| ())
 }

@@ -3,7 +3,7 @@
 //! Allocated sections are classed by their flags: executable is text (with the vector table),
 //! writable with contents is data (in RAM, and its initial values in flash), without contents (NOBITS)
 //! is bss (with `.uninit`), and the rest is rodata (the blob lives there). The stack reserve is the value
-//! of the `_stack_reserve` symbol of `memory.x`.
+//! of the `_stack_reserve` symbol of `memory.x`, the session's context that of `_microlens_context`.
 
 use std::path::Path;
 
@@ -25,6 +25,10 @@ pub struct Sizes {
     pub bss: u64,
     /// Stack reserved by `memory.x`.
     pub stack_reserve: u64,
+    /// The session's context in positions (`_microlens_context`, from the firmware's `build.rs`).
+    pub context: u64,
+    /// The board's RAM in bytes (`_microlens_ram`, from the firmware's `build.rs`).
+    pub board_ram: u64,
 }
 
 impl Sizes {
@@ -50,7 +54,10 @@ pub fn read(path: &Path) -> Result<Sizes> {
     for section in sections.iter() {
         let flags = section.sh_flags(endian).0;
         let size = u64::from(section.sh_size(endian));
-        if flags & SHF_ALLOC.0 == 0 {
+        // riscv-rt's `.heap` and `.stack` are placeholders for the free RAM above the statics (the stack
+        // is counted as the reserve).
+        let name = sections.section_name(endian, section).unwrap_or_default();
+        if flags & SHF_ALLOC.0 == 0 || name == b".stack" || name == b".heap" {
             continue;
         }
         let class = if flags & SHF_EXECINSTR.0 != 0 {
@@ -65,10 +72,17 @@ pub fn read(path: &Path) -> Result<Sizes> {
         *class += size;
     }
     let symbols = sections.symbols(endian, data, SHT_SYMTAB)?;
-    sizes.stack_reserve = symbols
-        .iter()
-        .find(|s| s.name(endian, symbols.strings()) == Ok(b"_stack_reserve".as_slice()))
-        .map(|s| u64::from(s.st_value(endian)))
-        .context("no _stack_reserve symbol (set in memory.x)")?;
+    let symbol = |name: &str| {
+        symbols
+            .iter()
+            .find(|s| s.name(endian, symbols.strings()) == Ok(name.as_bytes()))
+            .map(|s| u64::from(s.st_value(endian)))
+    };
+    sizes.stack_reserve =
+        symbol("_stack_reserve").context("no _stack_reserve symbol (set in memory.x)")?;
+    sizes.context = symbol("_microlens_context")
+        .context("no _microlens_context symbol (set by the firmware's build.rs)")?;
+    sizes.board_ram = symbol("_microlens_ram")
+        .context("no _microlens_ram symbol (set by the firmware's build.rs)")?;
     Ok(sizes)
 }

@@ -6,38 +6,19 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use crate::blob_source::BlobSource;
+pub use crate::boards::Board;
+use crate::boards::{Runs, Spec};
 use crate::device::Report;
 use crate::paths::{firmware_dir, root};
 use crate::qemu::Ending;
 use crate::reference::Reference;
-use crate::toolchain::{ensure_packages, run_status, Toolchain, QEMU};
+use crate::toolchain::{ensure_packages, run_status, Toolchain};
 use crate::{defmt_print, elf_size, host_tool, qemu, reference, thumbv6m};
 
-/// The firmware's target.
-const TARGET: &str = "thumbv7em-none-eabihf";
 /// The firmware's binary name.
 const BIN: &str = "microlens-firmware-example";
 /// The trained model the firmware ships with (converted to `--dtype`).
-const DEFAULT_CHECKPOINT: &str = "firmware-example/model/induction-2l.safetensors";
-
-/// A board of the firmware example (its cargo feature).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Board {
-    /// QEMU's mps2-an386 (Cortex-M4F): built, run and checked.
-    Qemu,
-    /// nRF52840: built and measured only (run it with `cargo run --release --features nrf52840` in
-    /// firmware-example/, through probe-rs).
-    Nrf52840,
-}
-
-impl Board {
-    fn feature(self) -> &'static str {
-        match self {
-            Board::Qemu => "qemu",
-            Board::Nrf52840 => "nrf52840",
-        }
-    }
-}
+pub const DEFAULT_CHECKPOINT: &str = "firmware-example/model/induction-2l.safetensors";
 
 /// Arguments of `cargo xtask firmware`.
 #[derive(clap::Args, Debug)]
@@ -55,9 +36,10 @@ pub struct Args {
     /// Storage type of the converted matrices (f32, f16, i8, i4).
     #[arg(long, default_value = "i8", conflicts_with = "blob")]
     dtype: String,
-    /// Board to build for.
-    #[arg(long, value_enum, default_value_t = Board::Qemu)]
-    board: Board,
+    /// Board to build for: an emulated one (its QEMU machine) is run and checked, a real one built and
+    /// measured.
+    #[arg(long, value_enum, default_value_t = Board::Mps2An386)]
+    pub board: Board,
     /// Fail if the device's next-token accuracy on the repeated segment is below this.
     #[arg(long, default_value_t = 0.9)]
     min_accuracy: f32,
@@ -84,8 +66,23 @@ pub struct Args {
     stack_reserve: Option<u32>,
 }
 
+/// What a passing `cargo xtask firmware` measured.
+#[derive(Clone, Copy, Debug)]
+pub struct Outcome {
+    /// Flash: text + rodata + data.
+    pub flash: u64,
+    /// RAM: data + bss + the stack reserve.
+    pub ram: u64,
+    /// The session's context (positions).
+    pub context: u64,
+    /// Instructions per token (emulated boards).
+    pub instructions_per_token: Option<u64>,
+    /// Multiply-accumulates per token (emulated boards).
+    pub macs_per_token: Option<u64>,
+}
+
 /// Runs `cargo xtask firmware`.
-pub fn run(args: Args) -> Result<()> {
+pub fn run(args: Args) -> Result<Outcome> {
     let started = Instant::now();
     let source = match (&args.blob, &args.checkpoint) {
         (Some(blob), _) => BlobSource::Given(blob.clone()),
@@ -98,14 +95,15 @@ pub fn run(args: Args) -> Result<()> {
         },
     };
 
-    let toolchain = Toolchain::detect(TARGET, &firmware_dir());
+    let spec = args.board.spec();
+    let toolchain = Toolchain::detect(spec.target, &firmware_dir());
     let mut packages = toolchain.packages().to_vec();
-    if args.board == Board::Qemu {
-        packages.push(QEMU);
+    if let Runs::Qemu { system, .. } = spec.runs {
+        packages.push(system);
     }
     timed("packages", || ensure_packages(&packages))?;
 
-    let run_on_qemu = args.board == Board::Qemu;
+    let run_on_qemu = args.board.emulated();
     let needs_tool =
         source.needs_host_tool() || (run_on_qemu && args.reference == Reference::HostTool);
     let tool = if needs_tool {
@@ -122,23 +120,43 @@ pub fn run(args: Args) -> Result<()> {
         build(
             toolchain,
             args.board,
+            spec,
             &blob,
             args.seed.as_deref(),
             args.stack_reserve,
         )
     })?;
     let sizes = elf_size::read(&elf)?;
-    let budget = RamBudget::of(&blob)?;
+    let budget = RamBudget::of(&blob, &sizes, spec.ram_allowance)?;
 
+    println!("board={} ({})", args.board.name(), spec.core);
     println!("blob={}", blob.display());
     let mut failures = Vec::new();
-    if run_on_qemu {
+    let mut outcome = Outcome {
+        flash: sizes.flash(),
+        ram: sizes.ram(),
+        context: sizes.context,
+        instructions_per_token: None,
+        macs_per_token: None,
+    };
+    if let Runs::Qemu {
+        system,
+        machine,
+        cpu,
+        args: extra,
+    } = spec.runs
+    {
         timed("defmt-print", defmt_print::ensure)?;
-        eprintln!("xtask: running {} on QEMU mps2-an386", elf.display());
+        let system = system_binary(system.name);
+        let command = qemu::command(system, machine, cpu, extra, &elf);
+        eprintln!("xtask: running {} on QEMU {machine}", elf.display());
         let run = timed("QEMU run", || {
-            qemu::run(&elf, Duration::from_secs(args.timeout))
+            qemu::run(command, &elf, Duration::from_secs(args.timeout))
         })?;
         print_sizes(&sizes);
+        print_per_mac(&run.report);
+        outcome.instructions_per_token = run.report.parse("instructions_per_token").ok();
+        outcome.macs_per_token = run.report.parse("macs_per_token").ok();
         failures.extend(checked_budget(&budget, &sizes, &args));
         failures.extend(check_stack(&run.report, &sizes));
         match run.ending {
@@ -156,12 +174,13 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         print_sizes(&sizes);
         failures.extend(checked_budget(&budget, &sizes, &args));
-        eprintln!(
-            "xtask: built {}; run it with `MICROLENS_BLOB={} cargo run --release --features {}` in firmware-example/",
-            elf.display(),
-            blob.display(),
-            args.board.feature()
-        );
+        if let Runs::Probe { chip } = spec.runs {
+            eprintln!(
+                "xtask: built {}; flash and run it with `probe-rs run --chip {chip} {}`",
+                elf.display(),
+                elf.display()
+            );
+        }
     }
     eprintln!(
         "xtask: firmware done in {:.1} s",
@@ -170,7 +189,7 @@ pub fn run(args: Args) -> Result<()> {
     if !failures.is_empty() {
         bail!("{}", failures.join("; "));
     }
-    Ok(())
+    Ok(outcome)
 }
 
 /// The RAM budget's failures, unless `--stack-reserve` replaced the reserve it was set for.
@@ -192,10 +211,30 @@ fn timed<T>(step: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     out
 }
 
-/// Builds the firmware for `board` with `blob` embedded; returns the ELF.
+/// The executable of a QEMU package.
+fn system_binary(package: &str) -> &'static str {
+    match package {
+        "qemu-system-misc" => "qemu-system-riscv32",
+        _ => "qemu-system-arm",
+    }
+}
+
+/// Prints the cost per multiply-accumulate: the cost per token over `macs_per_token`.
+fn print_per_mac(report: &Report) {
+    let cost = report
+        .parse::<f64>("instructions_per_token")
+        .or_else(|_| report.parse::<f64>("cycles_per_token"));
+    if let (Ok(cost), Ok(macs)) = (cost, report.parse::<f64>("macs_per_token")) {
+        println!("instructions_per_mac={:.3}", cost / macs.max(1.0));
+    }
+}
+
+/// Builds the firmware for `board` with `blob` embedded; returns the ELF, copied to
+/// `target/boards/<board>-<blob stem>` so that builds for other boards and blobs leave it alone.
 fn build(
     toolchain: Toolchain,
     board: Board,
+    spec: Spec,
     blob: &Path,
     seed: Option<&str>,
     stack_reserve: Option<u32>,
@@ -203,15 +242,26 @@ fn build(
     let dir = firmware_dir();
     let target_dir = dir.join("target");
     eprintln!(
-        "xtask: building the firmware for {} ({})",
-        board.feature(),
+        "xtask: building the firmware for {} ({}, {})",
+        board.name(),
+        spec.target,
         toolchain.describe()
     );
     let features = blob_features(blob)?;
     eprintln!("xtask: microlens capabilities of the blob: {features}");
-    let mut cmd = toolchain.cargo_build(TARGET, &dir);
+    let mut cmd = toolchain.cargo_build(spec.target, &dir);
+    if !spec.rustflags.is_empty() {
+        let flags: Vec<String> = spec.rustflags.iter().map(|f| format!("{f:?}")).collect();
+        // Unquoted: cargo reads `target.thumbv8m.main-none-eabihf` as nested tables, as in config.toml;
+        // the array is appended to the config file's, so a later `-C target-cpu` wins.
+        cmd.arg("--config").arg(format!(
+            "target.{}.rustflags=[{}]",
+            spec.target,
+            flags.join(",")
+        ));
+    }
     cmd.arg("--no-default-features")
-        .args(["--features", &format!("{},{features}", board.feature())])
+        .args(["--features", &format!("{},{features}", board.name())])
         .arg("--target-dir")
         .arg(&target_dir)
         .env("MICROLENS_BLOB", blob)
@@ -228,7 +278,15 @@ fn build(
         None => cmd.env_remove("MICROLENS_STACK_RESERVE"),
     };
     run_status(&mut cmd)?;
-    Ok(target_dir.join(TARGET).join("release").join(BIN))
+    let built = target_dir.join(spec.target).join("release").join(BIN);
+    let stem = blob.file_stem().and_then(|s| s.to_str()).unwrap_or("blob");
+    let boards = target_dir.join("boards");
+    std::fs::create_dir_all(&boards)
+        .with_context(|| format!("cannot create {}", boards.display()))?;
+    let elf = boards.join(format!("{}-{stem}", board.name()));
+    std::fs::copy(&built, &elf)
+        .with_context(|| format!("cannot copy {} to {}", built.display(), elf.display()))?;
+    Ok(elf)
 }
 
 /// The microlens capabilities (firmware features) `blob` needs, comma-separated: the firmware is built
@@ -249,37 +307,55 @@ fn print_sizes(s: &elf_size::Sizes) {
     println!("stack_reserve_bytes={}", s.stack_reserve);
 }
 
-/// The RAM budget for a blob: its KV cache and workspace (the activations) plus 2 KiB.
+/// The RAM budget for a blob: its KV cache and workspace (the activations) plus 2 KiB (the
+/// board's [`Spec::ram_allowance`]). On a
+/// board whose RAM cannot hold the full context's KV cache (the firmware's `build.rs` caps the context
+/// to fill it), the budget is the board's RAM.
 struct RamBudget {
+    context: u64,
+    n_ctx: u64,
     kv: u64,
     workspace: u64,
+    board_ram: u64,
+    allowance: u64,
 }
 
-/// What the budget allows beyond the KV cache and the activations.
-const RAM_ALLOWANCE: u64 = 2048;
-
 impl RamBudget {
-    fn of(blob: &Path) -> Result<Self> {
+    fn of(blob: &Path, sizes: &elf_size::Sizes, allowance: u64) -> Result<Self> {
         let bytes =
             std::fs::read(blob).with_context(|| format!("cannot read {}", blob.display()))?;
         let model = microlens::Model::from_bytes(&bytes)?;
+        let context = sizes.context;
+        let n = usize::try_from(context)?;
         Ok(RamBudget {
-            kv: 4 * model.kv_cache_len() as u64,
-            workspace: 4 * model.workspace_len() as u64,
+            context,
+            n_ctx: model.config().n_ctx as u64,
+            board_ram: sizes.board_ram,
+            allowance,
+            kv: 4 * model.kv_cache_len_at(n) as u64,
+            workspace: 4 * model.workspace_len_at(n) as u64,
         })
     }
 
     /// Prints the budget and returns a failure if `ram_bytes` exceeds it.
     fn check(&self, sizes: &elf_size::Sizes) -> Option<String> {
-        let budget = self.kv + self.workspace + RAM_ALLOWANCE;
+        let capped = self.context < self.n_ctx;
+        let (budget, rule) = match capped {
+            false => (
+                self.kv + self.workspace + self.allowance,
+                format!("kv + workspace + {}", self.allowance),
+            ),
+            true => (self.board_ram, "the board's RAM (context capped)".into()),
+        };
+        println!("context={}", self.context);
         println!("kv_bytes={}", self.kv);
         println!("workspace_bytes={}", self.workspace);
-        println!("ram_budget_bytes={budget}");
+        println!("ram_budget_bytes={budget} ({rule})");
         let over = sizes.ram().saturating_sub(budget);
         println!("ram_over_budget_bytes={over}");
         (over > 0).then(|| {
             format!(
-                "ram_bytes {} exceeds kv + workspace + {RAM_ALLOWANCE} = {budget} by {over} B",
+                "ram_bytes {} exceeds {rule} = {budget} by {over} B",
                 sizes.ram()
             )
         })

@@ -2,22 +2,29 @@
 //!
 //! - `cargo xtask test`: every test, as CI runs it (`.ci/run`).
 //! - `cargo xtask demo`: the shipped model converted, analysed, compared and run on QEMU.
-//! - `cargo xtask firmware`: builds the host tool, converts the model to a blob, builds the firmware
-//!   example with it, runs it on QEMU, prints the device's lines and the firmware's flash and RAM sizes,
-//!   and checks the device against the host (same logits hash, accuracy, clean exit).
+//! - `cargo xtask firmware [--board B]`: builds the host tool, converts the model to a blob, builds the
+//!   firmware example with it for a board, runs it on QEMU (emulated boards), prints the device's lines
+//!   and the firmware's flash and RAM sizes, and checks the device against the host (same logits hash,
+//!   accuracy, clean exit) and the board's budgets.
+//! - `cargo xtask boards`: `cargo xtask firmware` on every board (int8 and f32 on the emulated ones),
+//!   and a markdown table of what they measured.
+//! - `cargo xtask profile`: a token's instructions on QEMU per function (of the firmware built last).
 //! - `cargo xtask thumbv6m`: checks that the core crate builds for Cortex-M0+ (no FPU, no DSP).
 //!
-//! The Cortex-M toolchain is chosen by itself: the rustup target when installed, otherwise Debian's Rust
+//! The firmware's toolchain is chosen by itself: the rustup target when installed, otherwise Debian's Rust
 //! with `-Zbuild-std=core` (installed with apt-get when running as root); see [`toolchain`].
 
 mod blob_source;
+mod boards;
 mod defmt_print;
 mod demo;
 mod device;
 mod elf_size;
 mod firmware;
 mod host_tool;
+mod matrix;
 mod paths;
+mod profile;
 mod qemu;
 mod reference;
 mod test;
@@ -44,16 +51,24 @@ enum Command {
     Demo,
     /// Build the firmware example with a model blob, run it on QEMU and check it against the host.
     Firmware(firmware::Args),
+    /// Every board: the emulated ones run with the shipped model as int8 and f32 and checked, the real
+    /// ones built; prints a markdown table of flash, RAM and instructions per token and per MAC.
+    Boards,
     /// Check that the core crate builds for thumbv6m-none-eabi (Cortex-M0+).
     Thumbv6m,
+    /// Where a token's instructions go on QEMU, per inlined function and source file (run after
+    /// `cargo xtask firmware`, whose ELF it traces).
+    Profile(profile::Args),
 }
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Test => test::run(),
         Command::Demo => demo::run(),
-        Command::Firmware(args) => firmware::run(args),
+        Command::Firmware(args) => firmware::run(args).map(|_| ()),
+        Command::Boards => matrix::table(),
         Command::Thumbv6m => thumbv6m::check(),
+        Command::Profile(args) => profile::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,7 +1,7 @@
-//! Running the firmware on QEMU's mps2-an386 with instruction counting, its defmt output decoded by
-//! `defmt-print`:
+//! Running the firmware on QEMU with instruction counting, its defmt output decoded by `defmt-print`,
+//! e.g. for the mps2-an386:
 //!
-//! `qemu-system-arm -cpu cortex-m4 -machine mps2-an386 -nographic -semihosting-config
+//! `qemu-system-arm -machine mps2-an386 -cpu cortex-m4 -nographic -semihosting-config
 //! enable=on,target=native -icount shift=0 -kernel ELF | defmt-print -e ELF`
 
 use std::io::{BufRead, BufReader, Read};
@@ -34,10 +34,21 @@ pub struct Run {
     pub stderr: String,
 }
 
-/// Runs `elf`, echoing each decoded line to stdout as it arrives; kills QEMU after `timeout`.
-pub fn run(elf: &Path, timeout: Duration) -> Result<Run> {
-    let mut qemu = Command::new("qemu-system-arm")
-        .args(["-cpu", "cortex-m4", "-machine", "mps2-an386", "-nographic"])
+/// The QEMU command line for `elf` on `machine`, as [`run`] runs it.
+pub fn command(
+    system: &str,
+    machine: &str,
+    cpu: Option<&str>,
+    args: &[&str],
+    elf: &Path,
+) -> Command {
+    let mut qemu = Command::new(system);
+    qemu.args(["-machine", machine]);
+    if let Some(cpu) = cpu {
+        qemu.args(["-cpu", cpu]);
+    }
+    qemu.args(args)
+        .arg("-nographic")
         .args([
             "-semihosting-config",
             "enable=on,target=native",
@@ -45,12 +56,20 @@ pub fn run(elf: &Path, timeout: Duration) -> Result<Run> {
             "shift=0",
             "-kernel",
         ])
-        .arg(elf)
+        .arg(elf);
+    qemu
+}
+
+/// Runs `qemu` (from [`command`]) on `elf`, echoing each decoded line to stdout as it arrives; kills it
+/// after `timeout`.
+pub fn run(mut qemu: Command, elf: &Path, timeout: Duration) -> Result<Run> {
+    let program = qemu.get_program().to_owned();
+    let mut qemu = qemu
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .context("cannot start qemu-system-arm")?;
+        .with_context(|| format!("cannot start {program:?}"))?;
     let frames = qemu.stdout.take().context("no QEMU stdout")?;
     let mut decoder = Command::new("defmt-print")
         .arg("-e")

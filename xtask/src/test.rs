@@ -1,9 +1,10 @@
 //! `cargo xtask test`: every test the project has, as CI runs it (`.ci/run` calls exactly this).
 //!
 //! Formatting, clippy with warnings denied, the workspace's tests, the core crate without `std` or
-//! `alloc`, the thumbv6m build, and the firmware on QEMU checked against the host (the shipped model,
-//! then two fixtures with norms and MLPs). Every step runs even
-//! if an earlier one failed; the last line counts them.
+//! `alloc`, the thumbv6m build, the firmware on every emulated board checked against the host (the
+//! shipped model as int8 and as f32), two fixtures with norms and MLPs on the Cortex-M4F and M55, and the real
+//! boards' builds with their sizes and budgets. Every step runs even if an earlier one failed; the last
+//! line counts them.
 
 use std::process::Command;
 use std::time::Instant;
@@ -11,13 +12,15 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
+use crate::blob_source::BlobSource;
+use crate::boards::Board;
 use crate::paths::root;
 use crate::toolchain::run_status;
-use crate::{firmware, thumbv6m};
+use crate::{firmware, host_tool, matrix, thumbv6m};
 
 /// One step: a name and what it runs.
 struct Step {
-    name: &'static str,
+    name: String,
     run: Box<dyn Fn() -> Result<()>>,
 }
 
@@ -97,40 +100,56 @@ const QEMU_FIXTURES: [&str; 2] = ["gpt2_like", "rotary_rms"];
 /// Stack reserve for [`QEMU_FIXTURES`] (their high-water marks: 1,912 and 2,520 B).
 const FIXTURE_STACK_RESERVE: &str = "2800";
 
-/// `cargo xtask firmware` on each of [`QEMU_FIXTURES`] as int8.
+/// Boards the fixtures run on: the Cortex-M4F (the DSP kernels) and the Cortex-M55 (the Helium kernel).
+const FIXTURE_BOARDS: [Board; 2] = [Board::Mps2An386, Board::Mps3An547];
+
+/// `cargo xtask firmware` on each of [`QEMU_FIXTURES`] as int8, on each of [`FIXTURE_BOARDS`] (each
+/// fixture converted once).
 fn fixtures_on_qemu() -> Result<()> {
+    let tool = host_tool::build()?;
     for name in QEMU_FIXTURES {
         let checkpoint = root()
             .join("tests/fixtures")
             .join(name)
             .join("model.safetensors");
-        let checkpoint = checkpoint.to_string_lossy();
-        let args = FirmwareDefaults::parse_from([
-            "firmware",
-            "--skip-thumbv6m",
-            "--checkpoint",
-            &checkpoint,
-            "--min-accuracy",
-            "0",
-            "--min-ablation-drop",
-            "0",
-            "--stack-reserve",
-            FIXTURE_STACK_RESERVE,
-        ]);
-        firmware::run(args.args).with_context(|| format!("fixture {name}"))?;
+        let blob = BlobSource::Convert {
+            checkpoint,
+            config: None,
+            dtype: "i8".into(),
+        }
+        .resolve(Some(&tool))?;
+        let blob = blob.to_string_lossy();
+        for board in FIXTURE_BOARDS {
+            let args = FirmwareDefaults::parse_from([
+                "firmware",
+                "--skip-thumbv6m",
+                "--board",
+                board.name(),
+                "--blob",
+                &blob,
+                "--min-accuracy",
+                "0",
+                "--min-ablation-drop",
+                "0",
+                "--stack-reserve",
+                FIXTURE_STACK_RESERVE,
+            ]);
+            firmware::run(args.args)
+                .with_context(|| format!("fixture {name} on {}", board.name()))?;
+        }
     }
     Ok(())
 }
 
 /// Runs every step and fails if any failed.
 pub fn run() -> Result<()> {
-    let steps = [
+    let mut steps = vec![
         Step {
-            name: "rustfmt",
+            name: "rustfmt".into(),
             run: cargo(&["fmt", "--all", "--", "--check"]),
         },
         Step {
-            name: "clippy",
+            name: "clippy".into(),
             run: cargo(&[
                 "clippy",
                 "--workspace",
@@ -141,32 +160,39 @@ pub fn run() -> Result<()> {
             ]),
         },
         Step {
-            name: "workspace tests",
+            name: "workspace tests".into(),
             run: cargo(&["test", "--workspace"]),
         },
         Step {
-            name: "core without std",
+            name: "core without std".into(),
             run: cargo(&["build", "-p", "microlens", "--no-default-features"]),
         },
         Step {
-            name: "core tree has no std/alloc",
+            name: "core tree has no std/alloc".into(),
             run: Box::new(no_std_no_alloc),
         },
         Step {
-            name: "thumbv6m build",
+            name: "thumbv6m build".into(),
             run: Box::new(thumbv6m::check),
         },
         Step {
-            name: "firmware on QEMU",
-            run: Box::new(|| {
-                firmware::run(FirmwareDefaults::parse_from(["firmware", "--skip-thumbv6m"]).args)
-            }),
-        },
-        Step {
-            name: "firmware on QEMU, norm and MLP models",
+            name: "firmware on QEMU mps2-an386 and mps3-an547, norm and MLP models".into(),
             run: Box::new(fixtures_on_qemu),
         },
     ];
+    for b in Board::ALL {
+        steps.push(Step {
+            name: match b.emulated() {
+                true => format!(
+                    "firmware on QEMU {} ({}), int8 and f32",
+                    b.name(),
+                    b.spec().core
+                ),
+                false => format!("firmware build for {} ({})", b.name(), b.spec().core),
+            },
+            run: Box::new(move || matrix::board(b).map(|_| ())),
+        });
+    }
     let (mut passed, mut failed) = (0, Vec::new());
     for step in &steps {
         let started = Instant::now();
@@ -175,7 +201,7 @@ pub fn run() -> Result<()> {
             Ok(()) => passed += 1,
             Err(e) => {
                 eprintln!("xtask test: {} FAILED: {e:#}", step.name);
-                failed.push(step.name);
+                failed.push(step.name.as_str());
             }
         }
         println!(

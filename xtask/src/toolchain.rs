@@ -1,4 +1,4 @@
-//! The toolchain for Cortex-M builds, chosen by itself.
+//! The toolchain for the firmware's builds (Cortex-M and RISC-V), chosen by itself.
 //!
 //! - [`Toolchain::Rustup`]: the active rustup toolchain has the target (`rustup target add ...`): plain
 //!   `cargo build --release`, the documented path for users.
@@ -42,10 +42,16 @@ pub struct Package {
     pub present: fn() -> bool,
 }
 
-/// `qemu-system-arm`, for the mps2-an386 machine.
-pub const QEMU: Package = Package {
+/// `qemu-system-arm`, for the Arm boards (mps2, mps3, microbit).
+pub const QEMU_ARM: Package = Package {
     name: "qemu-system-arm",
     present: || on_path("qemu-system-arm"),
+};
+
+/// `qemu-system-riscv32` (Debian's `qemu-system-misc`), for the RISC-V `virt` board.
+pub const QEMU_RISCV: Package = Package {
+    name: "qemu-system-misc",
+    present: || on_path("qemu-system-riscv32"),
 };
 
 const DEBIAN_RUST: [Package; 4] = [
@@ -113,7 +119,7 @@ impl Toolchain {
                 .env(
                     format!(
                         "CARGO_TARGET_{}_LINKER",
-                        target.to_uppercase().replace('-', "_")
+                        target.to_uppercase().replace(['-', '.'], "_")
                     ),
                     "ld.lld",
                 );

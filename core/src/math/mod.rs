@@ -5,6 +5,7 @@
 pub(crate) mod activation;
 pub mod norm;
 pub(crate) mod rotary;
+pub(crate) mod rows;
 pub(crate) mod softmax;
 
 /// The largest of `values` and `init`, NaNs ignored: `values.fold(init, f32::max)` as comparisons

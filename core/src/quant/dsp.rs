@@ -5,7 +5,7 @@
 //! With the feature `dsp` on an ARM target they are the instructions themselves (ARMv7E-M: Cortex-M4,
 //! M7, M33 with DSP); everywhere else they are the same integer functions in plain Rust. LLVM forms
 //! `SMLAD` only from pairs of `i16` loads and has no pattern for `SXTB16` at all, so from `i8` weights
-//! in flash safe Rust cannot reach them: this module is the crate's only `unsafe`, three one-instruction
+//! in flash safe Rust cannot reach them: this module is the crate's only integer `unsafe`, three one-instruction
 //! `asm!` blocks that touch no memory, and the four-row loop [`dot4_strided`] that the matmuls, the
 //! attention scores and the value mix spend most of their time in (the compiler's loop over the same
 //! instructions kept two more address adds and the lane split of the vector per group, and called the
@@ -153,8 +153,13 @@ macro_rules! group {
 /// row `LDR`, two `SXTB16`, two `SMLAD`; four groups per iteration) and 23 per quad of rows (when
 /// some row ends early, the same loop one quad at a time, over the groups the quad's last row has);
 /// elsewhere the same sums in plain Rust.
+///
+/// With the feature `mve` as well (a Helium core), it is the kernel of `quant/mve.rs` instead.
 #[inline(never)]
 pub fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
+    #[cfg(all(feature = "mve", target_arch = "arm"))]
+    return super::mve::dot4_strided(rows, stride, lanes, out);
+    #[allow(unreachable_code)]
     let quads = out.len() / 4;
     #[cfg(all(feature = "dsp", target_arch = "arm"))]
     {

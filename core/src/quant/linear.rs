@@ -2,7 +2,7 @@
 //! activations and an integer matrix) int8 x int8 or int4 x int8 with integer accumulation.
 
 use super::activations::{quantize, quantized, Quantized};
-use super::{int8, offset};
+use super::{int4, int8, offset};
 use crate::blob::{Activations, DType};
 use crate::weights::Matrix;
 
@@ -68,8 +68,13 @@ impl<'x> Input<'x> {
                 let x = q.q.get(..n).unwrap_or(&[]);
                 int8::matvec(w.data(), w.cols(), w.scales(), x, q.lanes, q.scale, out);
             }
-            Some(_) if w.dtype() == DType::I4 && DType::I4.compiled() => {
-                for (r, o) in out.iter_mut().enumerate() {
+            Some(q) if w.dtype() == DType::I4 && DType::I4.compiled() => {
+                // Two rows at a time where the input spans whole groups, the rest row by row.
+                let done = match n == w.cols() {
+                    true => int4::matvec4(w.data(), n, w.scales(), q.lanes, q.scale, out),
+                    false => 0,
+                };
+                for (r, o) in out.iter_mut().enumerate().skip(done) {
                     *o = self.dot(w, r, 0, n);
                 }
             }

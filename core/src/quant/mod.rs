@@ -15,6 +15,8 @@ pub(crate) mod int4;
 pub(crate) mod int8;
 pub(crate) mod linear;
 pub(crate) mod mix;
+#[cfg(all(feature = "mve", target_arch = "arm"))]
+mod mve;
 pub mod offset;
 
 #[cfg(feature = "encode")]

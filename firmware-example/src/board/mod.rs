@@ -1,48 +1,47 @@
-//! The board, chosen by cargo feature: its defmt transport, panic handling, exit and cost counter.
+//! The board, chosen by cargo feature (exactly one): its module here, `src/board/<board>.rs`, and its
+//! memory map, `memory/<board>.x`.
 //!
-//! Every board provides `exit(success) -> !`, a [`Counter`] with `start(peripherals)` and `now()`
-//! (monotonic, in the board's unit) and `print_cost_per_token(n)`.
+//! Every board provides `exit(success) -> !`, a `Counter` with `start()` and `now()` (monotonic: the
+//! instructions executed under QEMU, the core's cycles on a real board), `print_cost_per_token(n)` and
+//! `stack_pointer()`. Boards of one family share their code: [`cortex_m`] (every Arm board), [`systick`]
+//! (every Arm board but the micro:bit), [`qemu_arm`] (Arm boards emulated by QEMU), [`probe`] (real
+//! boards on a debug probe).
 
-#[cfg(all(feature = "qemu", feature = "nrf52840"))]
-compile_error!("enable exactly one board feature: `qemu` or `nrf52840`");
-#[cfg(not(any(feature = "qemu", feature = "nrf52840")))]
-compile_error!("enable a board feature: `--features qemu` or `--features nrf52840`");
+#[cfg(not(any(
+    feature = "microbit",
+    feature = "mps2-an385",
+    feature = "mps2-an386",
+    feature = "mps2-an500",
+    feature = "mps2-an505",
+    feature = "mps3-an547",
+    feature = "riscv32-virt",
+    feature = "nrf52840",
+    feature = "rp2040",
+    feature = "rp2350",
+    feature = "stm32f446re",
+)))]
+compile_error!("enable a board feature, e.g. `--features mps2-an386` (see Cargo.toml)");
 
-#[cfg(feature = "nrf52840")]
-mod nrf52840;
-#[cfg(feature = "qemu")]
-mod qemu;
+#[cfg(target_arch = "arm")]
+mod cortex_m;
+#[cfg(feature = "probe")]
+mod probe;
+#[cfg(all(target_arch = "arm", feature = "qemu"))]
+mod qemu_arm;
+#[cfg(all(target_arch = "arm", not(feature = "microbit")))]
+mod systick;
 
-#[cfg(feature = "nrf52840")]
-pub use nrf52840::{print_cost_per_token, Counter};
-#[cfg(feature = "qemu")]
-pub use qemu::{print_cost_per_token, Counter};
+#[cfg_attr(feature = "microbit", path = "microbit.rs")]
+#[cfg_attr(feature = "mps2-an385", path = "mps2_an385.rs")]
+#[cfg_attr(feature = "mps2-an386", path = "mps2_an386.rs")]
+#[cfg_attr(feature = "mps2-an500", path = "mps2_an500.rs")]
+#[cfg_attr(feature = "mps2-an505", path = "mps2_an505.rs")]
+#[cfg_attr(feature = "mps3-an547", path = "mps3_an547.rs")]
+#[cfg_attr(feature = "riscv32-virt", path = "riscv32_virt.rs")]
+#[cfg_attr(feature = "nrf52840", path = "nrf52840.rs")]
+#[cfg_attr(feature = "rp2040", path = "rp2040.rs")]
+#[cfg_attr(feature = "rp2350", path = "rp2350.rs")]
+#[cfg_attr(feature = "stm32f446re", path = "stm32f446re.rs")]
+mod selected;
 
-use cortex_m_semihosting::debug;
-
-/// The device-specific part of the vector table, one entry long: the firmware enables no interrupt
-/// (SysTick is a core exception, in cortex-m-rt's part of the table), and cortex-m-rt's `link.x`
-/// wants at least one entry. Without its `device` feature cortex-m-rt puts 240 entries there, 960 B
-/// of flash. A firmware that enables a peripheral's interrupt needs its board's PAC instead, which
-/// provides the whole table (and `device.x`).
-#[link_section = ".vector_table.interrupts"]
-#[no_mangle]
-static __INTERRUPTS: [unsafe extern "C" fn(); 1] = [DefaultHandler];
-
-extern "C" {
-    /// cortex-m-rt's handler for interrupts without one of their own.
-    fn DefaultHandler();
-}
-
-/// Ends the program through semihosting (QEMU exits with this status; `probe-rs run` too).
-pub fn exit(success: bool) -> ! {
-    debug::exit(if success {
-        debug::EXIT_SUCCESS
-    } else {
-        debug::EXIT_FAILURE
-    });
-    // Only reached without a semihosting host.
-    loop {
-        cortex_m::asm::wfi();
-    }
-}
+pub use selected::*;

@@ -9,7 +9,7 @@ use anyhow::Result;
 use microlens::analysis::{Head, HeadAblation};
 use microlens::Model;
 
-use crate::run::{log_softmax, run_with_hooks};
+use crate::eval::run::{log_softmax, run_with_hooks};
 
 /// Mean next-token cross-entropy (nats) of `logits` (`[pos][vocab]`) on `tokens`, over the predictions
 /// made at positions `from_pos..len - 1` (0 if there are none).

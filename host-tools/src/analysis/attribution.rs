@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use microlens::analysis::DirectLogitAttribution;
 use microlens::{Model, Session};
 
-use crate::run::check_tokens;
+use crate::eval::run::check_tokens;
 
 /// What a position's attribution is to.
 #[derive(Clone, Copy)]

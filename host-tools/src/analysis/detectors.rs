@@ -5,38 +5,8 @@
 use anyhow::Result;
 use microlens::analysis::{Head, HeadDetector, HeadPattern, Ratio};
 use microlens::Model;
-use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 
-use crate::run::run_with_hooks;
-
-/// `n_seqs` sequences of `half` random tokens below `d_vocab` followed by the same tokens again
-/// (`2 * half` long). The tokens of one half are distinct when `half <= d_vocab` (so duplicates and
-/// induction targets come only from the repeat), drawn with replacement otherwise.
-pub fn repeated_random_tokens(
-    d_vocab: usize,
-    half: usize,
-    n_seqs: usize,
-    seed: u64,
-) -> Vec<Vec<u32>> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    (0..n_seqs)
-        .map(|_| {
-            let first: Vec<u32> = if half <= d_vocab {
-                let mut all: Vec<u32> = (0..d_vocab as u32).collect();
-                all.shuffle(&mut rng);
-                all.truncate(half);
-                all
-            } else {
-                (0..half)
-                    .map(|_| rng.random_range(0..d_vocab as u32))
-                    .collect()
-            };
-            first.iter().chain(&first).copied().collect()
-        })
-        .collect()
-}
+use crate::eval::run::run_with_hooks;
 
 /// The three detector scores of every head.
 #[derive(Clone, Debug, PartialEq)]

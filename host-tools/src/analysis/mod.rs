@@ -11,14 +11,13 @@
 mod ablation;
 mod attribution;
 mod bigram;
+pub mod circuits;
 mod composition;
 mod copying;
 mod detectors;
 mod factored;
 mod patching;
-pub mod plot;
 mod token_circuits;
-pub mod toy;
 mod weights;
 
 pub use ablation::{ablation_table, loss_with_ablation, mean_loss, AblationTable};
@@ -29,7 +28,7 @@ pub use composition::{
     CompositionScores,
 };
 pub use copying::{copying_score, full_ov_copying_score, ov_copying_score};
-pub use detectors::{head_scores, repeated_random_tokens, HeadScores};
+pub use detectors::{head_scores, HeadScores};
 pub use factored::{Entry, Factored};
 pub use patching::{activation_patching, logit_diff, Patching};
 pub use token_circuits::{ov_circuit, qk_circuit, skip_trigrams, SkipTrigram};

@@ -7,8 +7,8 @@
 use anyhow::{bail, Result};
 use microlens::{HookKind, HookKinds, HookPoint, Hooks, Model};
 
-use crate::cache::ActivationCache;
-use crate::run::run_with_hooks;
+use crate::eval::cache::ActivationCache;
+use crate::eval::run::run_with_hooks;
 
 /// `logits[last][answer] - logits[last][wrong]`.
 pub fn logit_diff(logits: &[Vec<f32>], answer: u32, wrong: u32) -> f64 {

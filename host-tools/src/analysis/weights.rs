@@ -4,8 +4,8 @@ use anyhow::{Context, Result};
 use microlens::analysis::Head;
 use microlens::{Config, Model, TensorId, TensorKind};
 
-use crate::layout::tl_tensor;
-use crate::state_dict::Tensor;
+use crate::import::layout::tl_tensor;
+use crate::import::state_dict::Tensor;
 
 /// A dense `f64` matrix.
 pub type Mat = nalgebra::DMatrix<f64>;

@@ -6,7 +6,7 @@ use microlens::analysis::{Head, HeadDetector, HeadPattern, Ratio};
 use microlens::{HookKind, HookPoint, Hooks};
 use serde::Serialize;
 
-use super::metrics::js;
+use crate::eval::metrics::js;
 
 /// `[layer][head][query][key]` attention patterns of one sequence.
 pub type Patterns = Vec<Vec<Vec<Vec<f32>>>>;

@@ -3,16 +3,10 @@
 //! patterns, previous-token and induction scores, copying scores and composition scores, so a change of
 //! circuit shows up by name.
 
-mod data;
-pub mod emulation;
 mod heads;
-mod metrics;
-pub mod plot;
 mod report;
 
-pub use data::{induction_sequences, read_token_file, repeated_positions};
 pub use heads::{detection_score, HeadFidelity, PatternStats, Patterns};
-pub use metrics::{argmax, js, kl, log_softmax, top1_margin};
 pub use report::{CompositionChange, ModelFidelity, Report};
 
 use anyhow::{ensure, Result};
@@ -23,7 +17,9 @@ use rayon::prelude::*;
 use crate::analysis::{
     all_composition_scores, full_ov_copying_score, CircuitWeights, CompositionMode,
 };
-use crate::run::{run_model, run_model_with};
+use crate::eval::metrics::{argmax, kl, log_softmax, top1_margin};
+use crate::eval::run::{run_model, run_model_with};
+use crate::eval::sequences::repeated_positions;
 
 /// Running sums of the whole-model metrics.
 #[derive(Clone, Debug, Default)]
@@ -160,7 +156,8 @@ pub fn compare(
     compare_with(reference, candidate, &mut (), seqs, progress)
 }
 
-/// [`compare`] with `candidate` run under `hooks` (e.g. [`emulation::Int8Emulation`]).
+/// [`compare`] with `candidate` run under `hooks` (e.g. [`crate::eval::emulation::Int8Emulation`]),
+/// cloned per sequence.
 pub fn compare_with<H: Hooks + Clone + Send + Sync>(
     reference: &Model<'_>,
     candidate: &Model<'_>,

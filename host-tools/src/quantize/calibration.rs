@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::fidelity::emulation::round_trip;
+use crate::eval::emulation::round_trip;
 use anyhow::{ensure, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use microlens::math::norm::affine;
@@ -13,11 +13,23 @@ use microlens::{HookKind, HookKinds, HookPoint, Hooks, Model, Normalization};
 use microlens::{TensorId, TensorKind};
 use rayon::prelude::*;
 
-use crate::fidelity::{induction_sequences, read_token_file};
+use crate::eval::sequences::induction_sequences;
+use crate::io::tokens::read_token_file;
+
+/// Which inputs GPTQ rounds each matrix against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CalibrationInputs {
+    /// The float model's (plain GPTQ, every matrix on its own).
+    Float,
+    /// The model's own, in forward order: the inputs of the model quantised so far, as the device
+    /// multiplies them, with its errors compensated ([`super::compensation`]).
+    #[default]
+    Quantized,
+}
 
 /// An activation that matrices read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Site {
+pub enum MatrixInput {
     /// The normalised residual stream of a block, read by its `W_Q`, `W_K` and `W_V`.
     Attn(usize),
     /// `z` of every head of a block, concatenated, read by its `W_O`.
@@ -30,17 +42,17 @@ pub enum Site {
     Unembed,
 }
 
-impl Site {
+impl MatrixInput {
     /// The activation matrix `id` multiplies; `None` for the lookup tables (`W_E`, `W_pos`, the
     /// shortformer `pos_Q`/`pos_K`) and for vectors.
-    pub fn of(id: TensorId) -> Option<Site> {
+    pub fn of(id: TensorId) -> Option<MatrixInput> {
         let l = id.layer;
         Some(match id.kind {
-            TensorKind::WQ | TensorKind::WK | TensorKind::WV => Site::Attn(l),
-            TensorKind::WO => Site::Z(l),
-            TensorKind::WIn => Site::MlpIn(l),
-            TensorKind::WOut => Site::MlpHidden(l),
-            TensorKind::WU => Site::Unembed,
+            TensorKind::WQ | TensorKind::WK | TensorKind::WV => MatrixInput::Attn(l),
+            TensorKind::WO => MatrixInput::Z(l),
+            TensorKind::WIn => MatrixInput::MlpIn(l),
+            TensorKind::WOut => MatrixInput::MlpHidden(l),
+            TensorKind::WU => MatrixInput::Unembed,
             _ => return None,
         })
     }
@@ -49,7 +61,7 @@ impl Site {
 /// What a site's inputs are taken as: the float values, or their per-token int8 rounding (what the
 /// device's integer kernels multiply).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Inputs {
+pub enum InputPrecision {
     /// The `f32` activations.
     Float,
     /// The activations rounded per token to int8 and back (`s = max|x| / 127`), as int8-activation
@@ -57,12 +69,12 @@ pub enum Inputs {
     Int8,
 }
 
-impl Inputs {
+impl InputPrecision {
     /// How a model computing with `activations` multiplies its matrix inputs.
-    pub fn of(activations: microlens::Activations) -> Inputs {
+    pub fn of(activations: microlens::Activations) -> InputPrecision {
         match activations {
-            microlens::Activations::F32 => Inputs::Float,
-            microlens::Activations::I8 => Inputs::Int8,
+            microlens::Activations::F32 => InputPrecision::Float,
+            microlens::Activations::I8 => InputPrecision::Int8,
         }
     }
 }
@@ -108,7 +120,7 @@ impl Source {
             Source::File(path) => {
                 let seqs = read_token_file(path).context("calibration tokens")?;
                 for (i, s) in seqs.iter().enumerate() {
-                    crate::run::check_tokens(model, s).with_context(|| {
+                    crate::eval::run::check_tokens(model, s).with_context(|| {
                         format!("calibration tokens {}:{}", path.display(), i + 1)
                     })?;
                 }
@@ -134,7 +146,7 @@ const KINDS: HookKinds = HookKinds::of(&[
 /// Hooks that hand every matrix input of a forward step, with its site, to `sink`.
 struct Collector<'a, 'm, F> {
     model: &'a Model<'m>,
-    inputs: Inputs,
+    inputs: InputPrecision,
     sink: F,
     /// The heads' `z` of the current layer, filled head by head.
     z: Vec<f32>,
@@ -143,34 +155,34 @@ struct Collector<'a, 'm, F> {
 impl<F> Collector<'_, '_, F> {
     /// The site of a hook point and, for a normalised point, its norm's weight and bias ids; `None` for
     /// points that feed no matrix in this model.
-    fn site(&self, p: HookPoint) -> Option<(Site, Option<[TensorKind; 2]>)> {
+    fn site(&self, p: HookPoint) -> Option<(MatrixInput, Option<[TensorKind; 2]>)> {
         let cfg = self.model.config();
         let no_norm = !cfg.normalization.is_some();
         let last = p.layer + 1 == cfg.n_layers;
         Some(match p.kind {
-            HookKind::ResidPre if no_norm => (Site::Attn(p.layer), None),
-            HookKind::ResidMid if no_norm => (Site::MlpIn(p.layer), None),
-            HookKind::ResidPost if no_norm && last => (Site::Unembed, None),
+            HookKind::ResidPre if no_norm => (MatrixInput::Attn(p.layer), None),
+            HookKind::ResidMid if no_norm => (MatrixInput::MlpIn(p.layer), None),
+            HookKind::ResidPost if no_norm && last => (MatrixInput::Unembed, None),
             HookKind::Ln1Normalized => (
-                Site::Attn(p.layer),
+                MatrixInput::Attn(p.layer),
                 Some([TensorKind::Ln1W, TensorKind::Ln1B]),
             ),
             HookKind::Ln2Normalized => (
-                Site::MlpIn(p.layer),
+                MatrixInput::MlpIn(p.layer),
                 Some([TensorKind::Ln2W, TensorKind::Ln2B]),
             ),
             HookKind::LnFinalNormalized => (
-                Site::Unembed,
+                MatrixInput::Unembed,
                 Some([TensorKind::LnFinalW, TensorKind::LnFinalB]),
             ),
-            HookKind::MlpPost => (Site::MlpHidden(p.layer), None),
-            HookKind::Z => (Site::Z(p.layer), None),
+            HookKind::MlpPost => (MatrixInput::MlpHidden(p.layer), None),
+            HookKind::Z => (MatrixInput::Z(p.layer), None),
             _ => return None,
         })
     }
 }
 
-impl<F: FnMut(Site, &[f32])> Hooks for Collector<'_, '_, F> {
+impl<F: FnMut(MatrixInput, &[f32])> Hooks for Collector<'_, '_, F> {
     fn wants(&self, kind: HookKind) -> bool {
         KINDS.contains(kind)
     }
@@ -181,7 +193,7 @@ impl<F: FnMut(Site, &[f32])> Hooks for Collector<'_, '_, F> {
         };
         let cfg = *self.model.config();
         let mut x = act.to_vec();
-        if site == Site::Z(p.layer) {
+        if site == MatrixInput::Z(p.layer) {
             let d = cfg.d_head;
             self.z.resize(cfg.n_heads * d, 0.0);
             self.z[p.head * d..(p.head + 1) * d].copy_from_slice(act);
@@ -199,8 +211,8 @@ impl<F: FnMut(Site, &[f32])> Hooks for Collector<'_, '_, F> {
             };
             affine(self.model.vector(id(w)), self.model.vector(id(b)), &mut x);
         }
-        if self.inputs == Inputs::Int8 {
-            round_trip(&mut x, matches!(site, Site::MlpHidden(_)));
+        if self.inputs == InputPrecision::Int8 {
+            round_trip(&mut x, matches!(site, MatrixInput::MlpHidden(_)));
         }
         (self.sink)(site, &x);
     }
@@ -211,8 +223,8 @@ impl<F: FnMut(Site, &[f32])> Hooks for Collector<'_, '_, F> {
 fn collect(
     model: &Model<'_>,
     seqs: &[Vec<u32>],
-    inputs: Inputs,
-    sink: impl FnMut(Site, &[f32]),
+    inputs: InputPrecision,
+    sink: impl FnMut(MatrixInput, &[f32]),
 ) -> Result<()> {
     ensure!(!seqs.is_empty(), "calibration needs at least one sequence");
     let host = microlens::host::HostWeights::new(model);
@@ -225,7 +237,7 @@ fn collect(
     // then handed to `sink` in sequence order, as one sequence after the other would.
     let mut sink = sink;
     for (n, chunk) in seqs.chunks(64).enumerate() {
-        let runs: Vec<Result<Vec<(Site, Vec<f32>)>>> = chunk
+        let runs: Vec<Result<Vec<(MatrixInput, Vec<f32>)>>> = chunk
             .par_iter()
             .enumerate()
             .map(|(i, tokens)| {
@@ -233,10 +245,10 @@ fn collect(
                 let mut collector = Collector {
                     model,
                     inputs,
-                    sink: |s: Site, x: &[f32]| events.push((s, x.to_vec())),
+                    sink: |s: MatrixInput, x: &[f32]| events.push((s, x.to_vec())),
                     z: Vec::new(),
                 };
-                crate::run::run_with_hooks(model, tokens, &mut collector)
+                crate::eval::run::run_with_hooks(model, tokens, &mut collector)
                     .with_context(|| format!("calibration sequence {}", 64 * n + i + 1))?;
                 drop(collector);
                 Ok(events)
@@ -257,10 +269,10 @@ fn collect(
 pub fn record(
     model: &Model<'_>,
     seqs: &[Vec<u32>],
-    inputs: Inputs,
-    sites: &[Site],
-) -> Result<BTreeMap<Site, Vec<f32>>> {
-    let mut rows: BTreeMap<Site, Vec<f32>> = BTreeMap::new();
+    inputs: InputPrecision,
+    sites: &[MatrixInput],
+) -> Result<BTreeMap<MatrixInput, Vec<f32>>> {
+    let mut rows: BTreeMap<MatrixInput, Vec<f32>> = BTreeMap::new();
     collect(model, seqs, inputs, |s, x| {
         if sites.contains(&s) {
             rows.entry(s).or_default().extend_from_slice(x);
@@ -273,9 +285,9 @@ pub fn record(
 mod tests {
     use super::*;
     use crate::convert::convert_state_dict;
-    use crate::encode::F32Encoder;
-    use crate::fold::ProcessingOptions;
-    use crate::tests::random_model::{config, state_dict, NORMS};
+    use crate::convert::fold::ProcessingOptions;
+    use crate::import::random_model::{config, state_dict, NORMS};
+    use crate::quantize::encode::F32Encoder;
     use microlens::Positional;
 
     /// `sum (y - b)(y - b)ᵀ` of every `V` (all heads) and logits vector of a run: the outputs of `W_V`
@@ -283,14 +295,14 @@ mod tests {
     #[derive(Default)]
     struct Outputs {
         v: Vec<f32>,
-        sums: BTreeMap<Site, Vec<f64>>,
+        sums: BTreeMap<MatrixInput, Vec<f64>>,
         b_v: Vec<f32>,
         b_u: Vec<f32>,
         n_heads: usize,
     }
 
     impl Outputs {
-        fn add(&mut self, site: Site, y: &[f32], b: &[f32]) {
+        fn add(&mut self, site: MatrixInput, y: &[f32], b: &[f32]) {
             let m = self
                 .sums
                 .entry(site)
@@ -311,13 +323,13 @@ mod tests {
         fn hook(&mut self, p: HookPoint, act: &mut [f32]) {
             if p.kind == HookKind::Logits {
                 let b = self.b_u.clone();
-                return self.add(Site::Unembed, act, &b);
+                return self.add(MatrixInput::Unembed, act, &b);
             }
             if p.layer == 0 {
                 self.v.extend_from_slice(act);
                 if p.head + 1 == self.n_heads {
                     let (v, b) = (std::mem::take(&mut self.v), self.b_v.clone());
-                    self.add(Site::Attn(0), &v, &b);
+                    self.add(MatrixInput::Attn(0), &v, &b);
                 }
             }
         }
@@ -360,11 +372,12 @@ mod tests {
                 let seqs = Source::default().sequences(&model).unwrap();
                 let seqs = &seqs[..8];
                 let ids: Vec<_> = microlens::tensors::Catalogue::new(&cfg).ids().collect();
-                let sites: Vec<Site> = ids.iter().filter_map(|&id| Site::of(id)).collect();
-                let rec = record(&model, seqs, Inputs::Float, &sites).unwrap();
+                let sites: Vec<MatrixInput> =
+                    ids.iter().filter_map(|&id| MatrixInput::of(id)).collect();
+                let rec = record(&model, seqs, InputPrecision::Float, &sites).unwrap();
                 let tokens: usize = seqs.iter().map(Vec::len).sum();
                 for &id in &ids {
-                    if let Some(site) = Site::of(id) {
+                    if let Some(site) = MatrixInput::of(id) {
                         let n = id.shape(&cfg)[1];
                         assert_eq!(rec[&site].len(), tokens * n, "{id}");
                     }
@@ -377,11 +390,11 @@ mod tests {
                     ..Outputs::default()
                 };
                 for s in seqs {
-                    crate::run::run_with_hooks(&model, s, &mut out).unwrap();
+                    crate::eval::run::run_with_hooks(&model, s, &mut out).unwrap();
                 }
                 for (site, id) in [
-                    (Site::Attn(0), TensorId::layer(TensorKind::WV, 0)),
-                    (Site::Unembed, TensorId::global(TensorKind::WU)),
+                    (MatrixInput::Attn(0), TensorId::layer(TensorKind::WV, 0)),
+                    (MatrixInput::Unembed, TensorId::global(TensorKind::WU)),
                 ] {
                     let w = crate::quantize::matrix_values(&model.matrix(id).unwrap());
                     let n = id.shape(&cfg)[1];
@@ -433,6 +446,6 @@ mod tests {
             seed: 1,
         };
         assert!(none.sequences(&model).is_err());
-        assert!(record(&model, &[], Inputs::Float, &[Site::Unembed]).is_err());
+        assert!(record(&model, &[], InputPrecision::Float, &[MatrixInput::Unembed]).is_err());
     }
 }

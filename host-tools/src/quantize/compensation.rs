@@ -1,10 +1,11 @@
 //! GPTQ over a whole model. The lookup tables (`W_E`, `W_pos`, `pos_Q`, `pos_K`) are rounded
 //! against the output Fisher ([`super::tables`]); the other matrices either each against the float
-//! model's inputs (plain GPTQ, [`Against::Float`]) or, in forward order, with the errors of what is
-//! already quantised compensated ([`Against::Quantized`]): each site's matrices are rounded against
-//! the inputs the model produces with everything before them quantised (and its int8 activations
-//! and KV cache), after moving their float weights to the ones that best reproduce the float
-//! model's outputs from those inputs, and their biases take up the mean of what is left. With `x`
+//! model's inputs (plain GPTQ, [`CalibrationInputs::Float`]) or, in forward order, with the errors
+//! of what is already quantised compensated ([`CalibrationInputs::Quantized`]): each site's
+//! matrices are rounded against the inputs the model produces with everything before them
+//! quantised (and its int8 activations and KV cache), after moving their float weights to the ones
+//! that best reproduce the float model's outputs from those inputs, and their biases take up the
+//! mean of what is left. With `x`
 //! the float model's inputs and `x̃` the quantised one's, centred (`x - E x`, `x̃ - E x̃`),
 //! `W* = W + W E (H̃ + λI)⁻¹`, `E = E[(x - x̃) x̃ᵀ]`, `H̃ = E[x̃ x̃ᵀ]`, minimises `E|W x - W* x̃|²`
 //! (up to the damping `λ`), and `E|W x - Ŵ x̃|² = E|W x - W* x̃|² + E|(W* - Ŵ) x̃|²`, so GPTQ of `W*`
@@ -14,16 +15,16 @@
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
-use anyhow::{anyhow, ensure, Result};
+use anyhow::{anyhow, ensure, Context, Result};
 use microlens::blob::{Activations, TensorData};
 use microlens::tensors::Catalogue;
 use microlens::weights::Matrix;
 use microlens::{DType, Model, TensorId, TensorKind};
 use nalgebra::{DMatrix, DVector};
 
-use super::calibration::{record, Inputs, Site};
+use super::calibration::{record, CalibrationInputs, InputPrecision, MatrixInput};
 use super::gptq::{self, Solver};
-use super::{decode_matrix, encode_matrix, matrix_values, requantize_tensor, tables, Against};
+use super::{decode_matrix, encode_nearest, matrix_values, nearest_tensor, tables};
 
 /// `rows` (`[count][n]`) as a matrix.
 fn as_matrix(rows: &[f32], n: usize) -> DMatrix<f64> {
@@ -101,48 +102,76 @@ fn bias_of(id: TensorId) -> Option<TensorId> {
 fn partial_blob(
     model: &Model<'_>,
     activations: Activations,
-    done: &BTreeMap<(u8, usize), TensorData>,
+    done: &BTreeMap<TensorKey, TensorData>,
 ) -> Result<Vec<u8>> {
     let cfg = model.config();
     let tensors: Vec<TensorData> = Catalogue::new(cfg)
         .ids()
         .map(|id| match done.get(&key(id)) {
             Some(t) => Ok(t.clone()),
-            None => requantize_tensor(model, id, DType::F32),
+            None => nearest_tensor(model, id, DType::F32),
         })
         .collect::<Result<_>>()?;
     microlens::blob::write(cfg, *model.processing(), activations, &tensors)
-        .map_err(|e| anyhow!("cannot write the blob: {e}"))
+        .context("cannot write the blob")
 }
 
-/// A tensor's key in the map of finished tensors.
-fn key(id: TensorId) -> (u8, usize) {
-    (id.kind as u8, id.layer)
+/// A tensor's key in the maps of finished tensors and of solvers ([`TensorId`] is not `Ord`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct TensorKey {
+    kind: u8,
+    layer: usize,
+}
+
+/// The map key of tensor `id`.
+fn key(id: TensorId) -> TensorKey {
+    TensorKey {
+        kind: id.kind as u8,
+        layer: id.layer,
+    }
 }
 
 /// The matrices of `model` reading `site`, with their ids.
-fn readers<'a>(model: &Model<'a>, site: Site) -> Vec<(TensorId, Matrix<'a>)> {
+fn readers<'a>(model: &Model<'a>, site: MatrixInput) -> Vec<(TensorId, Matrix<'a>)> {
     Catalogue::new(model.config())
         .ids()
-        .filter(|&id| Site::of(id) == Some(site))
+        .filter(|&id| MatrixInput::of(id) == Some(site))
         .filter_map(|id| Some((id, model.matrix(id)?)))
         .collect()
 }
 
-/// Every tensor of `model` (`f32`) with its matrices quantised as `dtype` by GPTQ on `seqs`, against
-/// `against`'s inputs, for a model computing with `activations`.
-pub fn requantize_tensors(
+/// Bias `b` of the matrix `w` (`[outputs, inputs]`, its rounding `t`) taking up the mean error left:
+/// `b + W mean - Ŵ mean_q`.
+fn compensated_bias(
+    model: &Model<'_>,
+    b: TensorId,
+    w: &DMatrix<f64>,
+    t: &TensorData,
+    c: &Compensation,
+) -> Result<TensorData> {
+    let rounded = as_matrix(&decode_matrix(t)?, w.ncols());
+    let shift = w * &c.mean - rounded * &c.mean_q;
+    let bias = model
+        .vector(b)
+        .ok_or_else(|| anyhow!("the model has no tensor {b}"))?;
+    let values: Vec<f32> = bias
+        .iter()
+        .zip(shift.iter())
+        .map(|(v, &s)| (v as f64 + s) as f32)
+        .collect();
+    encode_nearest(b, b.shape(model.config()), &values, DType::F32)
+}
+
+/// The tensors quantised before any site: the lookup tables by GPTQ against their output moments, and
+/// every tensor no site reads (vectors, and matrices without an input site) rounded to nearest.
+fn tables_and_rest(
     model: &Model<'_>,
     dtype: DType,
-    activations: Activations,
     seqs: &[Vec<u32>],
-    against: Against,
-) -> Result<Vec<TensorData>> {
+) -> Result<BTreeMap<TensorKey, TensorData>> {
     let cfg = *model.config();
-    // Act order helped the int8 matrices, not the tables; int4 groups need the inputs in order.
-    let act_order = dtype != DType::I4;
-    let mut done: BTreeMap<(u8, usize), TensorData> = BTreeMap::new();
-    let mut solvers: BTreeMap<(u8, usize), Solver> = BTreeMap::new();
+    let mut done: BTreeMap<TensorKey, TensorData> = BTreeMap::new();
+    let mut solvers: BTreeMap<TensorKey, Solver> = BTreeMap::new();
     for id in Catalogue::new(&cfg).ids() {
         let t = match model.matrix(id) {
             Some(m) if tables::is_table(id.kind) => {
@@ -152,23 +181,42 @@ pub fn requantize_tensors(
                     Entry::Vacant(e) => e.insert(tables::solver(model, moment, seqs, false)?),
                 };
                 let values = matrix_values(&m);
-                gptq::encode_matrix(id, id.shape(&cfg), &values, dtype, solver, &gptq::I4_CLIPS)?
+                gptq::encode_gptq(id, id.shape(&cfg), &values, dtype, solver, &gptq::I4_CLIPS)?
             }
-            Some(_) if Site::of(id).is_some() => continue,
-            _ => requantize_tensor(model, id, dtype)?,
+            Some(_) if MatrixInput::of(id).is_some() => continue,
+            _ => nearest_tensor(model, id, dtype)?,
         };
         done.insert(key(id), t);
     }
-    let mut sites: Vec<Site> = Catalogue::new(&cfg).ids().filter_map(Site::of).collect();
+    Ok(done)
+}
+
+/// Every tensor of `model` (`f32`) with its matrices quantised as `dtype` by GPTQ on `seqs`, against
+/// `against`'s inputs, for a model computing with `activations`.
+pub fn compensated_tensors(
+    model: &Model<'_>,
+    dtype: DType,
+    activations: Activations,
+    seqs: &[Vec<u32>],
+    against: CalibrationInputs,
+) -> Result<Vec<TensorData>> {
+    let cfg = *model.config();
+    // Act order helped the int8 matrices, not the tables; int4 groups need the inputs in order.
+    let act_order = dtype != DType::I4;
+    let mut done = tables_and_rest(model, dtype, seqs)?;
+    let mut sites: Vec<MatrixInput> = Catalogue::new(&cfg)
+        .ids()
+        .filter_map(MatrixInput::of)
+        .collect();
     sites.sort_by_key(|s| match *s {
-        Site::Attn(l) => (l, 0),
-        Site::Z(l) => (l, 1),
-        Site::MlpIn(l) => (l, 2),
-        Site::MlpHidden(l) => (l, 3),
-        Site::Unembed => (usize::MAX, 0),
+        MatrixInput::Attn(l) => (l, 0),
+        MatrixInput::Z(l) => (l, 1),
+        MatrixInput::MlpIn(l) => (l, 2),
+        MatrixInput::MlpHidden(l) => (l, 3),
+        MatrixInput::Unembed => (usize::MAX, 0),
     });
     sites.dedup();
-    let mut float = record(model, seqs, Inputs::Float, &sites)?;
+    let mut float = record(model, seqs, InputPrecision::Float, &sites)?;
     for site in sites {
         let ids = readers(model, site);
         let n = ids
@@ -177,11 +225,11 @@ pub fn requantize_tensors(
             .ok_or_else(|| anyhow!("no matrix reads {site:?}"))?;
         let x = as_matrix(&float.remove(&site).unwrap_or_default(), n);
         let comp = match against {
-            Against::Float => None,
-            Against::Quantized => {
+            CalibrationInputs::Float => None,
+            CalibrationInputs::Quantized => {
                 let partial = partial_blob(model, activations, &done)?;
                 let partial = Model::from_bytes(&partial)?;
-                let quantized = record(&partial, seqs, Inputs::of(activations), &[site])?;
+                let quantized = record(&partial, seqs, InputPrecision::of(activations), &[site])?;
                 let xq = as_matrix(quantized.get(&site).map_or(&[][..], Vec::as_slice), n);
                 Some(compensate(&x, &xq)?)
             }
@@ -203,22 +251,9 @@ pub fn requantize_tensors(
             };
             let values: Vec<f32> = target.transpose().iter().map(|&v| v as f32).collect();
             let t =
-                gptq::encode_matrix(id, id.shape(&cfg), &values, dtype, &solver, &gptq::I4_CLIPS)?;
+                gptq::encode_gptq(id, id.shape(&cfg), &values, dtype, &solver, &gptq::I4_CLIPS)?;
             if let (Some(c), Some(b)) = (&comp, bias_of(id)) {
-                let rounded = as_matrix(&decode_matrix(&t)?, n);
-                let shift = &w * &c.mean - rounded * &c.mean_q;
-                let bias = model
-                    .vector(b)
-                    .ok_or_else(|| anyhow!("the model has no tensor {b}"))?;
-                let values: Vec<f32> = bias
-                    .iter()
-                    .zip(shift.iter())
-                    .map(|(v, &s)| (v as f64 + s) as f32)
-                    .collect();
-                done.insert(
-                    key(b),
-                    encode_matrix(b, b.shape(&cfg), &values, DType::F32)?,
-                );
+                done.insert(key(b), compensated_bias(model, b, &w, &t, c)?);
             }
             done.insert(key(id), t);
         }

@@ -15,7 +15,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::gptq::{Solver, DAMPING};
 use super::matrix_values;
-use crate::run::run_with_hooks;
+use crate::eval::run::run_with_hooks;
 
 /// Whether `kind` is a lookup table whose rows are added to an activation (not multiplied by one).
 pub fn is_table(kind: TensorKind) -> bool {
@@ -135,58 +135,9 @@ fn output_moment(
             .map(|_| if rng.random::<bool>() { 1.0 } else { -1.0 })
             .collect();
         let base = run_with_hooks(model, tokens, &mut ())?;
-        // d[i][t]: derivative of the logits at position t along input i.
-        let mut d = Vec::with_capacity(n);
-        for dir in 0..n {
-            let run = |eps| {
-                run_with_hooks(
-                    model,
-                    tokens,
-                    &mut Nudge {
-                        dir,
-                        eps,
-                        signs: &signs,
-                        ..at
-                    },
-                )
-            };
-            let (up, down) = (run(at.eps)?, run(-at.eps)?);
-            let di: Vec<Vec<f64>> = up
-                .iter()
-                .zip(&down)
-                .map(|(u, l)| {
-                    u.iter()
-                        .zip(l)
-                        .map(|(a, b)| (*a as f64 - *b as f64) / (2.0 * at.eps as f64))
-                        .collect()
-                })
-                .collect();
-            d.push(di);
-        }
+        let d = logit_derivatives(model, tokens, at, &signs, n)?;
         for (t, logits) in base.iter().enumerate() {
-            let p: Vec<f64> = crate::fidelity::log_softmax(logits)
-                .iter()
-                .map(|l| l.exp())
-                .collect();
-            let means: Vec<f64> = d
-                .iter()
-                .map(|di| di[t].iter().zip(&p).map(|(a, b)| a * b).sum())
-                .collect();
-            for i in 0..n {
-                for j in i..n {
-                    let s: f64 = d[i][t]
-                        .iter()
-                        .zip(&d[j][t])
-                        .zip(&p)
-                        .map(|((a, b), p)| a * b * p)
-                        .sum::<f64>()
-                        - means[i] * means[j];
-                    h[i * n + j] += s;
-                    if i != j {
-                        h[j * n + i] += s;
-                    }
-                }
-            }
+            add_fisher(&mut h, &d, t, logits);
             positions += 1;
         }
         bar.inc(1);
@@ -196,13 +147,81 @@ fn output_moment(
     Ok(h.into_iter().map(|v| v / c).collect())
 }
 
+/// `d[i][t]`: the derivative of the logits at position `t` along input `i` of `at` (nudged at every
+/// position with `signs`), by central differences.
+fn logit_derivatives(
+    model: &Model<'_>,
+    tokens: &[u32],
+    at: Nudge<'_>,
+    signs: &[f32],
+    n: usize,
+) -> Result<Vec<Vec<Vec<f64>>>> {
+    let mut d = Vec::with_capacity(n);
+    for dir in 0..n {
+        let run = |eps| {
+            run_with_hooks(
+                model,
+                tokens,
+                &mut Nudge {
+                    dir,
+                    eps,
+                    signs,
+                    ..at
+                },
+            )
+        };
+        let (up, down) = (run(at.eps)?, run(-at.eps)?);
+        let di: Vec<Vec<f64>> = up
+            .iter()
+            .zip(&down)
+            .map(|(u, l)| {
+                u.iter()
+                    .zip(l)
+                    .map(|(a, b)| (*a as f64 - *b as f64) / (2.0 * at.eps as f64))
+                    .collect()
+            })
+            .collect();
+        d.push(di);
+    }
+    Ok(d)
+}
+
+/// Adds position `t`'s `Jᵀ F J` to `h` (`n x n`, `n = d.len()`), `F = diag(p) - p pᵀ` with `p` the
+/// softmax of `logits`.
+fn add_fisher(h: &mut [f64], d: &[Vec<Vec<f64>>], t: usize, logits: &[f32]) {
+    let n = d.len();
+    let p: Vec<f64> = crate::eval::metrics::log_softmax(logits)
+        .iter()
+        .map(|l| l.exp())
+        .collect();
+    let means: Vec<f64> = d
+        .iter()
+        .map(|di| di[t].iter().zip(&p).map(|(a, b)| a * b).sum())
+        .collect();
+    for i in 0..n {
+        for j in i..n {
+            let s: f64 = d[i][t]
+                .iter()
+                .zip(&d[j][t])
+                .zip(&p)
+                .map(|((a, b), p)| a * b * p)
+                .sum::<f64>()
+                - means[i] * means[j];
+            h[i * n + j] += s;
+            if i != j {
+                h[j * n + i] += s;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::convert::convert_state_dict;
-    use crate::encode::F32Encoder;
-    use crate::fold::ProcessingOptions;
-    use crate::tests::random_model::{config, state_dict};
+    use crate::convert::fold::ProcessingOptions;
+    use crate::import::random_model::{config, state_dict};
+    use crate::quantize::encode::F32Encoder;
     use microlens::{Normalization, Positional};
 
     /// The output moment at `kind` (of the last block, unless `hook_embed`) of a random `cfg` model,
@@ -213,7 +232,7 @@ mod tests {
             .unwrap()
             .blob;
         let model = Model::from_bytes(&blob).unwrap();
-        let seqs = crate::fidelity::induction_sequences(4, cfg.n_ctx, cfg.d_vocab, 1);
+        let seqs = crate::eval::sequences::induction_sequences(4, cfg.n_ctx, cfg.d_vocab, 1);
         let at = Nudge {
             kind,
             layer: if kind == HookKind::Embed {

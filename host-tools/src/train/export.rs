@@ -2,16 +2,20 @@
 //! `<name>.json` (a `HookedTransformerConfig.to_dict()` that `HookedTransformerConfig.from_dict` accepts,
 //! and that `microlens convert` reads). Written after training; read back to evaluate or test.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, ensure, Context, Result};
 use candle_core::{Device, Tensor};
-use safetensors::tensor::TensorView;
 use safetensors::Dtype;
 use serde_json::{json, Map, Value};
 
-use super::model::{values, Model, ModelConfig, Norm, Positional};
+use microlens::{Normalization, Positional};
+
+use super::model::{values, Model, ModelConfig};
+use crate::import::state_dict::Tensor as StateTensor;
+use crate::import::tl_config::{normalization_name, positional_name};
+use crate::io::safetensors::to_safetensors_with;
 
 /// The two files written.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,28 +39,13 @@ pub fn export(model: &Model, dir: &Path, name: &str, seed: u64) -> Result<Export
 
 /// Writes every parameter as little-endian f32 under its TransformerLens name.
 pub fn write_safetensors(model: &Model, path: &Path) -> Result<()> {
-    let named = model.named_vars();
-    let data: Vec<(String, Vec<usize>, Vec<u8>)> = named
+    let tensors = model
+        .named_vars()
         .iter()
-        .map(|(n, v)| {
-            Ok((
-                n.clone(),
-                v.dims().to_vec(),
-                values(v)?.iter().flat_map(|x| x.to_le_bytes()).collect(),
-            ))
-        })
-        .collect::<Result<_>>()?;
-    let views = data
-        .iter()
-        .map(|(n, shape, bytes)| {
-            Ok((
-                n.as_str(),
-                TensorView::new(Dtype::F32, shape.clone(), bytes)?,
-            ))
-        })
-        .collect::<Result<Vec<_>>>()?;
+        .map(|(n, v)| Ok((n.clone(), StateTensor::new(v.dims().to_vec(), values(v)?)?)))
+        .collect::<Result<BTreeMap<_, _>>>()?;
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-    safetensors::serialize_to_file(views, Some(metadata), path)
+    std::fs::write(path, to_safetensors_with(&tensors, Some(metadata))?)
         .with_context(|| format!("writing {}", path.display()))
 }
 
@@ -66,8 +55,8 @@ pub fn write_safetensors(model: &Model, path: &Path) -> Result<()> {
 /// float32 by default) are left out, so every 2.x `from_dict` accepts the file; it has no MLP and no tokenizer.
 pub fn tl_config(cfg: &ModelConfig, name: &str, seed: u64) -> Value {
     let normalization_type = match cfg.norm {
-        Norm::None => Value::Null,
-        Norm::Ln => json!("LN"),
+        Normalization::None => Value::Null,
+        other => json!(normalization_name(other)),
     };
     let entries = [
         ("n_layers", json!(cfg.n_layers)),
@@ -90,7 +79,10 @@ pub fn tl_config(cfg: &ModelConfig, name: &str, seed: u64) -> Value {
         ("final_rms", json!(false)),
         ("attention_dir", json!("causal")),
         ("attn_only", json!(true)),
-        ("positional_embedding_type", json!(cfg.positional.tl_name())),
+        (
+            "positional_embedding_type",
+            json!(positional_name(cfg.positional)),
+        ),
         ("parallel_attn_mlp", json!(false)),
         ("rotary_dim", Value::Null),
         ("init_mode", json!("gpt2")),
@@ -169,8 +161,8 @@ fn model_config(json: &Value) -> Result<ModelConfig> {
         other => bail!("positional_embedding_type `{other}` is not supported"),
     };
     let norm = match json.get("normalization_type").map(|v| v.as_str()) {
-        Some(None) => Norm::None,
-        Some(Some("LN")) | None => Norm::Ln,
+        Some(None) => Normalization::None,
+        Some(Some("LN")) | None => Normalization::LN,
         Some(Some(other)) => bail!("normalization_type `{other}` is not supported"),
     };
     let cfg = ModelConfig {

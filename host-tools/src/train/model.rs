@@ -3,6 +3,7 @@
 
 use anyhow::{ensure, Result};
 use candle_core::{DType, Device, Tensor, Var, D};
+use microlens::{Normalization, Positional};
 use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
 
@@ -10,34 +11,6 @@ use super::causal_softmax::causal_softmax;
 
 /// Standard deviation of the initial token and positional embeddings (candle's default 1.0 stalls training).
 pub const EMBED_INIT_STD: f64 = 0.5;
-
-/// Where the positional embedding enters (`cfg.positional_embedding_type`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Positional {
-    /// `resid = W_E[tok] + W_pos[pos]`.
-    Standard,
-    /// `resid = W_E[tok]`; `W_pos[pos]` is added to the query and key inputs of every layer only.
-    Shortformer,
-}
-
-impl Positional {
-    /// TransformerLens's name for it.
-    pub fn tl_name(self) -> &'static str {
-        match self {
-            Positional::Standard => "standard",
-            Positional::Shortformer => "shortformer",
-        }
-    }
-}
-
-/// Normalisation before each attention layer and the unembedding (`cfg.normalization_type`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Norm {
-    /// None (`null`): cheapest on the device.
-    None,
-    /// TransformerLens LayerNorm `"LN"`: `(x - mean) / sqrt(mean((x - mean)^2) + eps) * w + b`.
-    Ln,
-}
 
 /// Shape of the model.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -54,10 +27,11 @@ pub struct ModelConfig {
     pub d_vocab: usize,
     /// Context length.
     pub n_ctx: usize,
-    /// Positional embedding type.
+    /// Positional embedding type (`Standard` or `Shortformer`).
     pub positional: Positional,
-    /// Normalisation type.
-    pub norm: Norm,
+    /// Normalisation type (`None`, or `LN`: TransformerLens LayerNorm,
+    /// `(x - mean) / sqrt(mean((x - mean)^2) + eps) * w + b`).
+    pub norm: Normalization,
     /// LayerNorm epsilon (TransformerLens default 1e-5).
     pub eps: f64,
 }
@@ -193,7 +167,7 @@ impl Model {
         let mut blocks = Vec::with_capacity(cfg.n_layers);
         for _ in 0..cfg.n_layers {
             blocks.push(Block {
-                ln1: (cfg.norm == Norm::Ln)
+                ln1: (cfg.norm == Normalization::LN)
                     .then(|| layer_norm_params(d))
                     .transpose()?,
                 w_q: normal(rng, &[h, d, dh], in_std)?,
@@ -211,7 +185,7 @@ impl Model {
             w_e,
             w_pos,
             blocks,
-            ln_final: (cfg.norm == Norm::Ln)
+            ln_final: (cfg.norm == Normalization::LN)
                 .then(|| layer_norm_params(d))
                 .transpose()?,
             w_u: normal(rng, &[d, v], in_std)?,
@@ -293,6 +267,7 @@ impl Model {
             let xqk = match self.cfg.positional {
                 Positional::Standard => x.clone(),
                 Positional::Shortformer => x.broadcast_add(&w_pos)?,
+                Positional::Rotary { .. } => anyhow::bail!("training has no rotary embedding"),
             };
             let q = self.project(&xqk, &block.w_q, &block.b_q)?;
             let k = self.project(&xqk, &block.w_k, &block.b_k)?;

@@ -10,10 +10,12 @@ use serde_json::Value;
 use super::data::{InductionData, Sequence};
 use super::eval::{best_copier, evaluate};
 use super::export::{export, load};
-use super::model::{values, Model, ModelConfig, Norm, Positional};
+use microlens::{Normalization, Positional};
+
+use super::model::{values, Model, ModelConfig};
 use super::trainer::{rng, train, TrainConfig};
 
-fn small(n_layers: usize, positional: Positional, norm: Norm) -> ModelConfig {
+fn small(n_layers: usize, positional: Positional, norm: Normalization) -> ModelConfig {
     ModelConfig {
         n_layers,
         d_model: 32,
@@ -61,7 +63,7 @@ fn small_eval_set() -> (Vec<Sequence>, f64) {
 
 #[test]
 fn short_run_learns_induction_and_beats_a_fixed_distance_copier() -> Result<()> {
-    let cfg = config(small(2, Positional::Standard, Norm::None), 400, 0);
+    let cfg = config(small(2, Positional::Standard, Normalization::None), 400, 0);
     let mut first = None;
     let trained = train(&cfg, |r| {
         first.get_or_insert(r.loss_repeated);
@@ -98,7 +100,7 @@ fn short_run_learns_induction_and_beats_a_fixed_distance_copier() -> Result<()> 
 /// induction head and stays near the fixed-distance copier.
 #[test]
 fn one_layer_control_fails_to_learn_induction() -> Result<()> {
-    let cfg = config(small(1, Positional::Standard, Norm::None), 400, 0);
+    let cfg = config(small(1, Positional::Standard, Normalization::None), 400, 0);
     let trained = train(&cfg, |_| {})?;
     let (eval_set, copier) = small_eval_set();
     let m = evaluate(&trained.model, &eval_set)?;
@@ -118,7 +120,7 @@ fn one_layer_control_fails_to_learn_induction() -> Result<()> {
 fn same_seed_gives_identical_weights() -> Result<()> {
     let weights = |seed| -> Result<Vec<(String, Vec<f32>)>> {
         let t = train(
-            &config(small(2, Positional::Standard, Norm::Ln), 5, seed),
+            &config(small(2, Positional::Standard, Normalization::LN), 5, seed),
             |_| {},
         )?;
         t.model
@@ -145,7 +147,7 @@ fn export_writes_transformerlens_names_shapes_and_config_keys() -> Result<()> {
         .keys()
         .map(String::as_str)
         .collect();
-    for norm in [Norm::None, Norm::Ln] {
+    for norm in [Normalization::None, Normalization::LN] {
         let cfg = ModelConfig {
             d_model: 24,
             n_heads: 3,
@@ -180,12 +182,12 @@ fn export_writes_transformerlens_names_shapes_and_config_keys() -> Result<()> {
             }
             want.insert(format!("blocks.{l}.attn.W_O"), vec![3, 8, 24]);
             want.insert(format!("blocks.{l}.attn.b_O"), vec![24]);
-            if norm == Norm::Ln {
+            if norm == Normalization::LN {
                 want.insert(format!("blocks.{l}.ln1.w"), vec![24]);
                 want.insert(format!("blocks.{l}.ln1.b"), vec![24]);
             }
         }
-        if norm == Norm::Ln {
+        if norm == Normalization::LN {
             want.insert("ln_final.w".into(), vec![24]);
             want.insert("ln_final.b".into(), vec![24]);
         }
@@ -222,7 +224,7 @@ fn export_writes_transformerlens_names_shapes_and_config_keys() -> Result<()> {
             ("seed", 5.into()),
             (
                 "normalization_type",
-                if norm == Norm::Ln {
+                if norm == Normalization::LN {
                     "LN".into()
                 } else {
                     Value::Null

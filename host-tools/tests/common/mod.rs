@@ -2,10 +2,12 @@
 
 #![allow(dead_code)]
 
+pub mod fidelity;
+
 use std::path::PathBuf;
 
+use microlens_host::convert::fold::ProcessingOptions;
 use microlens_host::convert::{convert, ConvertOptions};
-use microlens_host::fold::ProcessingOptions;
 use serde_json::Value;
 
 include!("../../../tests/fixture_names.rs");

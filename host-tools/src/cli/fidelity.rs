@@ -1,0 +1,138 @@
+//! `microlens fidelity REFERENCE.mlb CANDIDATE.mlb`: how closely a (quantised) candidate follows the
+//! reference, whole model and head by head, on random induction sequences or on the sequences of a file.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{ensure, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use microlens::Model;
+use serde_json::json;
+
+use microlens_host::eval::emulation::{Int8Emulation, Int8Rounding};
+use microlens_host::eval::run::check_tokens;
+use microlens_host::eval::sequences::induction_sequences;
+use microlens_host::fidelity::compare_with;
+use microlens_host::io::tokens::read_token_file;
+use microlens_host::report::fidelity_plot::write_plots;
+
+/// Arguments.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The reference blob (typically f32).
+    pub reference: PathBuf,
+    /// The candidate blob (typically the same model quantised).
+    pub candidate: PathBuf,
+    /// Number of random sequences (each a random prefix, then a random segment repeated).
+    #[arg(long, default_value_t = 200)]
+    pub sequences: usize,
+    /// Length of each random sequence [default: the model's n_ctx].
+    #[arg(long)]
+    pub seq_len: Option<usize>,
+    /// Seed of the random sequences.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Use these sequences instead: one comma-separated sequence of token ids per line.
+    #[arg(long)]
+    pub tokens: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write PNG heatmaps of the per-head figures into this directory.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Run the candidate with these int8 roundings of a W8A8 model emulated on top of its own arithmetic
+    /// (comma-separated): on an f32 candidate, what each rounding costs with exact weights.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub emulate_int8: Vec<Int8Rounding>,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// `path (dtypes of its matrices, activations)`, as JSON.
+fn describe(path: &Path, model: &Model<'_>) -> serde_json::Value {
+    let mut dtypes: Vec<&str> = model
+        .entries()
+        .filter(|e| e.kind.is_matrix())
+        .map(|e| e.dtype.name())
+        .collect();
+    dtypes.sort_unstable();
+    dtypes.dedup();
+    json!({
+        "path": path.display().to_string(),
+        "dtypes": dtypes,
+        "activations": model.activations().name(),
+        "bytes": model.blob_len(),
+    })
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<()> {
+    let (ref_bytes, cand_bytes) = (read(&args.reference)?, read(&args.candidate)?);
+    let reference =
+        Model::from_bytes(&ref_bytes).with_context(|| args.reference.display().to_string())?;
+    let candidate =
+        Model::from_bytes(&cand_bytes).with_context(|| args.candidate.display().to_string())?;
+    let cfg = reference.config();
+    let seqs = match &args.tokens {
+        Some(path) => read_token_file(path)?,
+        None => {
+            let len = args.seq_len.unwrap_or(cfg.n_ctx);
+            ensure!(
+                (1..=cfg.n_ctx).contains(&len),
+                "--seq-len must be in 1..={} (n_ctx)",
+                cfg.n_ctx
+            );
+            ensure!(args.sequences > 0, "--sequences must be positive");
+            induction_sequences(args.sequences, len, cfg.d_vocab, args.seed)
+        }
+    };
+    for (i, s) in seqs.iter().enumerate() {
+        check_tokens(&reference, s).with_context(|| format!("sequence {}", i + 1))?;
+    }
+
+    let bar = ProgressBar::new(seqs.len() as u64);
+    bar.set_style(ProgressStyle::with_template(
+        "{bar:30} {pos}/{len} sequences [{elapsed_precise}]",
+    )?);
+    let mut emulation = Int8Emulation::new(&candidate, &args.emulate_int8);
+    let report = compare_with(&reference, &candidate, &mut emulation, &seqs, || bar.inc(1))?;
+    bar.finish_and_clear();
+
+    let emulated: Vec<&str> = args.emulate_int8.iter().map(|r| r.name()).collect();
+    let plots = match &args.plot {
+        Some(dir) => write_plots(&report, cfg.n_heads, dir)?,
+        None => Vec::new(),
+    };
+    if args.json {
+        let mut v = serde_json::to_value(&report)?;
+        v["reference"] = describe(&args.reference, &reference);
+        v["candidate"] = describe(&args.candidate, &candidate);
+        v["candidate"]["emulated_int8"] = json!(emulated);
+        println!("{v}");
+    } else {
+        let (r, c) = (
+            describe(&args.reference, &reference),
+            describe(&args.candidate, &candidate),
+        );
+        for (name, d) in [("reference", r), ("candidate", c)] {
+            println!(
+                "{name}: {} ({} bytes, matrices {}, activations {})",
+                d["path"].as_str().unwrap_or("?"),
+                d["bytes"],
+                d["dtypes"],
+                d["activations"].as_str().unwrap_or("?")
+            );
+        }
+        if !emulated.is_empty() {
+            println!(
+                "candidate run with emulated int8 roundings: {}",
+                emulated.join(", ")
+            );
+        }
+        print!("{}", report.table());
+        plots.iter().for_each(|p| println!("wrote {}", p.display()));
+    }
+    Ok(())
+}

@@ -1,0 +1,60 @@
+//! `microlens patch MODEL.mlb --clean 1,2,3 --corrupt 1,7,3 --answer A --wrong B`: activation patching
+//! from the clean into the corrupted run, measured by the logit difference `answer - wrong` at the last
+//! position: residual stream by layer and position, head outputs over all positions and by position.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use microlens::Model;
+
+use microlens_host::analysis::activation_patching;
+use microlens_host::io::tokens::parse_tokens;
+use microlens_host::report::patching::{print_text, to_json, write_plots};
+
+/// Arguments.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The blob (.mlb).
+    pub model: PathBuf,
+    /// Clean tokens, comma-separated.
+    #[arg(long)]
+    pub clean: String,
+    /// Corrupted tokens, comma-separated, as many as the clean ones.
+    #[arg(long)]
+    pub corrupt: String,
+    /// The token the clean run should predict at the last position.
+    #[arg(long)]
+    pub answer: u32,
+    /// The token the corrupted run predicts instead.
+    #[arg(long)]
+    pub wrong: u32,
+    /// Print one JSON object instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Write PNG heatmaps of the patching tables into this directory.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<()> {
+    let (clean, corrupt) = (parse_tokens(&args.clean)?, parse_tokens(&args.corrupt)?);
+    let bytes = std::fs::read(&args.model)
+        .with_context(|| format!("cannot read {}", args.model.display()))?;
+    let model = Model::from_bytes(&bytes).with_context(|| format!("{}", args.model.display()))?;
+    // The host's column-blocked weights: the same bits, faster.
+    let host = microlens::host::HostWeights::new(&model);
+    let model = model.with_host(&host);
+    let p = activation_patching(&model, &clean, &corrupt, args.answer, args.wrong)?;
+    if args.json {
+        println!("{}", to_json(&p, args.answer, args.wrong));
+    } else {
+        print_text(&p, args.answer, args.wrong);
+    }
+    if let Some(dir) = &args.plot {
+        for f in write_plots(&p, &clean, dir)? {
+            eprintln!("wrote {}", f.display());
+        }
+    }
+    Ok(())
+}

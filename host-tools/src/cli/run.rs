@@ -1,0 +1,83 @@
+//! `microlens run`: tokens through a blob with the core's `Session`; the top next tokens, or JSON logits and
+//! patterns, or the logits hash the firmware prints too.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use microlens::Model;
+
+use microlens_host::eval::run::run_model;
+use microlens_host::hash::{hash_line, logits_hash};
+use microlens_host::io::tokens::parse_tokens;
+use microlens_host::report::run::print_table;
+
+/// Arguments.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The blob (.mlb).
+    pub model: PathBuf,
+    /// Comma-separated token ids, e.g. 3,1,4.
+    #[arg(long)]
+    pub tokens: String,
+    /// Print one JSON object: "logits" indexed by position then vocab, "patterns" by layer, head,
+    /// query, key.
+    #[arg(long)]
+    pub json: bool,
+    /// Print only `logits_hash=<16 hex digits>` (FNV-1a 64 of every logit's f32 bytes); with --json, add a
+    /// "logits_hash" field instead.
+    #[arg(long)]
+    pub hash: bool,
+    /// Also write every hook activation to this safetensors file, under its TransformerLens name and shape
+    /// without the batch dimension (`blocks.0.attn.hook_q` [pos, head, d_head], ...).
+    #[arg(long)]
+    pub cache: Option<PathBuf>,
+    /// With --cache: only the hook names this regular expression matches (e.g. `hook_pattern|resid`).
+    #[arg(long, requires = "cache")]
+    pub names: Option<String>,
+}
+
+/// What `--json` prints; `f32`s are written in their shortest exact form.
+#[derive(serde::Serialize)]
+struct RunJson<'a> {
+    logits: &'a [Vec<f32>],
+    patterns: &'a [Vec<Vec<Vec<f32>>>],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    logits_hash: Option<String>,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<()> {
+    let tokens = parse_tokens(&args.tokens)?;
+    let bytes = std::fs::read(&args.model)
+        .with_context(|| format!("cannot read {}", args.model.display()))?;
+    let model = Model::from_bytes(&bytes).with_context(|| format!("{}", args.model.display()))?;
+    // The host's column-blocked weights: the same bits, faster.
+    let host = microlens::host::HostWeights::new(&model);
+    let model = model.with_host(&host);
+    let out = run_model(&model, &tokens)?;
+    if let Some(path) = &args.cache {
+        let names = args
+            .names
+            .as_deref()
+            .map(regex::Regex::new)
+            .transpose()
+            .context("--names")?;
+        let written =
+            microlens_host::eval::cache::write_cache(&model, &tokens, names.as_ref(), path)?;
+        eprintln!("wrote {} activations to {}", written.len(), path.display());
+    }
+    let hash = logits_hash(out.logits.iter().map(Vec::as_slice));
+    match (args.json, args.hash) {
+        (true, hash_too) => {
+            let json = RunJson {
+                logits: &out.logits,
+                patterns: &out.patterns,
+                logits_hash: hash_too.then(|| format!("{hash:016x}")),
+            };
+            println!("{}", serde_json::to_string(&json)?);
+        }
+        (false, true) => println!("{}", hash_line(hash)),
+        (false, false) => print_table(&tokens, &out),
+    }
+    Ok(())
+}

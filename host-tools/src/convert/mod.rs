@@ -1,0 +1,16 @@
+//! The convert pipeline: a TransformerLens state dict, folded as TransformerLens does ([`fold`], with the
+//! shortformer tables of [`shortformer`]), laid out as a blob and its tensors encoded
+//! ([`crate::quantize::encode`]).
+
+pub mod fold;
+mod pipeline;
+pub mod shortformer;
+
+pub use pipeline::{
+    config_path, convert, convert_state_dict, convert_to_file, Conversion, ConvertOptions,
+};
+
+#[cfg(test)]
+mod bad_input_tests;
+#[cfg(test)]
+mod tests;

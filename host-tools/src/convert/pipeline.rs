@@ -1,0 +1,141 @@
+//! Checkpoint -> blob: read the config and checkpoint, add shortformer tables, process the weights as
+//! TransformerLens does, lay every tensor out for the blob, encode it and write the blob.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use microlens::blob::Processing;
+use microlens::tensors::Catalogue;
+use microlens::{Config, DType, Model, Positional, TensorKind};
+
+use crate::convert::fold::{process_weights, ProcessingOptions};
+use crate::convert::shortformer;
+use crate::import;
+use crate::import::layout::{check_tl_shape, tl_to_blob};
+use crate::import::state_dict::StateDict;
+use crate::import::tl_config;
+use crate::io::atomic::write_atomically;
+use crate::quantize::encode::{encode_tensor, F32Encoder, MatrixEncoder};
+use crate::quantize::encoder_for;
+use crate::quantize::{requantize, Rounding};
+
+/// What `microlens convert` is asked to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConvertOptions {
+    /// Config file; `None` means `config.json` beside the checkpoint.
+    pub config: Option<PathBuf>,
+    /// Storage type of the matrices.
+    pub dtype: DType,
+    /// Which TransformerLens processing steps to apply.
+    pub processing: ProcessingOptions,
+    /// How integer weights are rounded; `None`: [`Rounding::default_for`] the dtype.
+    pub rounding: Option<Rounding>,
+}
+
+impl Default for ConvertOptions {
+    fn default() -> Self {
+        ConvertOptions {
+            config: None,
+            dtype: DType::F32,
+            processing: ProcessingOptions::default(),
+            rounding: None,
+        }
+    }
+}
+
+/// A finished conversion.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conversion {
+    /// The blob bytes.
+    pub blob: Vec<u8>,
+    /// The config of the computation in the blob (post-folding normalisation).
+    pub config: Config,
+    /// What processing was applied.
+    pub processing: Processing,
+    /// Number of parameters stored (excluding the derived shortformer `pos_Q`/`pos_K` tables).
+    pub n_params: usize,
+}
+
+/// The config file a conversion reads: `opts.config`, else `config.json` beside the checkpoint, else
+/// `<stem>.json` beside it (what `train-induction` writes).
+pub fn config_path(checkpoint: &Path, opts: &ConvertOptions) -> PathBuf {
+    if let Some(c) = &opts.config {
+        return c.clone();
+    }
+    let beside = checkpoint.with_file_name("config.json");
+    let stem = checkpoint.with_extension("json");
+    if !beside.exists() && stem.exists() {
+        stem
+    } else {
+        beside
+    }
+}
+
+impl ConvertOptions {
+    /// The rounding asked for, or the dtype's default.
+    pub fn rounding(&self) -> Rounding {
+        self.rounding
+            .clone()
+            .unwrap_or_else(|| Rounding::default_for(self.dtype))
+    }
+}
+
+/// Converts a checkpoint file to blob bytes (nothing is written). GPTQ rounding converts to `f32` first,
+/// calibrates on that model and re-encodes its matrices.
+pub fn convert(checkpoint: &Path, opts: &ConvertOptions) -> Result<Conversion> {
+    let encoder = encoder_for(opts.dtype)?;
+    let cfg = tl_config::load(&config_path(checkpoint, opts))?.config;
+    let sd = import::load(checkpoint, &cfg)
+        .with_context(|| format!("checkpoint {}", checkpoint.display()))?;
+    let rounding = opts.rounding();
+    if rounding == Rounding::Nearest || opts.dtype == DType::F32 {
+        return convert_state_dict(sd, &cfg, &opts.processing, encoder.as_ref());
+    }
+    let float = convert_state_dict(sd, &cfg, &opts.processing, &F32Encoder)?;
+    let model = Model::from_bytes(&float.blob).context("the written blob does not read back")?;
+    let blob = requantize(&model, opts.dtype, encoder.activations(), &rounding)?;
+    Model::from_bytes(&blob).context("the written blob does not read back")?;
+    Ok(Conversion { blob, ..float })
+}
+
+/// Converts a TL state dict of `cfg` (unprocessed, TL names and shapes) to blob bytes.
+pub fn convert_state_dict(
+    mut sd: StateDict,
+    cfg: &Config,
+    processing: &ProcessingOptions,
+    encoder: &dyn MatrixEncoder,
+) -> Result<Conversion> {
+    cfg.validate()?;
+    import::validate(&sd, cfg)?;
+    if cfg.positional == Positional::Shortformer {
+        shortformer::add_positional_tables(&mut sd, cfg)?;
+    }
+    let (blob_cfg, processing) = process_weights(&mut sd, cfg, processing)?;
+    let mut tensors = Vec::new();
+    let mut n_params = 0;
+    for id in Catalogue::new(&blob_cfg).ids() {
+        let t = sd.get(&id.to_string())?;
+        check_tl_shape(id, &blob_cfg, t)?;
+        if !matches!(id.kind, TensorKind::PosQ | TensorKind::PosK) {
+            n_params += t.data.len();
+        }
+        let blob = tl_to_blob(id.kind, &blob_cfg, &t.data);
+        tensors.push(encode_tensor(encoder, id, id.shape(&blob_cfg), &blob)?);
+    }
+    let blob = microlens::blob::write(&blob_cfg, processing, encoder.activations(), &tensors)
+        .context("cannot write the blob")?;
+    Model::from_bytes(&blob).context("the written blob does not read back")?;
+    Ok(Conversion {
+        blob,
+        config: blob_cfg,
+        processing,
+        n_params,
+    })
+}
+
+/// [`convert`], then [`write_atomically`] to `out`: on any error nothing is written.
+pub fn convert_to_file(checkpoint: &Path, out: &Path, opts: &ConvertOptions) -> Result<Conversion> {
+    let conversion = convert(checkpoint, opts)?;
+    write_atomically(out, &conversion.blob)?;
+    Ok(conversion)
+}

@@ -1,0 +1,159 @@
+//! Activation cache: every hook activation of a run, keyed by hook point, and its export under
+//! TransformerLens names and shapes without the batch dimension (as `run_with_cache(...,
+//! remove_batch_dim=True)`), e.g. `blocks.0.attn.hook_q` `[pos, head, d_head]`,
+//! `blocks.0.attn.hook_pattern` `[head, query, key]` (zeros above the diagonal, `-inf` for
+//! `hook_attn_scores`), `blocks.0.ln1.hook_scale` `[pos, 1]`, to safetensors.
+//!
+//! `hook_result` is recorded like TransformerLens's `use_attn_result=True`; `logits` (`[pos, d_vocab_out]`)
+//! is not a TransformerLens 2.x hook but is included under that name.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use microlens::{Config, HookKind, HookKinds, HookPoint, Hooks, Model};
+
+use crate::eval::run::run_with_hooks;
+use crate::import::state_dict::Tensor;
+use crate::io::atomic::write_atomically;
+use crate::io::safetensors::to_safetensors;
+
+/// Activations recorded at every wanted hook point of a run.
+#[derive(Clone, Debug, Default)]
+pub struct ActivationCache {
+    kinds: HookKinds,
+    acts: HashMap<HookPoint, Vec<f32>>,
+}
+
+impl ActivationCache {
+    /// An empty cache recording the points of `kinds`.
+    pub fn new(kinds: HookKinds) -> Self {
+        ActivationCache {
+            kinds,
+            acts: HashMap::new(),
+        }
+    }
+
+    /// Runs `tokens` through `model` from position 0, recording `kinds`; returns the cache and the logits.
+    pub fn record(
+        model: &Model<'_>,
+        tokens: &[u32],
+        kinds: HookKinds,
+    ) -> Result<(Self, Vec<Vec<f32>>)> {
+        let mut cache = ActivationCache::new(kinds);
+        let logits = run_with_hooks(model, tokens, &mut cache)?;
+        Ok((cache, logits))
+    }
+
+    /// The activation recorded at `point`.
+    pub fn get(&self, point: &HookPoint) -> Option<&[f32]> {
+        self.acts.get(point).map(Vec::as_slice)
+    }
+
+    /// Every activation as a TransformerLens-named tensor, for a run of `n_pos` positions.
+    pub fn tensors(&self, cfg: &Config, n_pos: usize) -> BTreeMap<String, Tensor> {
+        let mut groups: BTreeMap<(HookKind, usize), Vec<&HookPoint>> = BTreeMap::new();
+        for p in self.acts.keys() {
+            groups.entry((p.kind, p.layer)).or_default().push(p);
+        }
+        groups
+            .into_iter()
+            .filter_map(|((kind, layer), points)| {
+                let width = points.iter().map(|p| self.acts[p].len()).max()?;
+                let name = HookPoint {
+                    kind,
+                    layer,
+                    head: 0,
+                    pos: 0,
+                }
+                .to_string();
+                Some((name, self.assemble(kind, layer, cfg.n_heads, n_pos, width)))
+            })
+            .collect()
+    }
+
+    /// The tensor of one `(kind, layer)`: `[pos, head, width]` for per-head vectors, `[head, query, key]`
+    /// for attention rows, `[pos, width]` otherwise.
+    fn assemble(
+        &self,
+        kind: HookKind,
+        layer: usize,
+        n_heads: usize,
+        n_pos: usize,
+        width: usize,
+    ) -> Tensor {
+        let get = |head, pos| {
+            self.acts.get(&HookPoint {
+                kind,
+                layer,
+                head,
+                pos,
+            })
+        };
+        if matches!(kind, HookKind::AttnScores | HookKind::Pattern) {
+            let fill = if kind == HookKind::AttnScores {
+                f32::NEG_INFINITY
+            } else {
+                0.0
+            };
+            let mut data = vec![fill; n_heads * n_pos * n_pos];
+            for h in 0..n_heads {
+                for q in 0..n_pos {
+                    if let Some(row) = get(h, q) {
+                        let start = (h * n_pos + q) * n_pos;
+                        data[start..start + row.len()].copy_from_slice(row);
+                    }
+                }
+            }
+            return Tensor {
+                shape: vec![n_heads, n_pos, n_pos],
+                data,
+            };
+        }
+        let heads = if kind.per_head() { n_heads } else { 1 };
+        let mut data = vec![0.0; n_pos * heads * width];
+        for pos in 0..n_pos {
+            for h in 0..heads {
+                if let Some(v) = get(h, pos) {
+                    let start = (pos * heads + h) * width;
+                    data[start..start + v.len()].copy_from_slice(v);
+                }
+            }
+        }
+        let shape = if kind.per_head() {
+            vec![n_pos, n_heads, width]
+        } else {
+            vec![n_pos, width]
+        };
+        Tensor { shape, data }
+    }
+}
+
+impl Hooks for ActivationCache {
+    fn wants(&self, kind: HookKind) -> bool {
+        self.kinds.contains(kind)
+    }
+    fn hook(&mut self, point: HookPoint, act: &mut [f32]) {
+        self.acts.insert(point, act.to_vec());
+    }
+}
+
+/// Runs `tokens` through `model` and writes every activation whose TransformerLens name matches `names`
+/// (all when `None`) to `out` as safetensors. Returns the names written.
+pub fn write_cache(
+    model: &Model<'_>,
+    tokens: &[u32],
+    names: Option<&regex::Regex>,
+    out: &Path,
+) -> Result<Vec<String>> {
+    let (cache, _) = ActivationCache::record(model, tokens, HookKinds::ALL)?;
+    let mut tensors = cache.tensors(model.config(), tokens.len());
+    if let Some(re) = names {
+        tensors.retain(|name, _| re.is_match(name));
+    }
+    if tensors.is_empty() {
+        bail!("no hook name matches the --names pattern");
+    }
+    write_atomically(out, &to_safetensors(&tensors)?)?;
+    Ok(tensors.into_keys().collect())
+}

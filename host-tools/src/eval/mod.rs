@@ -1,0 +1,9 @@
+//! Running blobs on the host with the core crate's own forward pass: logits and patterns ([`run`]), every
+//! activation ([`cache`]), with int8 roundings emulated ([`emulation`]); next-token metrics
+//! ([`metrics`]) and the generated token sequences ([`sequences`]).
+
+pub mod cache;
+pub mod emulation;
+pub mod metrics;
+pub mod run;
+pub mod sequences;

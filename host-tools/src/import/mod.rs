@@ -1,0 +1,145 @@
+//! Checkpoints: safetensors or PyTorch `.pth` files, with TransformerLens or HF GPT-2 names, all read into
+//! one TL-named [`StateDict`] of `f32` tensors and checked against the config (missing tensors, shapes,
+//! NaN/Inf, unexpected tensors), each error naming the tensor. The TransformerLens config ([`tl_config`])
+//! and TL shapes <-> blob layout ([`layout`]) live here too.
+
+mod hf_gpt2;
+pub mod layout;
+mod pth;
+mod safetensors;
+pub mod state_dict;
+pub mod tl_config;
+
+#[cfg(test)]
+pub(crate) mod random_model;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{bail, ensure, Context, Result};
+use microlens::tensors::Catalogue;
+use microlens::{Config, TensorKind};
+
+use crate::import::layout::check_tl_shape;
+use crate::import::state_dict::{StateDict, Tensor};
+
+/// One named array of a checkpoint file, before any naming convention is applied.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RawTensor {
+    /// A floating-point tensor, converted to `f32`.
+    Float(Tensor),
+    /// Anything else (bool masks, integer buffers): only its description.
+    Other(String),
+}
+
+/// Floating-point storage types a checkpoint may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FloatDType {
+    F16,
+    BF16,
+    F32,
+    F64,
+}
+
+/// Decodes little-endian values of `dtype` to `f32`.
+pub(crate) fn decode_floats(dtype: FloatDType, bytes: &[u8]) -> Vec<f32> {
+    match dtype {
+        FloatDType::F16 => bytes
+            .chunks_exact(2)
+            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+            .collect(),
+        FloatDType::BF16 => bytes
+            .chunks_exact(2)
+            .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
+            .collect(),
+        FloatDType::F32 => bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect(),
+        FloatDType::F64 => bytes
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as f32)
+            .collect(),
+    }
+}
+
+/// Every array of a safetensors or `.pth` (zip) file, told apart by their first bytes.
+pub fn read_file(path: &Path) -> Result<BTreeMap<String, RawTensor>> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if bytes.starts_with(b"PK\x03\x04") {
+        pth::read(&bytes)
+    } else {
+        safetensors::read(&bytes)
+    }
+}
+
+/// Buffers a TransformerLens state dict carries that are not parameters (`mask`, `IGNORE`, rotary tables).
+fn is_tl_buffer(name: &str) -> bool {
+    name.starts_with("blocks.")
+        && [
+            ".attn.mask",
+            ".attn.IGNORE",
+            ".attn.rotary_sin",
+            ".attn.rotary_cos",
+        ]
+        .iter()
+        .any(|s| name.ends_with(s))
+}
+
+/// Drops the buffers, and refuses any other non-float array.
+fn floats(
+    raw: BTreeMap<String, RawTensor>,
+    is_buffer: fn(&str) -> bool,
+) -> Result<BTreeMap<String, Tensor>> {
+    let mut out = BTreeMap::new();
+    for (name, t) in raw {
+        match t {
+            _ if is_buffer(&name) => {}
+            RawTensor::Float(t) => {
+                out.insert(name, t);
+            }
+            RawTensor::Other(what) => bail!("tensor {name} is {what}, not floating point"),
+        }
+    }
+    Ok(out)
+}
+
+/// Reads a checkpoint (TL or HF GPT-2 names, detected from the names) as a TL state dict of `cfg`, and
+/// checks it with [`validate`].
+pub fn load(path: &Path, cfg: &Config) -> Result<StateDict> {
+    let raw = read_file(path)?;
+    ensure!(!raw.is_empty(), "no tensors found");
+    let sd = if hf_gpt2::is_hf_gpt2(raw.keys()) {
+        hf_gpt2::to_tl(floats(raw, hf_gpt2::is_buffer)?, cfg)?
+    } else {
+        floats(raw, is_tl_buffer)?.into_iter().collect()
+    };
+    validate(&sd, cfg)?;
+    Ok(sd)
+}
+
+/// Checks that `sd` holds exactly the parameters of `cfg`, each in its TL shape and finite.
+pub fn validate(sd: &StateDict, cfg: &Config) -> Result<()> {
+    let ids: Vec<_> = Catalogue::new(cfg)
+        .ids()
+        .filter(|id| !matches!(id.kind, TensorKind::PosQ | TensorKind::PosK))
+        .collect();
+    for id in &ids {
+        check_tl_shape(*id, cfg, sd.get(&id.to_string())?)?;
+    }
+    let expected: std::collections::BTreeSet<String> =
+        ids.iter().map(|id| id.to_string()).collect();
+    for (name, t) in sd.iter() {
+        ensure!(
+            expected.contains(name),
+            "unexpected tensor {name} (not a parameter of a model with this config)"
+        );
+        ensure!(
+            t.data.iter().all(|v| v.is_finite()),
+            "tensor {name} has NaN or infinite values"
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,214 @@
+//! The firmware's boards: each is a cargo feature of the firmware with `src/board/<name>.rs` and
+//! `memory/<name>.x` there, and one row here saying what it is built for and how it runs.
+
+use crate::toolchain::{Package, QEMU_ARM, QEMU_RISCV};
+
+/// A board (its firmware feature, and for emulated boards its QEMU machine).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Board {
+    /// QEMU `microbit`: nRF51822, Cortex-M0, 16 KiB of RAM (context capped to fit).
+    Microbit,
+    /// QEMU `mps2-an385`: Cortex-M3.
+    Mps2An385,
+    /// QEMU `mps2-an386`: Cortex-M4F (the default).
+    #[value(alias = "qemu")]
+    Mps2An386,
+    /// QEMU `mps2-an500`: Cortex-M7.
+    Mps2An500,
+    /// QEMU `mps2-an505`: Cortex-M33.
+    Mps2An505,
+    /// QEMU `mps3-an547`: Cortex-M55 with Helium.
+    Mps3An547,
+    /// QEMU `virt` with an RV32IMAC hart.
+    Riscv32Virt,
+    /// nRF52840 (nRF52840-DK): built and measured only.
+    Nrf52840,
+    /// RP2040 (Raspberry Pi Pico): built and measured only.
+    Rp2040,
+    /// RP2350 (Raspberry Pi Pico 2): built and measured only.
+    Rp2350,
+    /// STM32F446RE (Nucleo-F446RE): built and measured only.
+    Stm32f446re,
+}
+
+/// How a board's firmware runs.
+#[derive(Clone, Copy, Debug)]
+pub enum Runs {
+    /// On QEMU: `<system> -machine <machine> [-cpu <cpu>] <args>`.
+    Qemu {
+        /// The QEMU binary and its Debian package.
+        system: Package,
+        /// `-machine`.
+        machine: &'static str,
+        /// `-cpu`, if not the machine's default.
+        cpu: Option<&'static str>,
+        /// Further arguments.
+        args: &'static [&'static str],
+    },
+    /// On the board, through a debug probe: `probe-rs run --chip <chip>`.
+    Probe {
+        /// probe-rs's chip name.
+        chip: &'static str,
+    },
+}
+
+/// What a board is built for and how it runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Spec {
+    /// The core, for reports.
+    pub core: &'static str,
+    /// The Rust target.
+    pub target: &'static str,
+    /// Rust flags beyond the target's in the firmware's `.cargo/config.toml`.
+    pub rustflags: &'static [&'static str],
+    /// How it runs.
+    pub runs: Runs,
+    /// RAM the budget allows beyond the KV cache and the workspace: 2 KiB (the budget, set on the
+    /// Cortex-M4F), 2.25 KiB on ARMv6-M, whose code keeps more on the stack (1,668 B high-water mark on
+    /// the Cortex-M0 against 1,496 B on the M4; 8 low registers, more spills).
+    pub ram_allowance: u64,
+}
+
+impl Board {
+    /// Every board, emulated ones first.
+    pub const ALL: [Board; 11] = [
+        Board::Microbit,
+        Board::Mps2An385,
+        Board::Mps2An386,
+        Board::Mps2An500,
+        Board::Mps2An505,
+        Board::Mps3An547,
+        Board::Riscv32Virt,
+        Board::Nrf52840,
+        Board::Rp2040,
+        Board::Rp2350,
+        Board::Stm32f446re,
+    ];
+
+    /// Its name: the firmware feature, `memory/<name>.x`, and the QEMU machine of an emulated board.
+    pub fn name(self) -> &'static str {
+        match self {
+            Board::Microbit => "microbit",
+            Board::Mps2An385 => "mps2-an385",
+            Board::Mps2An386 => "mps2-an386",
+            Board::Mps2An500 => "mps2-an500",
+            Board::Mps2An505 => "mps2-an505",
+            Board::Mps3An547 => "mps3-an547",
+            Board::Riscv32Virt => "riscv32-virt",
+            Board::Nrf52840 => "nrf52840",
+            Board::Rp2040 => "rp2040",
+            Board::Rp2350 => "rp2350",
+            Board::Stm32f446re => "stm32f446re",
+        }
+    }
+
+    /// What it is built for and how it runs.
+    pub fn spec(self) -> Spec {
+        let arm = |machine, cpu| Runs::Qemu {
+            system: QEMU_ARM,
+            machine,
+            cpu: Some(cpu),
+            args: &[],
+        };
+        let (core, target, rustflags, runs): (_, _, &'static [&'static str], _) = match self {
+            Board::Microbit => (
+                "Cortex-M0",
+                "thumbv6m-none-eabi",
+                &[],
+                Runs::Qemu {
+                    system: QEMU_ARM,
+                    machine: "microbit",
+                    cpu: None,
+                    args: &[],
+                },
+            ),
+            Board::Mps2An385 => (
+                "Cortex-M3",
+                "thumbv7m-none-eabi",
+                &[],
+                arm("mps2-an385", "cortex-m3"),
+            ),
+            Board::Mps2An386 => (
+                "Cortex-M4F",
+                "thumbv7em-none-eabihf",
+                &[],
+                arm("mps2-an386", "cortex-m4"),
+            ),
+            Board::Mps2An500 => (
+                "Cortex-M7",
+                "thumbv7em-none-eabihf",
+                &["-C", "target-cpu=cortex-m7"],
+                arm("mps2-an500", "cortex-m7"),
+            ),
+            Board::Mps2An505 => (
+                "Cortex-M33",
+                "thumbv8m.main-none-eabihf",
+                &[],
+                arm("mps2-an505", "cortex-m33"),
+            ),
+            // Rust has no ARMv8.1-M target: ARMv8-M Mainline for the Cortex-M55, which enables its
+            // ARMv8.1-M extensions (Helium, low-overhead loops).
+            Board::Mps3An547 => (
+                "Cortex-M55",
+                "thumbv8m.main-none-eabihf",
+                &["-C", "target-cpu=cortex-m55"],
+                arm("mps3-an547", "cortex-m55"),
+            ),
+            Board::Riscv32Virt => (
+                "RV32IMAC",
+                "riscv32imac-unknown-none-elf",
+                &[],
+                Runs::Qemu {
+                    system: QEMU_RISCV,
+                    machine: "virt",
+                    cpu: None,
+                    args: &["-bios", "none"],
+                },
+            ),
+            Board::Nrf52840 => (
+                "Cortex-M4F",
+                "thumbv7em-none-eabihf",
+                &[],
+                Runs::Probe {
+                    chip: "nRF52840_xxAA",
+                },
+            ),
+            Board::Rp2040 => (
+                "Cortex-M0+",
+                "thumbv6m-none-eabi",
+                &[],
+                Runs::Probe { chip: "RP2040" },
+            ),
+            Board::Rp2350 => (
+                "Cortex-M33",
+                "thumbv8m.main-none-eabihf",
+                &[],
+                Runs::Probe { chip: "RP235x" },
+            ),
+            Board::Stm32f446re => (
+                "Cortex-M4F",
+                "thumbv7em-none-eabihf",
+                &[],
+                Runs::Probe {
+                    chip: "STM32F446RETx",
+                },
+            ),
+        };
+        let ram_allowance = match target {
+            "thumbv6m-none-eabi" => 2048 + 256,
+            _ => 2048,
+        };
+        Spec {
+            core,
+            target,
+            rustflags,
+            runs,
+            ram_allowance,
+        }
+    }
+
+    /// Whether it runs on QEMU.
+    pub fn emulated(self) -> bool {
+        matches!(self.spec().runs, Runs::Qemu { .. })
+    }
+}

@@ -1,0 +1,117 @@
+//! Every board with the shipped model: the emulated ones run as int8 and as f32 and checked against
+//! the host, the real ones built as int8 and measured. `cargo xtask boards` prints the table that
+//! docs/firmware-boards.md quotes; `cargo xtask test` runs one step per board.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use anyhow::{bail, Result};
+use clap::Parser;
+
+use crate::blob_source::BlobSource;
+use crate::boards::Board;
+use crate::firmware::{self, Outcome};
+use crate::host_tool;
+use crate::paths::root;
+
+/// The shipped model's storage types every emulated board runs: int8 (W8A8) and f32.
+pub const DTYPES: [&str; 2] = ["i8", "f32"];
+
+/// Wraps the firmware arguments so their defaults can be parsed.
+#[derive(Parser)]
+struct FirmwareDefaults {
+    #[command(flatten)]
+    args: firmware::Args,
+}
+
+/// The shipped model converted to `dtype`, once per run (a conversion takes half a minute; every board
+/// embeds the same blob).
+fn shipped_blob(dtype: &str) -> Result<PathBuf> {
+    static BLOBS: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
+    let mut blobs = BLOBS.lock().unwrap_or_else(|e| e.into_inner());
+    let blobs = blobs.get_or_insert_with(HashMap::new);
+    if let Some(blob) = blobs.get(dtype) {
+        return Ok(blob.clone());
+    }
+    let tool = host_tool::build()?;
+    let blob = BlobSource::Convert {
+        checkpoint: root().join(firmware::DEFAULT_CHECKPOINT),
+        config: None,
+        dtype: dtype.into(),
+    }
+    .resolve(Some(&tool))?;
+    blobs.insert(dtype.into(), blob.clone());
+    Ok(blob)
+}
+
+/// `cargo xtask firmware --board B` with the shipped model in each of [`DTYPES`] (an emulated board,
+/// run and checked) or as int8 (a real board, built and measured). Runs every build; fails if any
+/// failed, else returns what each measured.
+pub fn board(board: Board) -> Result<Vec<(&'static str, Outcome)>> {
+    let dtypes: &[&'static str] = match board.emulated() {
+        true => &DTYPES,
+        false => &DTYPES[..1],
+    };
+    let (mut outcomes, mut failed) = (Vec::new(), Vec::new());
+    for &dtype in dtypes {
+        let run = shipped_blob(dtype).and_then(|blob| {
+            let blob = blob.to_string_lossy();
+            let args = FirmwareDefaults::parse_from([
+                "firmware",
+                "--skip-thumbv6m",
+                "--board",
+                board.name(),
+                "--blob",
+                &blob,
+            ]);
+            firmware::run(args.args)
+        });
+        match run {
+            Ok(outcome) => outcomes.push((dtype, outcome)),
+            Err(e) => {
+                eprintln!("xtask: {} {dtype}: {e:#}", board.name());
+                failed.push(dtype);
+            }
+        }
+    }
+    if !failed.is_empty() {
+        bail!("{} failed for {}", board.name(), failed.join(", "));
+    }
+    Ok(outcomes)
+}
+
+/// `cargo xtask boards`: every board, then the table.
+pub fn table() -> Result<()> {
+    let mut rows = Vec::new();
+    let mut failed = Vec::new();
+    for b in Board::ALL {
+        match board(b) {
+            Ok(outcomes) => rows.extend(outcomes.into_iter().map(|(d, o)| (b, d, o))),
+            Err(e) => failed.push(format!("{e:#}")),
+        }
+    }
+    println!("\n| board | core | dtype | flash (B) | RAM (B) | context | instructions/token | MACs/token | instructions/MAC |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|");
+    for (b, dtype, o) in rows {
+        let per_mac = match (o.instructions_per_token, o.macs_per_token) {
+            (Some(i), Some(m)) if m > 0 => format!("{:.2}", i as f64 / m as f64),
+            _ => "(built only)".into(),
+        };
+        let show = |v: Option<u64>| v.map_or("".into(), |v| v.to_string());
+        println!(
+            "| `{}` | {} | {dtype} | {} | {} | {} | {} | {} | {per_mac} |",
+            b.name(),
+            b.spec().core,
+            o.flash,
+            o.ram,
+            o.context,
+            show(o.instructions_per_token),
+            show(o.macs_per_token),
+        );
+    }
+    if !failed.is_empty() {
+        bail!("{}", failed.join("; "));
+    }
+    Ok(())
+}
