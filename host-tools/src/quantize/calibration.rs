@@ -218,6 +218,9 @@ impl<F: FnMut(MatrixInput, &[f32])> Hooks for Collector<'_, '_, F> {
     }
 }
 
+/// The matrix inputs of one sequence, in forward order.
+type Inputs = Vec<(MatrixInput, Vec<f32>)>;
+
 /// Runs `seqs` through `model` (each from position 0) and hands every matrix input (taken as
 /// `inputs`) to `sink`, in forward order, with a progress bar on a terminal.
 fn collect(
@@ -237,7 +240,7 @@ fn collect(
     // then handed to `sink` in sequence order, as one sequence after the other would.
     let mut sink = sink;
     for (n, chunk) in seqs.chunks(64).enumerate() {
-        let runs: Vec<Result<Vec<(MatrixInput, Vec<f32>)>>> = chunk
+        let runs: Vec<Result<Inputs>> = chunk
             .par_iter()
             .enumerate()
             .map(|(i, tokens)| {
