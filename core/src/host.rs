@@ -206,6 +206,62 @@ fn lanes_dot(w: &[f32], x: &[f32]) -> [f32; LANES] {
     acc
 }
 
+/// The int8 kernel `quant::dsp::dot4_strided` on the host: `out[r] = sum_i rows[r * stride + i] *
+/// x[i]` for whole quads of rows over the groups of four columns every row of the quad has, `x` given as
+/// its sign-extended lane pairs. Integer sums (wrapping, as `SMLAD`; the callers keep them far from
+/// overflow) are exact in any order: the same values as the device, summed by the CPU's widest SIMD.
+pub(crate) fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
+    let lane = |v: u32| v as u16 as i16 as i32;
+    let x: Vec<i32> = lanes
+        .chunks_exact(2)
+        .flat_map(|p| [lane(p[0]), lane(p[1]), lane(p[0] >> 16), lane(p[1] >> 16)])
+        .collect();
+    dot4_dispatch(rows, stride, &x, out)
+}
+
+fn dot4_dispatch(rows: &[u8], stride: usize, x: &[i32], out: &mut [i32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (just detected), the only requirement of `dot4_avx2`.
+        #[allow(unsafe_code)]
+        unsafe {
+            dot4_avx2(rows, stride, x, out)
+        };
+        return;
+    }
+    dot4_rows(rows, stride, x, out)
+}
+
+/// [`dot4_rows`] with AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn dot4_avx2(rows: &[u8], stride: usize, x: &[i32], out: &mut [i32]) {
+    dot4_rows(rows, stride, x, out)
+}
+
+#[inline(always)]
+fn dot4_rows(rows: &[u8], stride: usize, x: &[i32], out: &mut [i32]) {
+    for (q, sums) in out.chunks_exact_mut(4).enumerate() {
+        let row = |k: usize| {
+            let r = (4 * q + k).saturating_mul(stride);
+            rows.get(r..).unwrap_or(&[])
+        };
+        // Whole words of every row of the quad, as many as there are lanes.
+        let n = (0..4)
+            .map(|k| row(k).len() / 4)
+            .min()
+            .unwrap_or(0)
+            .min(x.len() / 4)
+            * 4;
+        for (k, s) in sums.iter_mut().enumerate() {
+            *s = row(k)[..n]
+                .iter()
+                .zip(&x[..n])
+                .fold(0i32, |a, (&w, &x)| a.wrapping_add((w as i8 as i32) * x));
+        }
+    }
+}
+
 /// A model's matrices, column-blocked for the host ([`Blocked`]): build once per model with
 /// [`HostWeights::new`], attach with [`Model::with_host`]. About the size of the model in `f32`.
 #[derive(Debug)]
