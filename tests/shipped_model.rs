@@ -12,11 +12,13 @@ use microlens_host::analysis::{
     head_scores, CircuitWeights, CompositionMode,
 };
 use microlens_host::convert::{convert, ConvertOptions};
+use microlens_host::eval::generate::greedy;
 use microlens_host::eval::metrics::argmax;
 use microlens_host::eval::run::{log_softmax, run_blob, run_model};
 use microlens_host::eval::sequences::repeated_random_tokens;
 use microlens_host::train::data::InductionData;
 use microlens_host::train::eval::best_copier;
+use microlens_host::train::heldout::{score, Suite};
 use microlens_host::train::trainer::rng;
 use serde::Deserialize;
 
@@ -30,19 +32,26 @@ struct Shipped {
     loss: f64,
 }
 
-fn shipped() -> (Vec<u8>, Shipped) {
+fn shipped() -> Vec<u8> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let ckpt = root.join("../firmware-example/model/induction-2l.safetensors");
-    let blob = convert(&ckpt, &ConvertOptions::default())
+    convert(&ckpt, &ConvertOptions::default())
         .expect("shipped model converts")
-        .blob;
-    let text = std::fs::read_to_string(root.join("fixtures/shipped_induction_2l.json")).unwrap();
-    (blob, serde_json::from_str(&text).unwrap())
+        .blob
 }
 
+/// The first shipped model (trained on distinct-token segments, `fixtures/induction_2l_distinct`), a
+/// trained checkpoint TransformerLens has run (`gen_tl.py`): the same loss through `microlens convert` and
+/// the core forward, and its accuracy on the repeated part of distinct segments.
 #[test]
 fn loss_equals_transformerlens_and_accuracy_is_high() {
-    let (blob, fx) = shipped();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let ckpt = root.join("fixtures/induction_2l_distinct/induction-2l.safetensors");
+    let blob = convert(&ckpt, &ConvertOptions::default())
+        .expect("the checkpoint converts")
+        .blob;
+    let text = std::fs::read_to_string(root.join("fixtures/shipped_induction_2l.json")).unwrap();
+    let fx: Shipped = serde_json::from_str(&text).unwrap();
     let (mut loss, mut n) = (0.0f64, 0usize);
     let (mut correct, mut predictable) = (0usize, 0usize);
     for (tokens, &from) in fx.tokens.iter().zip(&fx.predictable_from) {
@@ -71,11 +80,72 @@ fn loss_equals_transformerlens_and_accuracy_is_high() {
     assert!(accuracy >= 0.95, "accuracy {accuracy}");
 }
 
+/// The induction test as TransformerLens users run it, on held-out sequences through the core forward:
+/// `2 x 32` random tokens drawn with replacement (`generate_repeated_tokens`), a random prefix + a segment
+/// drawn with replacement repeated (variable lengths), and `2 x 32` distinct tokens. The floors are the
+/// shipped model's measured figures (67.4%, 82.0%, 99.99% on 512 sequences): trained on distinct-token
+/// segments it never learned to tell two occurrences of a token apart, and misses issue 14's goals
+/// (97%, 95%, 99%) on the first two (`docs/training.md`).
+#[test]
+fn held_out_induction_tests_through_the_core_forward() {
+    let blob = shipped();
+    let model = Model::from_bytes(&blob).unwrap();
+    for (suite, min) in [
+        (Suite::RepeatedWithReplacement, 0.65),
+        (Suite::PrefixRepeatedWithReplacement, 0.79),
+        (Suite::RepeatedDistinct, 0.99),
+    ] {
+        let s = score(&model, suite, 256, HELD_OUT_SEED).unwrap();
+        println!(
+            "{}: accuracy {:.4} (last-occurrence rule {:.4})",
+            s.description, s.accuracy, s.last_occurrence
+        );
+        assert!(
+            s.accuracy >= min,
+            "{}: {} < {min}",
+            s.description,
+            s.accuracy
+        );
+    }
+}
+
+/// `microlens generate`'s greedy decoding through the KV cache picks, at every step, the argmax a full
+/// re-run of the whole sequence gives; on a repeated sequence it continues the repeat; past `n_ctx` it
+/// refuses.
+#[test]
+fn greedy_generation_continues_a_repeat_and_equals_full_reruns() {
+    let blob = shipped();
+    let model = Model::from_bytes(&blob).unwrap();
+    let n_ctx = model.config().n_ctx;
+    let seq = &Suite::RepeatedDistinct
+        .sequences(n_ctx, model.config().d_vocab, 1, HELD_OUT_SEED)
+        .unwrap()[0];
+    let prompt = &seq.tokens[..40];
+    let new = greedy(&model, prompt, 24).unwrap();
+    let all: Vec<u32> = prompt.iter().chain(&new).copied().collect();
+    let out = run_model(&model, &all[..all.len() - 1]).unwrap();
+    for (k, &t) in new.iter().enumerate() {
+        assert_eq!(
+            argmax(&out.logits[prompt.len() - 1 + k]),
+            t as usize,
+            "step {k}"
+        );
+    }
+    let right = new
+        .iter()
+        .zip(&seq.tokens[40..])
+        .filter(|(a, b)| a == b)
+        .count();
+    println!("continuation {new:?}: {right} of 24 equal the repeat");
+    assert!(right >= 22, "{right} of 24");
+    assert!(greedy(&model, prompt, n_ctx + 2 - prompt.len()).is_err());
+}
+
 /// The shipped model on held-out sequences of the training distribution (random prefix, random segment
 /// repeated, so the offset varies) through the core forward: accuracy on the repeated part.
 #[test]
 fn accuracy_at_varying_offsets_through_the_core_forward() {
-    let (blob, _) = shipped();
+    let blob = shipped();
     let model = Model::from_bytes(&blob).unwrap();
     let cfg = model.config();
     let data = InductionData::new(cfg.n_ctx, cfg.d_vocab).unwrap();
@@ -103,7 +173,7 @@ fn accuracy_at_varying_offsets_through_the_core_forward() {
 /// baseline) and copies (full OV circuit eigenvalues positive), and the ablation table.
 #[test]
 fn circuits_show_a_previous_token_head_and_an_induction_head() {
-    let (blob, _) = shipped();
+    let blob = shipped();
     let model = Model::from_bytes(&blob).unwrap();
     let cfg = *model.config();
     let seqs = repeated_random_tokens(cfg.d_vocab, 32, 16, 0);

@@ -6,6 +6,11 @@ use clap::{Parser, Subcommand};
 
 mod cli;
 
+/// Tensor buffers are allocated and freed many times per training step: mimalloc reuses them where glibc
+/// malloc unmaps and page-faults them back (a third of a step).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "microlens",
@@ -33,6 +38,11 @@ enum Command {
     /// Circuit analysis: head detectors, copying and composition scores, attribution, the ablation table,
     /// skip-trigram and bigram tables.
     Circuits(cli::circuits::Args),
+    /// Held-out induction tests through the core forward: repeated random tokens with replacement, random
+    /// prefix + repeated segment, distinct tokens (and English phrases for byte models).
+    EvalInduction(cli::eval_induction::Args),
+    /// Greedy continuation of a prompt (token ids, or text for byte-level models) through the KV cache.
+    Generate(cli::generate::Args),
     /// Activation patching from a clean into a corrupted sequence, measured by a logit difference.
     Patch(cli::patch::Args),
 }
@@ -46,6 +56,8 @@ fn main() -> ExitCode {
         Command::Run(a) => cli::run::run(a),
         Command::TrainInduction(a) => cli::train_induction::run(a),
         Command::Circuits(a) => cli::circuits::run(a),
+        Command::EvalInduction(a) => cli::eval_induction::run(a),
+        Command::Generate(a) => cli::generate::run(a),
         Command::Patch(a) => cli::patch::run(a),
     };
     match result {

@@ -2,7 +2,9 @@
 
 pub mod circuits;
 pub mod convert;
+pub mod eval_induction;
 pub mod fidelity;
+pub mod generate;
 pub mod inspect;
 pub mod patch;
 pub mod run;

@@ -10,10 +10,12 @@ use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use microlens::{Normalization, Positional};
+use microlens_host::convert::{convert, ConvertOptions};
 use microlens_host::import::tl_config::positional_name;
-use microlens_host::train::data::{repeated_random, InductionData};
+use microlens_host::train::data::{repeated_random, Draw, InductionData, TrainData};
 use microlens_host::train::eval::{best_copier, evaluate, head_scores, HeadScore};
 use microlens_host::train::export::export;
+use microlens_host::train::heldout::score_all;
 use microlens_host::train::model::ModelConfig;
 use microlens_host::train::trainer::{rng, train, TrainConfig, Trained};
 
@@ -55,6 +57,10 @@ impl From<Norm> for Normalization {
 
 /// Seed of the held-out evaluation set, the same whatever the training seed.
 const EVAL_SEED: u64 = 0xE7A1;
+
+/// Seed and size of the held-out induction tests (`microlens eval-induction`'s defaults).
+const HELD_OUT_SEED: u64 = 4242;
+const HELD_OUT_SEQS: usize = 512;
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
@@ -98,6 +104,10 @@ pub struct Args {
     /// Normalisation: none (cheapest on the device) or TransformerLens LayerNorm.
     #[arg(long, value_enum, default_value_t = Norm::None)]
     pub norm: Norm,
+    /// Training data: distinct segments, segments drawn with replacement, or bytes (random bytes and
+    /// English text; needs `--vocab 256`).
+    #[arg(long, value_enum, default_value_t = TrainData::Distinct)]
+    pub data: TrainData,
     /// Held-out evaluation sequences.
     #[arg(long, default_value_t = 2048)]
     pub eval_size: usize,
@@ -110,6 +120,7 @@ impl Args {
     /// The training configuration these arguments describe.
     pub fn train_config(&self) -> TrainConfig {
         TrainConfig {
+            data: self.data,
             model: ModelConfig {
                 n_layers: self.layers,
                 d_model: self.d_model,
@@ -142,7 +153,10 @@ pub fn run(args: Args) -> Result<()> {
     let trained = train_with_progress(&cfg)?;
     let model = &trained.model;
 
-    let data = InductionData::new(cfg.model.n_ctx, cfg.model.d_vocab)?;
+    let data = match cfg.data {
+        TrainData::Distinct => InductionData::new(cfg.model.n_ctx, cfg.model.d_vocab)?,
+        _ => InductionData::with_draw(cfg.model.n_ctx, cfg.model.d_vocab, Draw::Replacement)?,
+    };
     let eval_set = data.sample_many(&mut rng(EVAL_SEED, 0), args.eval_size);
     let metrics = evaluate(model, &eval_set)?;
     let (copy_d, copy_acc) = best_copier(&eval_set, cfg.model.n_ctx / 2);
@@ -202,6 +216,25 @@ pub fn run(args: Args) -> Result<()> {
             s.head,
             fmt_score(s),
             fmt_score(r)
+        );
+    }
+    // The held-out induction tests through the core forward on the converted f32 blob, as
+    // `microlens eval-induction` runs them.
+    let opts = ConvertOptions {
+        config: Some(out.config.clone()),
+        ..ConvertOptions::default()
+    };
+    let blob = convert(&out.weights, &opts)?.blob;
+    let core_model = microlens::Model::from_bytes(&blob)?;
+    println!(
+        "held-out induction tests (core forward, f32 blob, {HELD_OUT_SEQS} sequences each; accuracy | last-occurrence rule):"
+    );
+    for s in score_all(&core_model, HELD_OUT_SEQS, HELD_OUT_SEED)? {
+        println!(
+            "  {}: {:.2}% | {:.2}%",
+            s.description,
+            100.0 * s.accuracy,
+            100.0 * s.last_occurrence
         );
     }
     println!("wrote {}", out.weights.display());

@@ -4,6 +4,7 @@
 
 pub mod cache;
 pub mod emulation;
+pub mod generate;
 pub mod metrics;
 pub mod run;
 pub mod sequences;

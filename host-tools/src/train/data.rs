@@ -3,8 +3,10 @@
 //! Layout of one sequence of length `n_ctx`: `prefix (p tokens) | s | s | s ...` (the last copy cut off),
 //! with the segment length `L` and the prefix length `p` both random, so no fixed distance back is always
 //! right and only induction (find the earlier occurrence of the current token, copy what followed it)
-//! predicts the repeats. The tokens of one segment are distinct, so inside the repeats every prediction has
-//! exactly one answer; prefix tokens are uniform and may collide with segment tokens (as in real text).
+//! predicts the repeats. Tokens are drawn either distinct inside a segment ([`Draw::Distinct`]: every
+//! prediction in the repeats has exactly one earlier occurrence to copy from) or with replacement
+//! ([`Draw::Replacement`], as TransformerLens's `generate_repeated_tokens`: a token may occur several times
+//! in the segment and in the prefix, so the model must tell the occurrences apart, e.g. by the token before).
 
 use rand::seq::index;
 use rand::Rng;
@@ -36,7 +38,16 @@ impl Sequence {
     }
 }
 
-/// The distribution of sequences: context length, vocabulary and the range of segment lengths.
+/// How the tokens of a segment are drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Draw {
+    /// Distinct tokens inside a segment (at most `d_vocab` long).
+    Distinct,
+    /// Uniform tokens with replacement, in the segment and in the prefix.
+    Replacement,
+}
+
+/// The distribution of sequences: context length, vocabulary, the range of segment lengths and the draw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InductionData {
     /// Sequence length.
@@ -45,14 +56,26 @@ pub struct InductionData {
     pub d_vocab: usize,
     /// Shortest segment.
     pub min_segment: usize,
-    /// Longest segment: at most `n_ctx / 2` (two full copies fit) and at most `d_vocab` (distinct tokens).
+    /// Longest segment: at most `n_ctx / 2` (two full copies fit) and, for distinct tokens, `d_vocab`.
     pub max_segment: usize,
+    /// How segment tokens are drawn.
+    pub draw: Draw,
 }
 
 impl InductionData {
-    /// The widest distribution for a context and vocabulary: `L` in `MIN_SEGMENT..=min(n_ctx/2, d_vocab)`.
+    /// The widest distribution of distinct segments for a context and vocabulary: `L` in
+    /// `MIN_SEGMENT..=min(n_ctx/2, d_vocab)`.
     pub fn new(n_ctx: usize, d_vocab: usize) -> anyhow::Result<Self> {
-        let max_segment = (n_ctx / 2).min(d_vocab);
+        Self::with_draw(n_ctx, d_vocab, Draw::Distinct)
+    }
+
+    /// The widest distribution with segments drawn by `draw`: `L` in `MIN_SEGMENT..=n_ctx/2` (and
+    /// `<= d_vocab` for distinct tokens).
+    pub fn with_draw(n_ctx: usize, d_vocab: usize, draw: Draw) -> anyhow::Result<Self> {
+        let max_segment = match draw {
+            Draw::Distinct => (n_ctx / 2).min(d_vocab),
+            Draw::Replacement => n_ctx / 2,
+        };
         anyhow::ensure!(
             max_segment >= MIN_SEGMENT,
             "n_ctx {n_ctx} and d_vocab {d_vocab} are too small: need n_ctx >= {} and d_vocab >= {MIN_SEGMENT}",
@@ -63,17 +86,16 @@ impl InductionData {
             d_vocab,
             min_segment: MIN_SEGMENT,
             max_segment,
+            draw,
         })
     }
 
-    /// Draws one sequence: `L ~ U[min, max]`, `p ~ U[0, n_ctx - 2L]`, segment = `L` distinct tokens.
+    /// Draws one sequence: `L ~ U[min, max]`, `p ~ U[0, n_ctx - 2L]`, segment = `L` tokens drawn by
+    /// `self.draw`, prefix = `p` uniform tokens.
     pub fn sample(&self, rng: &mut impl Rng) -> Sequence {
         let segment_len = rng.random_range(self.min_segment..=self.max_segment);
         let prefix_len = rng.random_range(0..=self.n_ctx - 2 * segment_len);
-        let segment: Vec<u32> = index::sample(rng, self.d_vocab, segment_len)
-            .into_iter()
-            .map(|t| t as u32)
-            .collect();
+        let segment = draw_segment(rng, self.d_vocab, segment_len, self.draw);
         let mut tokens: Vec<u32> = (0..prefix_len)
             .map(|_| rng.random_range(0..self.d_vocab as u32))
             .collect();
@@ -91,18 +113,95 @@ impl InductionData {
     }
 }
 
+/// What a training run learns from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TrainData {
+    /// Random prefix + repeated segment of distinct tokens (the first shipped model's data).
+    Distinct,
+    /// Random prefix + repeated segment drawn with replacement.
+    Replacement,
+    /// Bytes (vocabulary 256): random bytes with replacement, and English training text (a prefix, then
+    /// a phrase repeated).
+    Bytes,
+}
+
+impl TrainData {
+    /// Checks the data against the model's context and vocabulary.
+    pub fn check(self, n_ctx: usize, d_vocab: usize) -> anyhow::Result<()> {
+        if self == TrainData::Bytes {
+            anyhow::ensure!(d_vocab == 256, "byte data needs --vocab 256, not {d_vocab}");
+        }
+        self.distribution(n_ctx, d_vocab).map(|_| ())
+    }
+
+    fn distribution(self, n_ctx: usize, d_vocab: usize) -> anyhow::Result<InductionData> {
+        match self {
+            TrainData::Distinct => InductionData::new(n_ctx, d_vocab),
+            TrainData::Replacement | TrainData::Bytes => {
+                InductionData::with_draw(n_ctx, d_vocab, Draw::Replacement)
+            }
+        }
+    }
+
+    /// Draws `n` training sequences of `n_ctx` tokens. Distinct: all from [`InductionData::new`].
+    /// Replacement, in a cycle of 8: 7 random prefix + repeated segment, 1 TransformerLens-style
+    /// `2 x n_ctx/2` (otherwise the longest segment, the standard test, is 1 sequence in 29; more of them
+    /// and the model settles on copying from a fixed distance). Bytes: the same, with 2 of the 8
+    /// English training text (a prefix, then a phrase repeated) instead of random bytes.
+    pub fn sample_many(
+        self,
+        rng: &mut impl Rng,
+        n_ctx: usize,
+        d_vocab: usize,
+        n: usize,
+    ) -> anyhow::Result<Vec<Sequence>> {
+        let data = self.distribution(n_ctx, d_vocab)?;
+        let half = n_ctx / 2;
+        Ok((0..n)
+            .map(|k| match (self, k % 8) {
+                (TrainData::Distinct, _) => data.sample(rng),
+                (_, 7) => repeated_twice(rng, half, d_vocab, Draw::Replacement),
+                (TrainData::Bytes, 1 | 5) => super::phrases::repeated_training_phrase(rng, n_ctx),
+                _ => data.sample(rng),
+            })
+            .collect())
+    }
+}
+
+/// `len` tokens below `d_vocab`, distinct (`len <= d_vocab`) or uniform with replacement.
+pub fn draw_segment(rng: &mut impl Rng, d_vocab: usize, len: usize, draw: Draw) -> Vec<u32> {
+    match draw {
+        Draw::Distinct => index::sample(rng, d_vocab, len.min(d_vocab))
+            .into_iter()
+            .map(|t| t as u32)
+            .collect(),
+        Draw::Replacement => (0..len)
+            .map(|_| rng.random_range(0..d_vocab as u32))
+            .collect(),
+    }
+}
+
 /// The classic induction test input: no prefix, `n_ctx / 2` distinct random tokens repeated twice.
+/// (With `d_vocab < n_ctx / 2` the segment is repeated until the context is full.)
 pub fn repeated_random(rng: &mut impl Rng, n_ctx: usize, d_vocab: usize) -> Sequence {
     let segment_len = (n_ctx / 2).min(d_vocab);
-    let segment: Vec<u32> = index::sample(rng, d_vocab, segment_len)
-        .into_iter()
-        .map(|t| t as u32)
-        .collect();
-    let tokens = segment.iter().cycle().take(n_ctx).copied().collect();
+    let segment = draw_segment(rng, d_vocab, segment_len, Draw::Distinct);
+    Sequence {
+        tokens: segment.iter().cycle().take(n_ctx).copied().collect(),
+        prefix_len: 0,
+        segment_len,
+    }
+}
+
+/// TransformerLens's `generate_repeated_tokens` (without the BOS token): `half` random tokens drawn by
+/// `draw`, then the same tokens again (`2 * half` tokens).
+pub fn repeated_twice(rng: &mut impl Rng, half: usize, d_vocab: usize, draw: Draw) -> Sequence {
+    let segment = draw_segment(rng, d_vocab, half, draw);
+    let tokens: Vec<u32> = segment.iter().chain(&segment).copied().collect();
     Sequence {
         tokens,
         prefix_len: 0,
-        segment_len,
+        segment_len: segment.len(),
     }
 }
 
@@ -134,5 +233,31 @@ mod tests {
             offsets.len() > 20 && lens.len() > 20,
             "offsets and segment lengths must vary"
         );
+    }
+
+    #[test]
+    fn replacement_segments_repeat_tokens_and_are_copied_exactly() {
+        let data = InductionData::with_draw(64, 64, Draw::Replacement).unwrap();
+        assert_eq!(data.max_segment, 32);
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        let seqs = data.sample_many(&mut rng, 300);
+        let mut with_duplicates = 0;
+        for s in &seqs {
+            assert_eq!(s.tokens.len(), 64);
+            for i in s.first_predictable()..64 {
+                assert_eq!(s.tokens[i], s.tokens[i - s.segment_len]);
+            }
+            let seg = &s.tokens[s.prefix_len..s.prefix_len + s.segment_len];
+            let distinct: std::collections::BTreeSet<_> = seg.iter().collect();
+            with_duplicates += usize::from(distinct.len() < seg.len());
+        }
+        assert!(
+            with_duplicates > 100,
+            "{with_duplicates} of 300 segments repeat a token"
+        );
+        let twice = repeated_twice(&mut rng, 32, 64, Draw::Replacement);
+        assert_eq!(twice.tokens[..32], twice.tokens[32..]);
+        assert_eq!((twice.prefix_len, twice.segment_len), (0, 32));
+        assert_eq!((0..64).filter(|&i| twice.is_predictable(i)).count(), 31);
     }
 }

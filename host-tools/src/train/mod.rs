@@ -9,8 +9,10 @@ pub mod causal_softmax;
 pub mod data;
 pub mod eval;
 pub mod export;
+pub mod heldout;
 pub mod loss;
 pub mod model;
+pub mod phrases;
 pub mod trainer;
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use anyhow::Result;
 use candle_core::{Device, Tensor};
 use serde_json::Value;
 
-use super::data::{InductionData, Sequence};
+use super::data::{InductionData, Sequence, TrainData};
 use super::eval::{best_copier, evaluate};
 use super::export::{export, load};
 use microlens::{Normalization, Positional};
@@ -32,6 +32,7 @@ fn small(n_layers: usize, positional: Positional, norm: Normalization) -> ModelC
 fn config(model: ModelConfig, steps: usize, seed: u64) -> TrainConfig {
     TrainConfig {
         model,
+        data: TrainData::Distinct,
         steps,
         lr: 1e-2,
         batch: 64,

@@ -10,7 +10,7 @@ use candle_nn::{AdamW, Optimizer, ParamsAdamW};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::data::InductionData;
+use super::data::TrainData;
 use super::loss::{losses, repeated_accuracy, Batch};
 use super::model::{Model, ModelConfig};
 
@@ -19,6 +19,8 @@ use super::model::{Model, ModelConfig};
 pub struct TrainConfig {
     /// Model shape.
     pub model: ModelConfig,
+    /// Training data.
+    pub data: TrainData,
     /// Optimiser steps.
     pub steps: usize,
     /// Peak learning rate.
@@ -85,7 +87,8 @@ pub fn train(cfg: &TrainConfig, mut on_step: impl FnMut(&StepReport)) -> Result<
         cfg.steps > 0 && cfg.batch > 0,
         "steps and batch must be positive"
     );
-    let data = InductionData::new(cfg.model.n_ctx, cfg.model.d_vocab)?;
+    let (n_ctx, d_vocab) = (cfg.model.n_ctx, cfg.model.d_vocab);
+    cfg.data.check(n_ctx, d_vocab)?;
     let model = Model::new(cfg.model, &mut rng(cfg.seed, 0))?;
     let mut data_rng = rng(cfg.seed, 1);
     let params = ParamsAdamW {
@@ -97,7 +100,10 @@ pub fn train(cfg: &TrainConfig, mut on_step: impl FnMut(&StepReport)) -> Result<
     let start = Instant::now();
     let mut last = None;
     for step in 0..cfg.steps {
-        let batch = Batch::new(&data.sample_many(&mut data_rng, cfg.batch))?;
+        let seqs = cfg
+            .data
+            .sample_many(&mut data_rng, n_ctx, d_vocab, cfg.batch)?;
+        let batch = Batch::new(&seqs)?;
         let logits = model.forward(&batch.tokens)?.logits;
         let l = losses(&logits, &batch)?;
         opt.set_learning_rate(cfg.lr_at(step));
