@@ -35,9 +35,10 @@
 #![no_std]
 // No `unsafe` anywhere; with the feature `dsp`, only the DSP instructions and the four-row loop of
 // `quant/dsp.rs` and the four-row float loops of `math/rows.rs` (and with `mve`, the Helium loop of
-// `quant/mve.rs`).
-#![cfg_attr(not(feature = "dsp"), forbid(unsafe_code))]
-#![cfg_attr(feature = "dsp", deny(unsafe_code))]
+// `quant/mve.rs`); with the feature `std` (host only), the calls of `host.rs` into its kernels compiled
+// for the CPU's detected vector unit.
+#![cfg_attr(not(any(feature = "dsp", feature = "std")), forbid(unsafe_code))]
+#![cfg_attr(any(feature = "dsp", feature = "std"), deny(unsafe_code))]
 #![deny(missing_docs)]
 
 #[cfg(any(feature = "std", test))]
@@ -51,6 +52,8 @@ mod error;
 mod features;
 pub mod hash;
 pub mod hooks;
+#[cfg(feature = "std")]
+pub mod host;
 mod kv_cache;
 mod model;
 mod session;

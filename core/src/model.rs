@@ -19,6 +19,9 @@ pub struct Model<'a> {
     table: &'a [u8],
     data: &'a [u8],
     blob_len: usize,
+    /// The host's blocked copy of the matrices ([`Model::with_host`]).
+    #[cfg(feature = "std")]
+    host: Option<&'a crate::host::HostWeights>,
 }
 
 fn inconsistent(why: Inconsistency) -> Error {
@@ -113,6 +116,8 @@ impl<'a> Model<'a> {
             table,
             data: blob.data,
             blob_len: blob.len,
+            #[cfg(feature = "std")]
+            host: None,
         })
     }
 
@@ -176,14 +181,42 @@ impl<'a> Model<'a> {
 
     /// The matrix `id`, or `None` if the model has no such tensor.
     pub fn matrix(&self, id: TensorId) -> Option<Matrix<'a>> {
-        let e = self.entry(id)?;
-        Some(Matrix::new(
+        let slot = self.catalogue.slot(id)?;
+        let e = TensorEntry::decode(self.table, slot).ok()?;
+        let m = Matrix::new(
             e.dtype,
             e.rows as usize,
             e.cols as usize,
             self.bytes(e.offset, e.len),
             self.bytes(e.scales_offset, e.scales_len),
-        ))
+        );
+        #[cfg(feature = "std")]
+        let m = m.with_blocked(self.host.and_then(|h| h.get(slot)));
+        Some(m)
+    }
+
+    /// This model computing its float matrix-vector products from `host`, the host's column-blocked
+    /// copy of its matrices ([`crate::host`]): the same bits, several times faster on a host CPU.
+    /// `host` must have been built from this model's blob ([`HostWeights::new`]); for another blob's
+    /// it is ignored.
+    ///
+    /// [`HostWeights::new`]: crate::host::HostWeights::new
+    #[cfg(feature = "std")]
+    pub fn with_host(&self, host: &'a crate::host::HostWeights) -> Model<'a> {
+        let host = host.fits(self).then_some(host);
+        Model { host, ..*self }
+    }
+
+    /// The tensor ids of the model's catalogue, in blob order.
+    #[cfg(feature = "std")]
+    pub(crate) fn catalogue_ids(&self) -> impl Iterator<Item = TensorId> + '_ {
+        self.catalogue.ids()
+    }
+
+    /// Address and length of the blob data, which identify it while it is borrowed.
+    #[cfg(feature = "std")]
+    pub(crate) fn data_span(&self) -> (usize, usize) {
+        (self.data.as_ptr() as usize, self.data.len())
     }
 
     /// The `f32` vector `id`, or `None` if the model has no such tensor.

@@ -83,6 +83,9 @@ pub struct Matrix<'a> {
     cols: usize,
     data: &'a [u8],
     scales: &'a [u8],
+    /// The host's column-blocked copy ([`crate::host`]), if the model has one attached.
+    #[cfg(feature = "std")]
+    blocked: Option<&'a crate::host::Blocked>,
 }
 
 /// `out[r] = f(r)` for every row `r`.
@@ -113,7 +116,14 @@ impl<'a> Matrix<'a> {
             cols,
             data,
             scales,
+            #[cfg(feature = "std")]
+            blocked: None,
         }
+    }
+    /// This matrix computing its whole blocks of rows from the host's blocked copy `b` of it.
+    #[cfg(feature = "std")]
+    pub(crate) fn with_blocked(self, blocked: Option<&'a crate::host::Blocked>) -> Self {
+        Matrix { blocked, ..self }
     }
     /// A matrix over encoded `data` and stored (`f16`) `scales`, checked like a blob's tensors:
     /// byte lengths must match `dtype` and `[rows, cols]`.
@@ -173,6 +183,15 @@ impl<'a> Matrix<'a> {
     pub fn matvec(&self, x: &[f32], out: &mut [f32]) {
         let n = self.rows.min(out.len());
         let out = &mut out[..n];
+        // On the host, the whole blocks of rows from its blocked copy (the same bits), the rest (fewer
+        // than a block) one row at a time as `Matrix::dot`.
+        #[cfg(feature = "std")]
+        if let Some(done) = self.blocked.map(|b| b.matvec(x, out)).filter(|&d| d > 0) {
+            for (r, o) in out.iter_mut().enumerate().skip(done) {
+                *o = self.dot(r, 0, x);
+            }
+            return;
+        }
         let c = self.cols;
         let d = self.data;
         // Aligned float rows (every tensor of a blob at an aligned address): four rows per pass.

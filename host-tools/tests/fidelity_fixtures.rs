@@ -125,6 +125,12 @@ fn shipped_model_hashes_equal_the_device_ones() {
         let out = microlens_host::eval::run::run_blob(&blob, &tokens).unwrap();
         let hash = microlens_host::hash::logits_hash(out.logits.iter().map(Vec::as_slice));
         assert_eq!(format!("{hash:016x}"), device, "{}", dtype.name());
+        // The host's column-blocked weights compute the same bits.
+        let m = Model::from_bytes(&blob).unwrap();
+        let host = microlens::host::HostWeights::new(&m);
+        let out = microlens_host::eval::run::run_model(&m.with_host(&host), &tokens).unwrap();
+        let hash = microlens_host::hash::logits_hash(out.logits.iter().map(Vec::as_slice));
+        assert_eq!(format!("{hash:016x}"), device, "{} (host)", dtype.name());
     }
 }
 

@@ -64,6 +64,9 @@ pub fn run(args: Args) -> Result<()> {
     }
     let bytes = microlens_host::io::files::read_blob(&args.model)?;
     let model = Model::from_bytes(&bytes).with_context(|| format!("{}", args.model.display()))?;
+    // The host's column-blocked weights: the same bits, faster.
+    let host = microlens::host::HostWeights::new(&model);
+    let model = model.with_host(&host);
     let out = run_model(&model, &tokens)?;
     if let Some(path) = &args.cache {
         let written =

@@ -76,7 +76,7 @@ fn add_input_error(
 }
 
 /// Hooks that apply the chosen [`Int8Rounding`]s to a model's forward pass.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Int8Emulation<'m, 'b> {
     model: &'m Model<'b>,
     roundings: Vec<Int8Rounding>,

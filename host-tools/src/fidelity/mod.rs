@@ -10,7 +10,9 @@ pub use heads::{detection_score, HeadFidelity, PatternStats, Patterns};
 pub use report::{CompositionChange, ModelFidelity, Report};
 
 use anyhow::{ensure, Result};
+use microlens::host::HostWeights;
 use microlens::{Config, Hooks, Model};
+use rayon::prelude::*;
 
 use crate::analysis::{
     all_composition_scores, full_ov_copying_score, CircuitWeights, CompositionMode,
@@ -154,8 +156,9 @@ pub fn compare(
     compare_with(reference, candidate, &mut (), seqs, progress)
 }
 
-/// [`compare`] with `candidate` run under `hooks` (e.g. [`crate::eval::emulation::Int8Emulation`]).
-pub fn compare_with<H: Hooks>(
+/// [`compare`] with `candidate` run under `hooks` (e.g. [`crate::eval::emulation::Int8Emulation`]),
+/// cloned per sequence.
+pub fn compare_with<H: Hooks + Clone + Send + Sync>(
     reference: &Model<'_>,
     candidate: &Model<'_>,
     hooks: &mut H,
@@ -166,19 +169,37 @@ pub fn compare_with<H: Hooks>(
     check_same_shape(&cfg, candidate.config())?;
     let mut logits = LogitStats::default();
     let mut patterns = PatternStats::new(cfg.n_layers, cfg.n_heads);
-    for tokens in seqs {
-        let (r, c) = (
-            run_model(reference, tokens)?,
-            run_model_with(candidate, tokens, hooks)?,
-        );
-        logits.add(tokens, &r.logits, &c.logits);
-        patterns.add(tokens, &r.patterns, &c.patterns);
-        progress();
+    // The host's blocked weights (the same bits), sequences in parallel chunk by chunk, each with its
+    // own copy of `hooks` (they keep no state across sequences), summed in sequence order: the report
+    // does not depend on the thread count.
+    let (wr, wc) = (HostWeights::new(reference), HostWeights::new(candidate));
+    let (fast_r, fast_c) = (reference.with_host(&wr), candidate.with_host(&wc));
+    let proto = &*hooks;
+    for chunk in seqs.chunks(PARALLEL_CHUNK) {
+        let runs: Vec<Result<_>> = chunk
+            .par_iter()
+            .map(|tokens| {
+                let mut hooks = proto.clone();
+                Ok((
+                    run_model(&fast_r, tokens)?,
+                    run_model_with(&fast_c, tokens, &mut hooks)?,
+                ))
+            })
+            .collect();
+        for (tokens, run) in chunk.iter().zip(runs) {
+            let (r, c) = run?;
+            logits.add(tokens, &r.logits, &c.logits);
+            patterns.add(tokens, &r.patterns, &c.patterns);
+            progress();
+        }
     }
     let mut heads = patterns.finish();
     let composition = weight_metrics(reference, candidate, &mut heads)?;
     Ok(Report::new(seqs, logits.finish(), heads, composition))
 }
+
+/// Sequences run in parallel before their results are summed in order (bounds the memory held).
+const PARALLEL_CHUNK: usize = 256;
 
 #[cfg(test)]
 mod tests {

@@ -11,6 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use microlens::math::norm::affine;
 use microlens::{HookKind, HookKinds, HookPoint, Hooks, Model, Normalization};
 use microlens::{TensorId, TensorKind};
+use rayon::prelude::*;
 
 use crate::eval::run::{check_sequences, DEFAULT_MAX_SEQ_LEN};
 use crate::eval::sequences::induction_sequences;
@@ -220,6 +221,9 @@ impl<F: FnMut(MatrixInput, &[f32])> Hooks for Collector<'_, '_, F> {
     }
 }
 
+/// The matrix inputs of one sequence, in forward order.
+type Inputs = Vec<(MatrixInput, Vec<f32>)>;
+
 /// Runs `seqs` through `model` (each from position 0) and hands every matrix input (taken as
 /// `inputs`) to `sink`, in forward order, with a progress bar on a terminal.
 fn collect(
@@ -229,20 +233,39 @@ fn collect(
     sink: impl FnMut(MatrixInput, &[f32]),
 ) -> Result<()> {
     ensure!(!seqs.is_empty(), "calibration needs at least one sequence");
-    let mut c = Collector {
-        model,
-        inputs,
-        sink,
-        z: Vec::new(),
-    };
+    let host = microlens::host::HostWeights::new(model);
+    let model = &model.with_host(&host);
     let bar = ProgressBar::new(seqs.len() as u64);
     bar.set_style(ProgressStyle::with_template(
         "calibrating {bar:30} {pos}/{len} sequences [{elapsed_precise}]",
     )?);
-    for (i, tokens) in seqs.iter().enumerate() {
-        crate::eval::run::run_with_hooks(model, tokens, &mut c)
-            .with_context(|| format!("calibration sequence {}", i + 1))?;
-        bar.inc(1);
+    // Sequences in parallel (the host's blocked weights, the same bits), each recording its inputs;
+    // then handed to `sink` in sequence order, as one sequence after the other would.
+    let mut sink = sink;
+    for (n, chunk) in seqs.chunks(64).enumerate() {
+        let runs: Vec<Result<Inputs>> = chunk
+            .par_iter()
+            .enumerate()
+            .map(|(i, tokens)| {
+                let mut events = Vec::new();
+                let mut collector = Collector {
+                    model,
+                    inputs,
+                    sink: |s: MatrixInput, x: &[f32]| events.push((s, x.to_vec())),
+                    z: Vec::new(),
+                };
+                crate::eval::run::run_with_hooks(model, tokens, &mut collector)
+                    .with_context(|| format!("calibration sequence {}", 64 * n + i + 1))?;
+                drop(collector);
+                Ok(events)
+            })
+            .collect();
+        for run in runs {
+            for (s, x) in run? {
+                sink(s, &x);
+            }
+            bar.inc(1);
+        }
     }
     bar.finish_and_clear();
     Ok(())

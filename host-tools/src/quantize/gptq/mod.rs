@@ -13,6 +13,7 @@ use anyhow::{anyhow, ensure, Result};
 use microlens::blob::{TensorData, I4_GROUP};
 use microlens::quant::encode::{self, I4_MAX};
 use microlens::{DType, TensorId};
+use rayon::prelude::*;
 
 mod f16;
 mod refine;
@@ -129,11 +130,14 @@ pub fn encode_gptq(
     let row_bytes = dtype.row_bytes(cols).unwrap_or(0);
     let mut data = vec![0u8; rows * row_bytes];
     let mut scales = Vec::new();
-    for (row, out) in values
-        .chunks(cols.max(1))
-        .zip(data.chunks_mut(row_bytes.max(1)))
-    {
-        let (q, s) = solver.row(row, dtype, clips).ok_or_else(|| {
+    // Rows are independent (each its own search against the shared Hessian): in parallel, then
+    // packed in row order, so the blob does not depend on the thread count.
+    let solved: Vec<_> = values
+        .par_chunks(cols.max(1))
+        .map(|row| solver.row(row, dtype, clips))
+        .collect();
+    for (solved, out) in solved.into_iter().zip(data.chunks_mut(row_bytes.max(1))) {
+        let (q, s) = solved.ok_or_else(|| {
             anyhow!(
                 "tensor {id} has a value beyond the {} scale range",
                 dtype.name()
