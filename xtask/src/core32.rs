@@ -50,7 +50,7 @@ pub fn run() -> Result<()> {
             "-p",
             "microlens",
             "--features",
-            "std",
+            "std,encode",
             "--target",
             TARGET,
             "--lib",
