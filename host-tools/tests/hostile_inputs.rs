@@ -484,6 +484,14 @@ fn item07_endless_streams_fail_on_their_first_bytes() {
         &microlens_within(&["inspect", "/dev/urandom"], quick),
         "/dev/urandom",
     );
+    assert_one_line_error(
+        &microlens_within(&["eval-induction", "/dev/zero"], quick),
+        "/dev/zero",
+    );
+    assert_one_line_error(
+        &microlens_within(&["generate", "/dev/zero", "--tokens", "1"], quick),
+        "/dev/zero",
+    );
     let dir = tempfile::tempdir().unwrap();
     let cfg = fixture("attn_only_2l").join("config.json");
     let out = dir.path().join("o.mlb");
