@@ -32,6 +32,9 @@ const BOARDS: [&str; 11] = [
 /// counter's state), an upper bound: the context cap leaves this much of the board's RAM free.
 const OTHER_STATICS: usize = 512;
 
+/// Vocabulary of a byte-level model (token `b` is the byte `b`).
+const BYTE_VOCAB: usize = 256;
+
 /// Seed of the prompt generator when `MICROLENS_SEED` is not set.
 const DEFAULT_SEED: u64 = 0x6d69_6372_6f6c_656e;
 
@@ -199,13 +202,17 @@ fn model_consts(manifest_dir: &Path, out: &Path, map: &str) -> Result<(), String
          /// Seed of the prompt generator.\n\
          pub const SEED: u64 = {seed:#x};\n\
          /// A token of the prompt: the narrowest unsigned integer that holds every token id.\n\
-         pub type Token = {token};\n",
+         pub type Token = {token};\n\
+         /// Whether the model is byte-level (`d_vocab` 256, token `b` the byte `b`): its prompt is then\n\
+         /// English text and it also prints its greedy continuation as text.\n\
+         pub const TEXT: bool = {text};\n",
         kv = model.kv_cache_len_at(n_ctx),
         ws = model.workspace_len_at(n_ctx),
         layers = cfg.n_layers,
         heads = cfg.n_heads,
         ctx = n_ctx,
         token = token_type(cfg.d_vocab),
+        text = cfg.d_vocab == BYTE_VOCAB,
     );
     fs::write(out.join("model.rs"), consts).map_err(|e| e.to_string())?;
     println!("cargo:rustc-env=MICROLENS_BLOB_PATH={path}");

@@ -46,7 +46,7 @@ impl<'a> Line<'a> {
     /// Prints `{prefix}{line}` as one defmt line.
     fn print(&self, prefix: &str) {
         let bytes = self.buf.get(..self.len).unwrap_or_default();
-        // Only ASCII digits, letters and commas are pushed. Checked all the same, but as ASCII: that
+        // Only ASCII (digits, letters, commas; printable text) is pushed. Checked all the same, but as ASCII: that
         // is a loop of a few bytes, where `str::from_utf8` links 0.6 KB of UTF-8 validation and tables.
         let text = if bytes.iter().all(u8::is_ascii) {
             // SAFETY: ASCII is valid UTF-8.
@@ -88,5 +88,20 @@ pub fn print_heads(prefix: &str, heads: &[Head]) {
         line.push(b'H');
         line.decimal(h.head as u32);
     }
+    line.print(prefix);
+}
+
+/// Prints `{prefix}"text"` as one defmt line: the tokens as bytes between quotes, each byte that is not
+/// printable ASCII shown as `?`; not inlined, as [`print_tokens`].
+#[inline(never)]
+pub fn print_text(prefix: &str, tokens: &[Token]) {
+    let mut buf = [0; N_CTX + 2];
+    let mut line = Line::new(&mut buf);
+    line.push(b'"');
+    for &t in tokens {
+        let printable = (0x20..0x7f).contains(&u32::from(t));
+        line.push(if printable { t as u8 } else { b'?' });
+    }
+    line.push(b'"');
     line.print(prefix);
 }

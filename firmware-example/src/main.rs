@@ -6,7 +6,9 @@
 //! 2. scores every head as a previous-token and an induction head from its attention patterns;
 //! 3. zero-ablates every induction head (score at least [`INDUCTION_THRESHOLD`], or the best head if none
 //!    reaches it) and reports the accuracy that remains;
-//! 4. reports the cost per token (instructions under QEMU, cycles on a board), the multiply-accumulates
+//! 4. for a byte-level model (whose prompt is an English phrase twice), prints the prompt and its greedy
+//!    continuation as text;
+//! 5. reports the cost per token (instructions under QEMU, cycles on a board), the multiply-accumulates
 //!    per token and the stack high-water mark;
 //!
 //! then exits with success, or with failure on any error. Every result is a `key=value` line on defmt.
@@ -26,6 +28,7 @@ mod macs;
 mod prompt;
 mod scores;
 mod stack;
+mod text;
 
 use microlens::analysis::{Head, HeadAblation};
 use microlens::blob::Aligned;
@@ -86,8 +89,12 @@ fn run() -> Result<(), FirmwareError> {
     let (heads, n_heads) = score_heads(session, &prompt, &mut counter)?;
     // 3. Every induction head, zero-ablated together.
     ablate(session, &prompt, &heads[..n_heads], &mut counter)?;
+    // 4. A byte-level model's prompt and greedy continuation, as text.
+    if model::TEXT {
+        text::continue_prompt(session, &prompt, &mut counter)?;
+    }
 
-    // 4. The logits hash, the cost and the stack.
+    // 5. The logits hash, the cost and the stack.
     defmt::println!("logits_hash={=u64:016x}", hash);
     let n_tokens = prompt.tokens().len().max(1) as u32;
     board::print_cost_per_token(div::div_rem(spent, n_tokens).0);
@@ -118,10 +125,10 @@ fn open() -> Result<&'static mut Session<'static, 'static>, FirmwareError> {
     SESSION.try_init(session).ok_or(FirmwareError::BuffersTaken)
 }
 
-/// The seeded prompt, printed.
+/// The seeded prompt (a byte-level model's phrase), printed.
 #[inline(never)]
 fn prompt(cfg: &Config) -> Prompt {
-    let prompt = Prompt::generate(model::SEED, cfg);
+    let prompt = Prompt::for_model(model::SEED, cfg);
     line::print_tokens("prompt=", prompt.tokens());
     defmt::println!("prefix_len={=usize}", prompt.prefix_len());
     defmt::println!("segment_len={=usize}", prompt.segment_len());
@@ -226,7 +233,7 @@ fn ablate(
 /// Hooks and callback are trait objects: one copy of the hooked forward pass serves every hook, where
 /// generics would inline one per hook type (each several KB of flash). The timed pass goes through the
 /// same copy with `()` as the hooks.
-fn run_prompt(
+pub(crate) fn run_prompt(
     session: &mut Session<'_, '_>,
     prompt: &Prompt,
     mut hooks: &mut dyn Hooks,

@@ -1,8 +1,10 @@
-//! The prompt: a random prefix, then a random segment of distinct tokens, repeated once.
+//! The prompt: a random prefix, then a random segment of distinct tokens, repeated once; for a
+//! byte-level model, an English phrase repeated once.
 //!
 //! The second copy of the segment is predictable only by induction (look back for the previous
 //! occurrence of the current token, predict the token that followed it): accuracy and the induction
-//! scores are measured there. Segment tokens are distinct, so that the earlier occurrence is unique.
+//! scores are measured there. Segment tokens are distinct, so that the earlier occurrence is unique (in
+//! the phrase, bytes recur: the model must tell the occurrences apart by what precedes them).
 
 use microlens::Config;
 
@@ -27,6 +29,10 @@ impl SplitMix64 {
     }
 }
 
+/// The English phrase a byte-level model's prompt repeats: in neither its training text nor its
+/// held-out sentences.
+pub const PHRASE: &[u8] = b"the cat sat on the mat. ";
+
 /// A generated prompt and where its parts are.
 pub struct Prompt {
     tokens: [Token; N_CTX],
@@ -35,6 +41,32 @@ pub struct Prompt {
 }
 
 impl Prompt {
+    /// The prompt of the model: [`Prompt::phrase`] with [`PHRASE`] for a byte-level model
+    /// ([`crate::model::TEXT`]), else [`Prompt::generate`] from `seed`.
+    pub fn for_model(seed: u64, cfg: &Config) -> Self {
+        match crate::model::TEXT {
+            true => Self::phrase(PHRASE, cfg),
+            false => Self::generate(seed, cfg),
+        }
+    }
+
+    /// `phrase` twice, as bytes (no prefix), cut to fit twice in the context with room for a
+    /// continuation of a quarter of it.
+    pub fn phrase(phrase: &[u8], cfg: &Config) -> Self {
+        let n_ctx = cfg.n_ctx.min(N_CTX);
+        let segment_len = phrase.len().min(3 * n_ctx / 8);
+        let mut tokens: [Token; N_CTX] = [0; N_CTX];
+        for (i, &b) in phrase[..segment_len].iter().enumerate() {
+            tokens[i] = Token::from(b);
+            tokens[i + segment_len] = Token::from(b);
+        }
+        Prompt {
+            tokens,
+            prefix_len: 0,
+            segment_len,
+        }
+    }
+
     /// The prompt for `seed`: a prefix of up to a quarter of the context, then the longest segment
     /// (at most `d_vocab` distinct tokens) that fits twice in what is left.
     pub fn generate(seed: u64, cfg: &Config) -> Self {

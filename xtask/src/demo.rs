@@ -1,6 +1,8 @@
 //! `cargo xtask demo`: the whole story on a fresh machine. The shipped induction model is converted to
 //! f32 and int8 blobs, its circuits are shown (which heads are previous-token and induction heads), the
-//! int8-vs-float fidelity table, and finally the firmware running the int8 blob on QEMU.
+//! int8-vs-float fidelity table, and the firmware running the int8 blob on QEMU; then the byte-level
+//! model's held-out tests, and the same English phrase continued on the host and on QEMU (device =
+//! host).
 
 use std::path::Path;
 use std::process::Command;
@@ -8,9 +10,9 @@ use std::process::Command;
 use anyhow::Result;
 use clap::Parser;
 
-use crate::firmware;
 use crate::paths::{root, workspace_target_dir};
 use crate::toolchain::run_status;
+use crate::{firmware, models};
 
 /// Wraps the firmware arguments so their defaults can be parsed.
 #[derive(Parser)]
@@ -26,6 +28,10 @@ fn section(title: &str) {
 fn microlens(tool: &Path, args: &[&str]) -> Result<()> {
     run_status(Command::new(tool).current_dir(root()).args(args))
 }
+
+/// The prompt the byte-level model continues on the host: the firmware's (`PHRASE` in
+/// `firmware-example/src/prompt.rs`), twice.
+const PHRASE_TWICE: &str = "the cat sat on the mat. the cat sat on the mat. ";
 
 /// Runs the demo.
 pub fn run() -> Result<()> {
@@ -52,5 +58,31 @@ pub fn run() -> Result<()> {
     microlens(&tool, &["fidelity", &f32_blob, &i8_blob])?;
 
     section("4. the int8 blob on a Cortex-M4F (QEMU mps2-an386), checked against the host");
-    firmware::run(FirmwareDefaults::parse_from(["firmware", "--blob", &i8_blob]).args).map(|_| ())
+    firmware::run(FirmwareDefaults::parse_from(["firmware", "--blob", &i8_blob]).args)?;
+
+    let bytes = root().join(models::by_name("bytes")?.checkpoint);
+    let bytes_blob = out.join("induction-bytes-i8.mlb");
+    let (bytes, bytes_blob) = (bytes.to_string_lossy(), bytes_blob.to_string_lossy());
+    section("5. the byte-level model (vocabulary 256) as int8: held-out tests, a phrase continued");
+    microlens(
+        &tool,
+        &["convert", &bytes, "-o", &bytes_blob, "--dtype", "i8"],
+    )?;
+    microlens(&tool, &["eval-induction", &bytes_blob])?;
+    println!("microlens generate --text {PHRASE_TWICE:?} --max-new-tokens 16:");
+    microlens(
+        &tool,
+        &[
+            "generate",
+            &bytes_blob,
+            "--text",
+            PHRASE_TWICE,
+            "--max-new-tokens",
+            "16",
+        ],
+    )?;
+
+    section("6. the byte-level model on QEMU: the same phrase continued, checked against the host");
+    let args = ["firmware", "--skip-thumbv6m", "--blob", &bytes_blob];
+    firmware::run(FirmwareDefaults::parse_from(args).args).map(|_| ())
 }

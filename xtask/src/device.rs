@@ -30,15 +30,19 @@ impl Report {
 
     /// The prompt tokens (`prompt=3,1,4`).
     pub fn prompt(&self) -> Result<Vec<u32>> {
-        let text = self
-            .value("prompt")
-            .context("the device printed no prompt=")?;
-        text.split(',')
-            .map(|t| {
-                t.parse()
-                    .with_context(|| format!("bad token {t:?} in prompt={text}"))
-            })
-            .collect()
+        self.tokens("prompt")
+            .context("the device printed no prompt=")?
+    }
+
+    /// The comma-separated tokens of the `key=` line, if the device printed one (`continuation=` for a
+    /// byte-level model).
+    pub fn tokens(&self, key: &str) -> Option<Result<Vec<u32>>> {
+        let text = self.value(key)?;
+        let parsed = text.split(',').map(|t| {
+            t.parse()
+                .with_context(|| format!("bad token {t:?} in {key}={text}"))
+        });
+        Some(parsed.collect())
     }
 
     /// The logits hash (`logits_hash=<16 hex digits>`).
@@ -59,6 +63,7 @@ mod tests {
         let r = Report {
             lines: [
                 "prompt=3,1,4",
+                "continuation=5,x",
                 "accuracy=0.5 (1/2)",
                 "logits_hash=00000000000000ab",
             ]
@@ -69,5 +74,7 @@ mod tests {
         assert_eq!(r.parse::<f32>("accuracy").unwrap(), 0.5);
         assert_eq!(r.logits_hash().unwrap(), 0xab);
         assert!(r.value("stack_bytes").is_none());
+        assert!(r.tokens("continuation").unwrap().is_err());
+        assert!(r.tokens("continuation_text").is_none());
     }
 }

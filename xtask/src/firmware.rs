@@ -13,22 +13,26 @@ use crate::paths::{firmware_dir, root};
 use crate::qemu::Ending;
 use crate::reference::Reference;
 use crate::toolchain::{ensure_packages, run_status, Toolchain};
-use crate::{defmt_print, elf_size, host_tool, qemu, reference, thumbv6m};
+use crate::{defmt_print, elf_size, host_tool, models, qemu, reference, thumbv6m};
 
 /// The firmware's binary name.
 const BIN: &str = "microlens-firmware-example";
-/// The trained model the firmware ships with (converted to `--dtype`).
-pub const DEFAULT_CHECKPOINT: &str = "firmware-example/model/induction-2l.safetensors";
+/// The trained model the firmware ships with (converted to `--dtype`): the first shipped model.
+pub const DEFAULT_CHECKPOINT: &str = models::SHIPPED[0].checkpoint;
 
 /// Arguments of `cargo xtask firmware`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Embed this blob as it is, instead of converting a checkpoint.
-    #[arg(long, conflicts_with = "checkpoint")]
+    #[arg(long, conflicts_with_all = ["checkpoint", "model"])]
     blob: Option<PathBuf>,
-    /// Checkpoint to convert with `microlens convert` [default: firmware-example/model/induction-2l.safetensors].
-    #[arg(long)]
+    /// Checkpoint to convert with `microlens convert` [default: the `--model`'s].
+    #[arg(long, conflicts_with = "model")]
     checkpoint: Option<PathBuf>,
+    /// A shipped model by name: `induction` (the token model, the default) or `bytes` (the byte-level
+    /// model, which also prints its prompt and greedy continuation as text).
+    #[arg(long, default_value = models::SHIPPED[0].name)]
+    model: String,
     /// Config JSON of the checkpoint [default: <checkpoint stem>.json beside it if it exists, else
     /// config.json beside it].
     #[arg(long, conflicts_with = "blob")]
@@ -84,12 +88,22 @@ pub struct Outcome {
 /// Runs `cargo xtask firmware`.
 pub fn run(args: Args) -> Result<Outcome> {
     let started = Instant::now();
+    let named = models::by_name(&args.model)?;
+    // A named model's own stack reserve, unless a blob or checkpoint replaces it or one is given.
+    let model_reserve = match (&args.blob, &args.checkpoint) {
+        (None, None) => named.stack_reserve,
+        _ => None,
+    };
+    let stack_reserve = args.stack_reserve.or(model_reserve);
     let source = match (&args.blob, &args.checkpoint) {
         (Some(blob), _) => BlobSource::Given(blob.clone()),
-        (None, checkpoint) => BlobSource::Convert {
-            checkpoint: checkpoint
-                .clone()
-                .unwrap_or_else(|| root().join(DEFAULT_CHECKPOINT)),
+        (None, Some(checkpoint)) => BlobSource::Convert {
+            checkpoint: checkpoint.clone(),
+            config: args.config.clone(),
+            dtype: args.dtype.clone(),
+        },
+        (None, None) => BlobSource::Convert {
+            checkpoint: root().join(named.checkpoint),
             config: args.config.clone(),
             dtype: args.dtype.clone(),
         },
@@ -123,7 +137,7 @@ pub fn run(args: Args) -> Result<Outcome> {
             spec,
             &blob,
             args.seed.as_deref(),
-            args.stack_reserve,
+            stack_reserve,
         )
     })?;
     let sizes = elf_size::read(&elf)?;
@@ -157,7 +171,7 @@ pub fn run(args: Args) -> Result<Outcome> {
         print_per_mac(&run.report);
         outcome.instructions_per_token = run.report.parse("instructions_per_token").ok();
         outcome.macs_per_token = run.report.parse("macs_per_token").ok();
-        failures.extend(checked_budget(&budget, &sizes, &args));
+        failures.extend(checked_budget(&budget, &sizes, &args, model_reserve));
         failures.extend(check_stack(&run.report, &sizes));
         match run.ending {
             Ending::Exited(status) if status.success() => {}
@@ -173,7 +187,7 @@ pub fn run(args: Args) -> Result<Outcome> {
         failures.extend(check(&run.report, &blob, tool.as_deref(), &args));
     } else {
         print_sizes(&sizes);
-        failures.extend(checked_budget(&budget, &sizes, &args));
+        failures.extend(checked_budget(&budget, &sizes, &args, model_reserve));
         if let Runs::Probe { chip } = spec.runs {
             eprintln!(
                 "xtask: built {}; flash and run it with `probe-rs run --chip {chip} {}`",
@@ -192,14 +206,36 @@ pub fn run(args: Args) -> Result<Outcome> {
     Ok(outcome)
 }
 
-/// The RAM budget's failures, unless `--stack-reserve` replaced the reserve it was set for.
-fn checked_budget(budget: &RamBudget, sizes: &elf_size::Sizes, args: &Args) -> Option<String> {
-    match args.stack_reserve {
-        Some(_) => {
+/// The RAM budget's failures: the first model's (KV cache + workspace + allowance) with the board's
+/// stack reserve; with a named model's own reserve, the device budget (flash and RAM limits); with
+/// `--stack-reserve`, none (reported only).
+fn checked_budget(
+    budget: &RamBudget,
+    sizes: &elf_size::Sizes,
+    args: &Args,
+    model_reserve: Option<u32>,
+) -> Option<String> {
+    match (args.stack_reserve, model_reserve) {
+        (Some(_), _) => {
             eprintln!("xtask: --stack-reserve given: the RAM budget is reported, not checked");
             None
         }
-        None => budget.check(sizes),
+        (None, Some(_)) => {
+            let (flash, ram) = (sizes.flash(), sizes.ram());
+            println!(
+                "device_budget=flash {flash} of {} B, RAM {ram} of {} B",
+                models::FLASH_LIMIT,
+                models::RAM_LIMIT
+            );
+            (flash > models::FLASH_LIMIT || ram > models::RAM_LIMIT).then(|| {
+                format!(
+                    "flash {flash} B or RAM {ram} B exceeds the device budget ({} B, {} B)",
+                    models::FLASH_LIMIT,
+                    models::RAM_LIMIT
+                )
+            })
+        }
+        (None, None) => budget.check(sizes),
     }
 }
 
@@ -384,7 +420,8 @@ fn check_stack(report: &Report, sizes: &elf_size::Sizes) -> Option<String> {
     })
 }
 
-/// The device against the host: the same logits hash for its prompt, and accuracy at least the minimum.
+/// The device against the host: the same logits hash for its prompt, the same greedy continuation (a
+/// byte-level model's `continuation=`), and accuracy at least the minimum.
 /// Returns what failed.
 fn check(report: &Report, blob: &Path, tool: Option<&Path>, args: &Args) -> Vec<String> {
     let mut failures = Vec::new();
@@ -403,6 +440,23 @@ fn check(report: &Report, blob: &Path, tool: Option<&Path>, args: &Args) -> Vec<
         )),
         Ok(_) => {}
         Err(e) => failures.push(format!("{e:#}")),
+    }
+    if let Some(device) = report.tokens("continuation") {
+        let host = device.and_then(|device| {
+            let prompt = report.prompt()?;
+            let host = match tool {
+                Some(tool) => reference::host_tool_continuation(tool, blob, &prompt, device.len())?,
+                None => reference::core_continuation(blob, &prompt, device.len())?,
+            };
+            Ok((device, host))
+        });
+        match host {
+            Ok((device, host)) if device != host => failures.push(format!(
+                "continuations differ: device {device:?}, host {host:?}"
+            )),
+            Ok(_) => println!("host_continuation=same"),
+            Err(e) => failures.push(format!("{e:#}")),
+        }
     }
     match report.parse::<f32>("accuracy") {
         Ok(a) if a < args.min_accuracy => failures.push(format!(

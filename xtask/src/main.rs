@@ -27,6 +27,7 @@ mod firmware;
 mod fuzz;
 mod host_tool;
 mod matrix;
+mod models;
 mod paths;
 mod profile;
 mod qemu;

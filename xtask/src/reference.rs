@@ -1,4 +1,5 @@
-//! The host's logits hash for the device's prompt, to check that both computed the same bits.
+//! The host's logits hash for the device's prompt, and a byte-level model's greedy continuation, to
+//! check that device and host computed the same bits.
 
 use std::path::Path;
 use std::process::Command;
@@ -31,23 +32,82 @@ pub fn core_hash(blob: &Path, tokens: &[u32]) -> Result<u64> {
     Ok(hash)
 }
 
-/// The hash printed by `microlens run BLOB --tokens ... --hash` (its `logits_hash=` line).
-pub fn host_tool_hash(tool: &Path, blob: &Path, tokens: &[u32]) -> Result<u64> {
-    let list: Vec<String> = tokens.iter().map(u32::to_string).collect();
-    let out = Command::new(tool)
-        .arg("run")
-        .arg(blob)
-        .args(["--tokens", &list.join(","), "--hash"])
+/// The `n` tokens greedy decoding appends to `prompt` (each argmax fed back), by the core crate.
+pub fn core_continuation(blob: &Path, prompt: &[u32], n: usize) -> Result<Vec<u32>> {
+    let bytes = std::fs::read(blob).with_context(|| format!("cannot read {}", blob.display()))?;
+    let model = Model::from_bytes(&bytes)?;
+    let mut kv = vec![0.0; model.kv_cache_len()];
+    let mut ws = vec![0.0; model.workspace_len()];
+    let mut session = Session::new(&model, &mut kv, &mut ws)?;
+    let argmax = |l: &[f32]| (0..l.len()).fold(0, |b, i| if l[i] > l[b] { i } else { b }) as u32;
+    let mut next = 0;
+    for &t in prompt {
+        next = argmax(session.step(t)?);
+    }
+    let mut out = vec![next];
+    while out.len() < n {
+        next = argmax(session.step(next)?);
+        out.push(next);
+    }
+    out.truncate(n);
+    Ok(out)
+}
+
+/// The tokens printed by `microlens generate BLOB --tokens ... --max-new-tokens n --json`.
+pub fn host_tool_continuation(
+    tool: &Path,
+    blob: &Path,
+    prompt: &[u32],
+    n: usize,
+) -> Result<Vec<u32>> {
+    let list: Vec<String> = prompt.iter().map(u32::to_string).collect();
+    let stdout = host_tool_output(
+        Command::new(tool)
+            .arg("generate")
+            .arg(blob)
+            .args(["--tokens", &list.join(",")])
+            .args(["--max-new-tokens", &n.to_string(), "--json"]),
+    )?;
+    let tokens = stdout
+        .split_once("\"tokens\":[")
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .with_context(|| format!("microlens generate printed no tokens: {stdout}"))?
+        .0;
+    tokens
+        .split(',')
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            t.trim()
+                .parse()
+                .with_context(|| format!("bad token {t:?} from microlens generate"))
+        })
+        .collect()
+}
+
+/// Runs the host tool; its standard output, or its error.
+fn host_tool_output(cmd: &mut Command) -> Result<String> {
+    let out = cmd
         .output()
-        .with_context(|| format!("cannot run {}", tool.display()))?;
+        .with_context(|| format!("cannot run {:?}", cmd.get_program()))?;
     if !out.status.success() {
         bail!(
-            "microlens run failed ({}): {}",
+            "{:?} failed ({}): {}",
+            cmd.get_args().collect::<Vec<_>>(),
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The hash printed by `microlens run BLOB --tokens ... --hash` (its `logits_hash=` line).
+pub fn host_tool_hash(tool: &Path, blob: &Path, tokens: &[u32]) -> Result<u64> {
+    let list: Vec<String> = tokens.iter().map(u32::to_string).collect();
+    let stdout = host_tool_output(Command::new(tool).arg("run").arg(blob).args([
+        "--tokens",
+        &list.join(","),
+        "--hash",
+    ]))?;
     let hex = stdout
         .lines()
         .find_map(|l| l.trim().strip_prefix("logits_hash="))
