@@ -1,8 +1,9 @@
 //! microlens on a microcontroller: a tiny induction model embedded in flash finds its own circuits.
 //!
 //! On boot the firmware
-//! 1. generates a prompt (a random prefix, then a random segment twice), runs it token by token with the
-//!    KV cache and reports next-token accuracy on the repeated part and a hash of all logits;
+//! 1. generates a prompt (a random prefix, then a random segment twice; for a byte-level model an
+//!    English phrase twice), runs it token by token with the KV cache and reports next-token accuracy
+//!    on the repeated part and a hash of all logits;
 //! 2. scores every head as a previous-token and an induction head from its attention patterns;
 //! 3. zero-ablates every induction head (score at least [`INDUCTION_THRESHOLD`], or the best head if none
 //!    reaches it) and reports the accuracy that remains;

@@ -31,7 +31,7 @@ impl SplitMix64 {
 
 /// The English phrase a byte-level model's prompt repeats: in neither its training text nor its
 /// held-out sentences.
-pub const PHRASE: &[u8] = b"the cat sat on the mat. ";
+pub const PHRASE: &[u8] = b"tiny models copy text. ";
 
 /// A generated prompt and where its parts are.
 pub struct Prompt {

@@ -31,7 +31,7 @@ fn microlens(tool: &Path, args: &[&str]) -> Result<()> {
 
 /// The prompt the byte-level model continues on the host: the firmware's (`PHRASE` in
 /// `firmware-example/src/prompt.rs`), twice.
-const PHRASE_TWICE: &str = "the cat sat on the mat. the cat sat on the mat. ";
+const PHRASE_TWICE: &str = "tiny models copy text. tiny models copy text. ";
 
 /// Runs the demo.
 pub fn run() -> Result<()> {
@@ -83,6 +83,6 @@ pub fn run() -> Result<()> {
     )?;
 
     section("6. the byte-level model on QEMU: the same phrase continued, checked against the host");
-    let args = ["firmware", "--skip-thumbv6m", "--blob", &bytes_blob];
+    let args = ["firmware", "--skip-thumbv6m", "--model", "bytes"];
     firmware::run(FirmwareDefaults::parse_from(args).args).map(|_| ())
 }

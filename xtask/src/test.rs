@@ -2,9 +2,9 @@
 //!
 //! Formatting, clippy with warnings denied, the workspace's tests, the core crate without `std` or
 //! `alloc`, the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every emulated board
-//! checked against the host (the shipped model as int8 and as f32), two fixtures with norms and MLPs on
-//! the Cortex-M4F and M55, the real boards' builds with their sizes and budgets, and a short run of every
-//! fuzz target. Every step runs even if an earlier one failed; the last line counts them.
+//! checked against the host (the shipped model as int8 and as f32), the byte-level model on the
+//! Cortex-M4F (its continuation checked too), two fixtures with norms and MLPs on the Cortex-M4F and
+//! M55, the real boards' builds with their sizes and budgets, and a short run of every fuzz target. Every step runs even if an earlier one failed; the last line counts them.
 
 use std::process::Command;
 use std::time::Instant;
@@ -185,6 +185,13 @@ pub fn run() -> Result<()> {
         Step {
             name: "firmware on QEMU mps2-an386 and mps3-an547, norm and MLP models".into(),
             run: Box::new(fixtures_on_qemu),
+        },
+        Step {
+            name: "firmware on QEMU mps2-an386, the byte-level model (int8)".into(),
+            run: Box::new(|| {
+                let args = ["firmware", "--skip-thumbv6m", "--model", "bytes"];
+                firmware::run(FirmwareDefaults::parse_from(args).args).map(|_| ())
+            }),
         },
         Step {
             name: "fuzz smoke run".into(),
