@@ -58,7 +58,7 @@ fn held_out_induction_tests_on_bytes_and_english_phrases() {
 fn greedy_generation_continues_a_repeated_phrase() {
     let blob = shipped();
     let model = Model::from_bytes(&blob).unwrap();
-    let phrase = "tiny models copy text. ";
+    let phrase = "tiny models read text. ";
     let prompt: Vec<u32> = phrase.repeat(2).bytes().map(u32::from).collect();
     let new = greedy(&model, &prompt, 16).unwrap();
     let text = bytes_text(&new);

@@ -29,9 +29,9 @@ impl SplitMix64 {
     }
 }
 
-/// The English phrase a byte-level model's prompt repeats: in neither its training text nor its
-/// held-out sentences.
-pub const PHRASE: &[u8] = b"tiny models copy text. ";
+/// The English phrase a byte-level model's prompt repeats: not in its held-out sentences, and its
+/// training text is random words.
+pub const PHRASE: &[u8] = b"tiny models read text. ";
 
 /// A generated prompt and where its parts are.
 pub struct Prompt {

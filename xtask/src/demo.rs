@@ -31,7 +31,7 @@ fn microlens(tool: &Path, args: &[&str]) -> Result<()> {
 
 /// The prompt the byte-level model continues on the host: the firmware's (`PHRASE` in
 /// `firmware-example/src/prompt.rs`), twice.
-const PHRASE_TWICE: &str = "tiny models copy text. tiny models copy text. ";
+const PHRASE_TWICE: &str = "tiny models read text. tiny models read text. ";
 
 /// Runs the demo.
 pub fn run() -> Result<()> {
