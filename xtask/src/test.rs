@@ -144,8 +144,8 @@ fn fixtures_on_qemu() -> Result<()> {
 /// Seconds each fuzz target runs in CI (the long campaigns: `cargo xtask fuzz --seconds 600`).
 const FUZZ_SMOKE_SECONDS: u64 = 20;
 
-/// Runs every step and fails if any failed.
-pub fn run() -> Result<()> {
+/// Every step of `cargo xtask test`, in order.
+fn steps() -> Vec<Step> {
     let mut steps = vec![
         Step {
             name: "rustfmt".into(),
@@ -210,8 +210,13 @@ pub fn run() -> Result<()> {
             run: Box::new(move || matrix::board(b).map(|_| ())),
         });
     }
+    steps
+}
+
+/// Runs every step and fails if any failed.
+pub fn run() -> Result<()> {
     let (mut passed, mut failed) = (0, Vec::new());
-    for step in &steps {
+    for step in &steps() {
         let started = Instant::now();
         println!("\n=== xtask test: {} ===", step.name);
         match (step.run)() {

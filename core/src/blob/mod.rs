@@ -8,6 +8,8 @@
 mod dtype;
 mod entry;
 mod header;
+#[cfg(all(feature = "std", feature = "encode"))]
+mod nearest;
 mod preamble;
 #[cfg(feature = "std")]
 mod writer;

@@ -293,7 +293,7 @@ mod tests {
     use super::*;
     use crate::convert::convert_state_dict;
     use crate::convert::fold::ProcessingOptions;
-    use crate::import::random_model::{config, state_dict, NORMS};
+    use crate::import::random_model::{config, state_dict};
     use crate::quantize::encode::F32Encoder;
     use microlens::Positional;
 
@@ -367,7 +367,7 @@ mod tests {
 
     #[test]
     fn moments_are_those_of_what_the_matrices_multiply() {
-        for norm in NORMS {
+        for norm in Normalization::ALL {
             for mlp in [false, true] {
                 let cfg = config(norm, Positional::Standard, mlp);
                 let sd = state_dict(&cfg, 5);
