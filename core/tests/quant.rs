@@ -299,9 +299,8 @@ fn resign(bytes: &mut [u8]) {
 
 /// Byte offset in the blob of the data section.
 fn data_start(blob: &[u8]) -> usize {
-    microlens::blob::align_up(
-        PREAMBLE_LEN + u32::from_le_bytes(blob[8..12].try_into().unwrap()) as usize,
-    )
+    let header_end = PREAMBLE_LEN + u32::from_le_bytes(blob[8..12].try_into().unwrap()) as usize;
+    header_end.next_multiple_of(microlens::blob::ALIGN)
 }
 
 #[test]

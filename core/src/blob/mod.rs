@@ -67,7 +67,7 @@ pub(crate) struct Blob<'a> {
 }
 
 /// `n` rounded up to a multiple of [`ALIGN`].
-pub const fn align_up(n: usize) -> usize {
+pub(crate) const fn align_up(n: usize) -> usize {
     n.div_ceil(ALIGN) * ALIGN
 }
 
