@@ -10,7 +10,6 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
 
 use crate::blob_source::BlobSource;
 use crate::boards::Board;
@@ -85,13 +84,6 @@ mod tests {
     }
 }
 
-/// Wraps the firmware arguments so their defaults can be parsed.
-#[derive(Parser)]
-struct FirmwareDefaults {
-    #[command(flatten)]
-    args: firmware::Args,
-}
-
 /// Fixtures whose int8 paths the shipped attention-only model does not reach, run on QEMU for the
 /// device-equals-host hash: LayerNorm with a GELU MLP (the centred hidden input), RMSNorm with rotary
 /// and a SiLU MLP. They are random models (no accuracy to ask for) with deeper stacks.
@@ -118,23 +110,16 @@ fn fixtures_on_qemu() -> Result<()> {
             dtype: "i8".into(),
         }
         .resolve(Some(&tool))?;
-        let blob = blob.to_string_lossy();
         for board in FIXTURE_BOARDS {
-            let args = FirmwareDefaults::parse_from([
-                "firmware",
-                "--skip-thumbv6m",
-                "--board",
-                board.name(),
-                "--blob",
-                &blob,
+            let extra = [
                 "--min-accuracy",
                 "0",
                 "--min-ablation-drop",
                 "0",
                 "--stack-reserve",
                 FIXTURE_STACK_RESERVE,
-            ]);
-            firmware::run(args.args)
+            ];
+            firmware::run(matrix::firmware_args(board, &blob, &extra))
                 .with_context(|| format!("fixture {name} on {}", board.name()))?;
         }
     }
