@@ -4,7 +4,6 @@
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use microlens::blob::{self, Activations, Processing, TensorData, PREAMBLE_LEN};
 use microlens::config::{MAX_DIM, MAX_LAYERS};
-use microlens::quant::encode;
 use microlens::tensors::Catalogue;
 use microlens::{
     ActFn, Config, DType, HookKind, HookPoint, Hooks, KvCache, Model, Normalization, Positional,

@@ -75,15 +75,6 @@ fn no_std_no_alloc() -> Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn std_and_alloc_features_are_found() {
-        let tree = "microlens v0.1.0 (/x) [default,std]\nbytemuck v1 []\npostcard v1.1.3 [alloc]\nserde v1 [derive,std] (*)\nstdx v1 [stdish]";
-        assert_eq!(super::std_or_alloc(tree).len(), 3);
-    }
-}
-
 /// Fixtures whose int8 paths the shipped attention-only model does not reach, run on QEMU for the
 /// device-equals-host hash: LayerNorm with a GELU MLP (the centred hidden input), RMSNorm with rotary
 /// and a SiLU MLP. They are random models (no accuracy to ask for) with deeper stacks.
@@ -200,8 +191,9 @@ fn steps() -> Vec<Step> {
 
 /// Runs every step and fails if any failed.
 pub fn run() -> Result<()> {
+    let steps = steps();
     let (mut passed, mut failed) = (0, Vec::new());
-    for step in &steps() {
+    for step in &steps {
         let started = Instant::now();
         println!("\n=== xtask test: {} ===", step.name);
         match (step.run)() {
@@ -226,5 +218,14 @@ pub fn run() -> Result<()> {
         Ok(())
     } else {
         bail!("{} step(s) failed", failed.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn std_and_alloc_features_are_found() {
+        let tree = "microlens v0.1.0 (/x) [default,std]\nbytemuck v1 []\npostcard v1.1.3 [alloc]\nserde v1 [derive,std] (*)\nstdx v1 [stdish]";
+        assert_eq!(super::std_or_alloc(tree).len(), 3);
     }
 }
