@@ -8,18 +8,10 @@ use std::path::Path;
 use std::process::Command;
 
 use anyhow::Result;
-use clap::Parser;
 
 use crate::paths::{root, workspace_target_dir};
 use crate::toolchain::run_status;
-use crate::{firmware, models};
-
-/// Wraps the firmware arguments so their defaults can be parsed.
-#[derive(Parser)]
-struct FirmwareDefaults {
-    #[command(flatten)]
-    args: firmware::Args,
-}
+use crate::{firmware, matrix, models};
 
 fn section(title: &str) {
     println!("\n=== {title} ===");
@@ -58,7 +50,9 @@ pub fn run() -> Result<()> {
     microlens(&tool, &["fidelity", &f32_blob, &i8_blob])?;
 
     section("4. the int8 blob on a Cortex-M4F (QEMU mps2-an386), checked against the host");
-    firmware::run(FirmwareDefaults::parse_from(["firmware", "--blob", &i8_blob]).args)?;
+    firmware::run(matrix::parse_firmware_args([
+        "firmware", "--blob", &i8_blob,
+    ]))?;
 
     let bytes = root().join(models::by_name("bytes")?.checkpoint);
     let bytes_blob = out.join("induction-bytes-i8.mlb");
@@ -84,5 +78,5 @@ pub fn run() -> Result<()> {
 
     section("6. the byte-level model on QEMU: the same phrase continued, checked against the host");
     let args = ["firmware", "--skip-thumbv6m", "--model", "bytes"];
-    firmware::run(FirmwareDefaults::parse_from(args).args).map(|_| ())
+    firmware::run(matrix::parse_firmware_args(args)).map(|_| ())
 }

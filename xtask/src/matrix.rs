@@ -37,7 +37,12 @@ pub fn firmware_args(board: Board, blob: &Path, extra: &[&str]) -> firmware::Arg
         "--blob",
         &blob,
     ];
-    FirmwareDefaults::parse_from(base.iter().chain(extra)).args
+    parse_firmware_args(base.iter().chain(extra).copied())
+}
+
+/// `args` (from `"firmware"` on) parsed as `cargo xtask firmware`'s arguments, the rest at their defaults.
+pub fn parse_firmware_args<'a>(args: impl IntoIterator<Item = &'a str>) -> firmware::Args {
+    FirmwareDefaults::parse_from(args).args
 }
 
 /// The shipped model converted to `dtype`, once per run (a conversion takes half a minute; every board

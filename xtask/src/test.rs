@@ -166,7 +166,7 @@ fn steps() -> Vec<Step> {
             name: "firmware on QEMU mps2-an386, the byte-level model (int8)".into(),
             run: Box::new(|| {
                 let args = ["firmware", "--skip-thumbv6m", "--model", "bytes"];
-                firmware::run(FirmwareDefaults::parse_from(args).args).map(|_| ())
+                firmware::run(matrix::parse_firmware_args(args)).map(|_| ())
             }),
         },
         Step {
