@@ -134,6 +134,28 @@ fn shipped_model_hashes_equal_the_device_ones() {
     }
 }
 
+/// The logits hash QEMU's Cortex-M4F printed for the shipped byte-level model as int8 on its prompt
+/// (`cargo xtask firmware --model bytes`: `tiny models read text. ` twice): the host computes the
+/// same bits.
+#[test]
+fn byte_model_hash_equals_the_device_one() {
+    let dir =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../firmware-example/model");
+    let ckpt = dir.join("induction-bytes.safetensors");
+    let f32_blob = microlens_host::convert::convert(&ckpt, &Default::default())
+        .unwrap()
+        .blob;
+    let blob = requantize(&Model::from_bytes(&f32_blob).unwrap(), DType::I8);
+    let tokens: Vec<u32> = "tiny models read text. "
+        .repeat(2)
+        .bytes()
+        .map(u32::from)
+        .collect();
+    let out = microlens_host::eval::run::run_blob(&blob, &tokens).unwrap();
+    let hash = microlens_host::hash::logits_hash(out.logits.iter().map(Vec::as_slice));
+    assert_eq!(format!("{hash:016x}"), "1a7a91bc06d0a473");
+}
+
 /// The int8 emulation is what the device does: the int8-weight model with `f32` activations, run with
 /// every int8 rounding emulated, comes within 15% of the real W8A8 model's mean KL (measured: +1% on the
 /// shipped model, +2% on attn_only_2l).
