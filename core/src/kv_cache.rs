@@ -11,12 +11,14 @@ use crate::blob::Activations;
 use crate::config::Config;
 use crate::error::Error;
 use crate::math::rows;
-use crate::quant::activations::{quantize, quantize_into, scale_of};
+use crate::quant::activations::{quantize_into, scale_of};
+use crate::quant::linear::{quantize_as, width};
 use crate::quant::{dsp, int8, mix};
 
-/// Whether this build has the `f32` and the int8 cache (features `activations-f32`, `activations-i8`).
+/// Whether this build has the `f32` and the int8 cache (features `activations-f32`, and
+/// `activations-i8` or `activations-i16`).
 const F32: bool = Activations::F32.compiled();
-const I8: bool = Activations::I8.compiled();
+const I8: bool = Activations::I8.compiled() || Activations::I16.compiled();
 
 /// Where the keys and values live: `[layer][pos][head * d_head]` each, except int8 values, which are
 /// transposed, `[layer][head][d_head][pos]` (a row of positions per output of the mix); int8 scales
@@ -42,6 +44,8 @@ pub struct KvCache<'b> {
     n_ctx: usize,
     n_heads: usize,
     d_head: usize,
+    /// Whether queries are quantised to int16 (W8A16) rather than int8 against the int8 keys.
+    wide_q: bool,
 }
 
 fn take<'b, T>(rest: &mut &'b mut [T], n: usize) -> &'b mut [T] {
@@ -64,7 +68,7 @@ impl<'b> KvCache<'b> {
         let both = per_side.saturating_mul(2);
         let len = match activations {
             Activations::F32 => both,
-            Activations::I8 => both.div_ceil(4).saturating_add(
+            Activations::I8 | Activations::I16 => both.div_ceil(4).saturating_add(
                 cfg.n_layers
                     .saturating_mul(positions)
                     .saturating_mul(cfg.n_heads)
@@ -105,7 +109,7 @@ impl<'b> KvCache<'b> {
                 k: take(&mut rest, per_side),
                 v: take(&mut rest, per_side),
             },
-            Activations::I8 => {
+            Activations::I8 | Activations::I16 => {
                 let n_scales = cfg.n_layers * cfg.n_ctx * cfg.n_heads;
                 let k_scale = take(&mut rest, n_scales);
                 let v_scale = take(&mut rest, n_scales);
@@ -123,6 +127,7 @@ impl<'b> KvCache<'b> {
             n_ctx: cfg.n_ctx,
             n_heads: cfg.n_heads,
             d_head: cfg.d_head,
+            wide_q: width(activations) == Some(true),
         })
     }
 
@@ -173,8 +178,8 @@ impl<'b> KvCache<'b> {
 
     /// Attention scores of `head` at `layer` over positions `0 .. row.len()`:
     /// `row[j] = (q . k_j) / attn_scale`, returning their maximum ([`crate::math::softmax::max`]). An int8 cache
-    /// quantises `q` (one head, `d_head`) into `scratch` and computes `(acc_j * (s_q * s_kj)) /
-    /// attn_scale` with `acc_j` exact.
+    /// quantises `q` (one head, `d_head`) into `scratch`, to int8 or (W8A16) int16, and computes
+    /// `(acc_j * (s_q * s_kj)) / attn_scale` with `acc_j` exact.
     pub(crate) fn scores(
         &self,
         layer: usize,
@@ -199,11 +204,12 @@ impl<'b> KvCache<'b> {
                 row.iter_mut().for_each(|s| *s = keep(*s / attn_scale));
             }
             Store::I8 { k, k_scale, .. } if I8 => {
-                let qq = quantize(q, scratch);
+                let qq = quantize_as(q, self.wide_q, scratch);
                 let first = self.slot(layer, 0, head);
                 let stride = self.n_heads * dh;
                 let keys = from(k, first * dh);
-                let whole = dh % 4 == 0 && qq.lanes.len() == dh / 2;
+                let fits = !self.wide_q || dh <= int8::WIDE_CHUNK;
+                let whole = dh % 4 == 0 && qq.lanes.len() == dh / 2 && fits;
                 // Four keys at a time, `stride` apart, one pass over the query for all four; then
                 // the last `row.len() % 4` keys one by one.
                 let quads = if whole { row.len() - row.len() % 4 } else { 0 };
@@ -221,7 +227,11 @@ impl<'b> KvCache<'b> {
                 }
                 for (j, s) in rest.iter_mut().enumerate() {
                     let key = keys.get((quads + j) * stride..).unwrap_or(&[]);
-                    let acc = int8::dot_i8_f32(qq.q, key.get(..dh).unwrap_or(&[]));
+                    let key = key.get(..dh).unwrap_or(&[]);
+                    let acc = match self.wide_q {
+                        true => int8::dot_wide_f32(bytemuck::cast_slice(key), qq.wide, 0),
+                        false => int8::dot_i8_f32(qq.q, key),
+                    };
                     *s = score(acc, scales.next());
                 }
             }

@@ -188,14 +188,19 @@ pub enum Activations {
     /// int8 activations quantised per token (W8A8 matmuls with i32 accumulation) and an int8 KV cache
     /// with one scale per position and head.
     I8,
+    /// int16 activations quantised per token (`scale = max|x| / 32767`: the inputs of the matmuls and
+    /// the queries; W8A16 on the same `SMLAD` kernel, whose lanes are 16-bit anyway) and the int8 KV
+    /// cache of [`Activations::I8`]. Added after `I8`, so older blobs read as before.
+    I16,
 }
 
 impl Activations {
-    /// Short lower-case name (`f32`, `i8`).
+    /// Short lower-case name (`f32`, `i8`, `i16`).
     pub const fn name(self) -> &'static str {
         match self {
             Activations::F32 => "f32",
             Activations::I8 => "i8",
+            Activations::I16 => "i16",
         }
     }
 
@@ -204,6 +209,7 @@ impl Activations {
         match self {
             Activations::F32 => "activations-f32",
             Activations::I8 => "activations-i8",
+            Activations::I16 => "activations-i16",
         }
     }
 
@@ -212,7 +218,13 @@ impl Activations {
         match self {
             Activations::F32 => cfg!(feature = "activations-f32"),
             Activations::I8 => cfg!(feature = "activations-i8"),
+            Activations::I16 => cfg!(feature = "activations-i16"),
         }
+    }
+
+    /// Whether activations are quantised per token (int8 or int16) and the KV cache is int8.
+    pub const fn integer(self) -> bool {
+        !matches!(self, Activations::F32)
     }
 }
 

@@ -1,24 +1,40 @@
-//! Per-token symmetric int8 quantisation of an activation vector: `scale = max|x| / 127`,
-//! `q = round(x / scale)` (half away from zero), so `x ~ q * scale`.
+//! Per-token symmetric quantisation of an activation vector: int8 (`scale = max|x| / 127`) or int16
+//! (`scale = max|x| / 32767`), `q = round(x / scale)` (half away from zero), so `x ~ q * scale`.
 
 /// Largest magnitude of a quantised value: the range is symmetric, `-127..=127`.
 pub const Q_MAX: f32 = 127.0;
 
+/// Largest magnitude of an int16 activation: `-32767..=32767`.
+pub const Q16_MAX: f32 = 32767.0;
+
 /// One int8 value, for activations and for the weight encoders alike: `x / scale` rounded half away
 /// from zero (the integer `libm::roundf` gives, without its call), clamped to `-127..=127`. A non-finite
 /// quotient (from a zero or non-finite scale) gives 0 (NaN) or the clamp, never a panic.
+#[inline]
+pub fn quantize_one(x: f32, scale: f32) -> i8 {
+    round_clamped(x / scale, Q_MAX) as i8
+}
+
+/// One int16 value: [`quantize_one`] with the clamp at `-32767..=32767`.
+#[inline]
+pub fn quantize_one16(x: f32, scale: f32) -> i16 {
+    round_clamped(x / scale, Q16_MAX) as i16
+}
+
+/// `y` rounded half away from zero and clamped to `-max..=max` (`max` an integer below `2^22`; NaN
+/// gives 0).
 ///
 /// The FPU rounds: adding `1.5 * 2^23` leaves no fraction bits, so the sum is the nearest integer plus
 /// that constant (ties to even, IEEE 754's default on every target; Rust never contracts to a fused
 /// multiply-add), read back from its bits; the fraction `y - nearest` is exact, and a tie (`+-0.5`)
 /// that went to the even neighbour towards zero moves one step away from zero.
-#[inline]
-pub fn quantize_one(x: f32, scale: f32) -> i8 {
+#[inline(always)]
+fn round_clamped(y: f32, max: f32) -> i32 {
     const MAGIC: f32 = 12_582_912.0;
-    let y = x / scale;
-    if libm::fabsf(y) <= Q_MAX {
+    let max_q = max as i32;
+    if libm::fabsf(y) <= max {
         let r = y + MAGIC;
-        let q = (r.to_bits() as i32 - MAGIC.to_bits() as i32) as i8;
+        let q = r.to_bits() as i32 - MAGIC.to_bits() as i32;
         let d = y - (r - MAGIC);
         if libm::fabsf(d) != 0.5 {
             q
@@ -30,9 +46,9 @@ pub fn quantize_one(x: f32, scale: f32) -> i8 {
             q
         }
     } else if y > 0.0 {
-        127
+        max_q
     } else if y < 0.0 {
-        -127
+        -max_q
     } else {
         0
     }
@@ -43,11 +59,13 @@ pub fn scale_of(x: &[f32]) -> f32 {
     crate::math::max_of(x.iter().map(|v| libm::fabsf(*v)), 0.0) / Q_MAX
 }
 
-/// A vector quantised to int8 with one scale: `x[i] ~ q[i] * scale`.
+/// A vector quantised to int8 or int16 with one scale: `x[i] ~ q[i] * scale`.
 #[derive(Clone, Copy, Debug)]
 pub struct Quantized<'q> {
-    /// The int8 values.
+    /// The int8 values (empty for int16).
     pub q: &'q [i8],
+    /// The int16 values (empty for int8).
+    pub wide: Wide<'q>,
     /// Their common scale.
     pub scale: f32,
     /// `q` as the 16-bit lanes of the four-row kernel ([`super::dsp::dot4_strided`]): per group of four
@@ -75,6 +93,7 @@ pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     }
     Quantized {
         q,
+        wide: Wide(&[]),
         scale,
         lanes: words,
     }
@@ -87,7 +106,91 @@ pub(crate) fn quantized(buf: &[i8], n: usize, scale: f32) -> Quantized<'_> {
         Ok(words) if q.len() % 4 == 0 => words.get(..q.len() / 2).unwrap_or(&[]),
         _ => &[],
     };
-    Quantized { q, scale, lanes }
+    Quantized {
+        q,
+        wide: Wide(&[]),
+        scale,
+        lanes,
+    }
+}
+
+/// int16 values stored in the order of the kernels' 16-bit lanes: per whole group of four values
+/// `[x0, x2, x1, x3]` (the words `[x0, x2]` and `[x1, x3]`, as [`Quantized::lanes`] pairs int8
+/// values), the last `len % 4` values in order after them.
+#[derive(Clone, Copy, Debug)]
+pub struct Wide<'q>(pub &'q [i16]);
+
+impl Wide<'_> {
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Value `c` (0 beyond the end).
+    #[inline(always)]
+    pub fn get(&self, c: usize) -> i32 {
+        let at = match (c | 3) < self.0.len() {
+            // Within a whole group: slots 1 and 2 swapped.
+            true => c ^ ((c ^ (c >> 1)) & 1) * 3,
+            false => c,
+        };
+        self.0.get(at).map_or(0, |&v| v as i32)
+    }
+}
+
+/// The int16 words of `buf` (its first whole, aligned words), as values.
+fn wide_words(buf: &mut [i8]) -> &mut [u32] {
+    let whole = buf.len() / 4 * 4;
+    bytemuck::try_cast_slice_mut::<i8, u32>(&mut buf[..whole]).unwrap_or(&mut [])
+}
+
+/// Quantises `x` to int16 into the front of `buf` (word-aligned, `2 * x.len()` bytes; any excess of
+/// `x` is ignored) in lane order ([`Wide`]), with the scale `max|x| / 32767`. The lanes are the values
+/// themselves, given when `x` is whole groups of four.
+pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
+    let words = wide_words(buf);
+    let values: &mut [i16] = bytemuck::cast_slice_mut(words);
+    let n = x.len().min(values.len());
+    let x = &x[..n];
+    let scale = scale_of16(x);
+    let groups = n / 4;
+    for (v, x) in values.chunks_exact_mut(4).zip(x.chunks_exact(4)) {
+        for (v, k) in v.iter_mut().zip([0, 2, 1, 3]) {
+            *v = quantize_one16(x[k], scale);
+        }
+    }
+    for (v, &x) in values[4 * groups..n].iter_mut().zip(&x[4 * groups..]) {
+        *v = quantize_one16(x, scale);
+    }
+    quantized16(buf, n, scale)
+}
+
+/// The [`Quantized`] that [`quantize16`] of `n` values with `scale` left in `buf`, read again.
+pub(crate) fn quantized16(buf: &[i8], n: usize, scale: f32) -> Quantized<'_> {
+    let whole = buf.len() / 4 * 4;
+    let words = bytemuck::try_cast_slice::<i8, u32>(&buf[..whole]).unwrap_or(&[]);
+    let values: &[i16] = bytemuck::cast_slice(words);
+    let values = &values[..n.min(values.len())];
+    let lanes = match values.len() % 4 {
+        0 => &words[..values.len() / 2],
+        _ => &[],
+    };
+    Quantized {
+        q: &[],
+        wide: Wide(values),
+        scale,
+        lanes,
+    }
+}
+
+/// The int16 scale of a vector: `max|x| / 32767` (0 for an all-zero vector; NaNs ignored).
+pub fn scale_of16(x: &[f32]) -> f32 {
+    crate::math::max_of(x.iter().map(|v| libm::fabsf(*v)), 0.0) / Q16_MAX
 }
 
 /// `q[i] = round(x[i] / scale)` ([`quantize_one`]) for as many values as `q` yields.
@@ -120,6 +223,39 @@ mod tests {
         for (a, b) in x.iter().zip(&back) {
             assert!((a - b).abs() <= 0.5 * qx.scale * 1.0001, "{a} vs {b}");
         }
+    }
+
+    #[test]
+    fn int16_values_are_in_lane_order_and_read_back_in_column_order() {
+        let x: std::vec::Vec<f32> = (0..11).map(|i| i as f32 - 5.0).collect();
+        let mut words = [0u32; 8];
+        let q = quantize16(&x, bytemuck::cast_slice_mut(&mut words));
+        assert_eq!(q.scale, 5.0 / 32767.0);
+        assert!(q.lanes.is_empty() && q.q.is_empty());
+        for (c, &x) in x.iter().enumerate() {
+            assert_eq!(q.wide.get(c), quantize_one16(x, q.scale) as i32, "{c}");
+        }
+        assert_eq!(
+            (q.wide.get(0), q.wide.get(10), q.wide.get(11)),
+            (-32767, 32767, 0)
+        );
+        // Whole groups: the words are the kernel's lanes, [x0, x2] and [x1, x3].
+        let q = quantize16(&x[..8], bytemuck::cast_slice_mut(&mut words));
+        let lane = |a: i32, b: i32| (a as u16 as u32) | (b as u16 as u32) << 16;
+        let v = |c| q.wide.get(c);
+        assert_eq!(
+            q.lanes,
+            &[
+                lane(v(0), v(2)),
+                lane(v(1), v(3)),
+                lane(v(4), v(6)),
+                lane(v(5), v(7))
+            ]
+        );
+        assert!(quantize16(&x, &mut [0i8; 6]).wide.len() == 2);
+        assert_eq!(quantize_one16(1e9, 1.0), 32767);
+        assert_eq!(quantize_one16(-2.5, 1.0), -3);
+        assert_eq!(quantize_one16(f32::NAN, 1.0), 0);
     }
 
     #[test]
