@@ -11,7 +11,7 @@ use microlens_host::convert::fold::ProcessingOptions;
 use microlens_host::convert::{config_path, convert_to_file, ConvertOptions};
 use microlens_host::import::tl_config::normalization_name;
 use microlens_host::quantize::calibration::{Source, DEFAULT_SEED, DEFAULT_SEQUENCES};
-use microlens_host::quantize::encode::parse_dtype;
+use microlens_host::quantize::encode::{parse_activations, parse_dtype};
 use microlens_host::quantize::{CalibrationInputs, GptqOptions, Rounding};
 
 /// Arguments.
@@ -30,6 +30,11 @@ pub struct Args {
     /// activations and KV cache, W8A8) or i4 (symmetric, groups of 32 along each row; int8 activations).
     #[arg(long, default_value = "f32")]
     pub dtype: String,
+    /// Activation arithmetic with i8/i4 matrices: i8 (per-token int8 inputs and queries, W8A8) or i16
+    /// (per-token int16 inputs and queries, W8A16, same kernel); both with the int8 KV cache
+    /// [default: i8; f32 for f32/f16 matrices].
+    #[arg(long)]
+    pub activations: Option<String>,
     /// Do not fold the norms into the weights that read them.
     #[arg(long)]
     pub no_fold_ln: bool,
@@ -154,6 +159,11 @@ pub fn run(args: Args) -> Result<()> {
         config: args.config,
         dtype,
         rounding,
+        activations: args
+            .activations
+            .as_deref()
+            .map(parse_activations)
+            .transpose()?,
         processing: ProcessingOptions {
             fold_ln: !args.no_fold_ln,
             center_writing_weights: !args.no_center_writing_weights,
@@ -161,6 +171,7 @@ pub fn run(args: Args) -> Result<()> {
             fold_value_biases: !args.no_fold_value_biases,
         },
     };
+    let activations = opts.activations()?;
     let config = config_path(&args.checkpoint, &opts);
     microlens_host::io::files::check_output(&args.output, &[&args.checkpoint, &config])?;
     let c = convert_to_file(&args.checkpoint, &args.output, &opts)?;
@@ -174,7 +185,7 @@ pub fn run(args: Args) -> Result<()> {
             DType::I8 | DType::I4 => format!(" rounded {}", opts.rounding().name()),
             _ => String::new(),
         },
-        microlens_host::quantize::encode::default_activations(opts.dtype).name(),
+        activations.name(),
         config.display()
     );
     if c.config.positional == Positional::Shortformer {

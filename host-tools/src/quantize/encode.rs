@@ -76,6 +76,16 @@ pub fn parse_dtype(name: &str) -> Result<DType> {
     })
 }
 
+/// Parses the CLI's `--activations` (`f32`, `i8`, `i16`).
+pub fn parse_activations(name: &str) -> Result<Activations> {
+    Ok(match name {
+        "f32" => Activations::F32,
+        "i8" => Activations::I8,
+        "i16" => Activations::I16,
+        other => bail!("unknown activations {other:?} (f32, i8 or i16)"),
+    })
+}
+
 /// Encodes tensor `id`: matrices with `encoder`, vectors as `f32`; refuses non-finite values.
 pub fn encode_tensor(
     encoder: &dyn MatrixEncoder,
