@@ -11,7 +11,7 @@ use crate::blob::Activations;
 use crate::config::Config;
 use crate::error::Error;
 use crate::math::rows;
-use crate::quant::activations::{quantize_into, scale_of};
+use crate::quant::activations::{quantize_into, quantize_one16, scale_of, scale_of16};
 use crate::quant::linear::{quantize_as, width};
 use crate::quant::{dsp, int8, mix};
 
@@ -19,6 +19,8 @@ use crate::quant::{dsp, int8, mix};
 /// `activations-i8` or `activations-i16`).
 const F32: bool = Activations::F32.compiled();
 const I8: bool = Activations::I8.compiled() || Activations::I16.compiled();
+/// Whether this build has the int16 cache (feature `activations-i16`).
+const I16: bool = Activations::I16Kv16.compiled();
 
 /// Where the keys and values live: `[layer][pos][head * d_head]` each, except int8 values, which are
 /// transposed, `[layer][head][d_head][pos]` (a row of positions per output of the mix); int8 scales
@@ -32,6 +34,13 @@ enum Store<'b> {
     I8 {
         k: &'b mut [i8],
         v: &'b mut [i8],
+        k_scale: &'b mut [f32],
+        v_scale: &'b mut [f32],
+    },
+    /// As `I8`, with int16 values.
+    I16 {
+        k: &'b mut [i16],
+        v: &'b mut [i16],
         k_scale: &'b mut [f32],
         v_scale: &'b mut [f32],
     },
@@ -57,7 +66,8 @@ fn take<'b, T>(rest: &mut &'b mut [T], n: usize) -> &'b mut [T] {
 impl<'b> KvCache<'b> {
     /// `f32` words a full-context cache needs. `f32`: `2 * n_layers * n_ctx * d_attn`. int8: the values
     /// packed four per word, `ceil(2 * n_layers * n_ctx * d_attn / 4)`, plus `2 * n_layers * n_ctx *
-    /// n_heads` scales: a quarter of the `f32` cache plus `4 / d_head` bytes per value. `usize::MAX` (a
+    /// n_heads` scales: a quarter of the `f32` cache plus `4 / d_head` bytes per value; int16: the values
+    /// two per word and the same scales. `usize::MAX` (a
     /// length no buffer has) where that overflows, as it can on 32-bit targets.
     pub const fn len(cfg: &Config, activations: Activations) -> usize {
         let positions = cfg.n_ctx;
@@ -66,14 +76,15 @@ impl<'b> KvCache<'b> {
             .saturating_mul(positions)
             .saturating_mul(cfg.d_attn());
         let both = per_side.saturating_mul(2);
+        let scales = cfg
+            .n_layers
+            .saturating_mul(positions)
+            .saturating_mul(cfg.n_heads)
+            .saturating_mul(2);
         let len = match activations {
             Activations::F32 => both,
-            Activations::I8 | Activations::I16 => both.div_ceil(4).saturating_add(
-                cfg.n_layers
-                    .saturating_mul(positions)
-                    .saturating_mul(cfg.n_heads)
-                    .saturating_mul(2),
-            ),
+            Activations::I16Kv16 => both.div_ceil(2).saturating_add(scales),
+            Activations::I8 | Activations::I16 => both.div_ceil(4).saturating_add(scales),
         };
         if per_side == usize::MAX || both == usize::MAX {
             usize::MAX
@@ -115,6 +126,18 @@ impl<'b> KvCache<'b> {
                 let v_scale = take(&mut rest, n_scales);
                 let mut values: &mut [i8] = bytemuck::cast_slice_mut(rest);
                 Store::I8 {
+                    k: take(&mut values, per_side),
+                    v: take(&mut values, per_side),
+                    k_scale,
+                    v_scale,
+                }
+            }
+            Activations::I16Kv16 => {
+                let n_scales = cfg.n_layers * cfg.n_ctx * cfg.n_heads;
+                let k_scale = take(&mut rest, n_scales);
+                let v_scale = take(&mut rest, n_scales);
+                let mut values: &mut [i16] = bytemuck::cast_slice_mut(rest);
+                Store::I16 {
                     k: take(&mut values, per_side),
                     v: take(&mut values, per_side),
                     k_scale,
@@ -170,6 +193,17 @@ impl<'b> KvCache<'b> {
                     store_i8(kh, key.iter_mut(), k_scale.get_mut(v_s));
                     let value = v.get_mut((v_s - pos) * dh + pos..).unwrap_or(&mut []);
                     store_i8(vh, value.iter_mut().step_by(n_ctx), v_scale.get_mut(v_s));
+                }
+                Store::I16 {
+                    k,
+                    v,
+                    k_scale,
+                    v_scale,
+                } if I16 => {
+                    let key = k.get_mut(r).unwrap_or(&mut []);
+                    store_i16(kh, key.iter_mut(), k_scale.get_mut(v_s));
+                    let value = v.get_mut((v_s - pos) * dh + pos..).unwrap_or(&mut []);
+                    store_i16(vh, value.iter_mut().step_by(n_ctx), v_scale.get_mut(v_s));
                 }
                 _ => {}
             }
@@ -235,6 +269,21 @@ impl<'b> KvCache<'b> {
                     *s = score(acc, scales.next());
                 }
             }
+            Store::I16 { k, k_scale, .. } if I16 => {
+                let qq = quantize_as(q, true, scratch);
+                let stride = self.n_heads * dh;
+                let keys = from(k, self.slot(layer, 0, head) * dh);
+                let scales = from(k_scale, self.value_scales(layer, head));
+                for (j, (s, s_k)) in row.iter_mut().zip(scales).enumerate() {
+                    let key = keys.get(j * stride..).unwrap_or(&[]);
+                    let key = key.get(..dh).unwrap_or(&[]);
+                    let acc = key
+                        .iter()
+                        .enumerate()
+                        .fold(0i64, |acc, (i, &k)| acc + k as i64 * qq.wide.get(i) as i64);
+                    *s = keep(acc as f32 * (qq.scale * s_k) / attn_scale);
+                }
+            }
             _ => {}
         }
         max
@@ -268,6 +317,16 @@ impl<'b> KvCache<'b> {
                 });
                 let rows = from(v, first * self.d_head);
                 mix::mix(pattern, max, rows, self.n_ctx, z)
+            }
+            Store::I16 { v, v_scale, .. } if I16 => {
+                let first = self.value_scales(layer, head);
+                let scales = from(v_scale, first);
+                let max = pattern.iter_mut().zip(scales).fold(0.0, |max, (p, s)| {
+                    *p = *p / sum * s;
+                    mix::max_abs(max, *p)
+                });
+                let rows = from(v, first * self.d_head);
+                mix::mix16(pattern, max, rows, self.n_ctx, z)
             }
             _ => {}
         }
@@ -328,6 +387,15 @@ fn head_of(x: &[f32], h: usize, d_head: usize) -> &[f32] {
 fn copy(src: &[f32], dst: Option<&mut [f32]>) {
     if let Some(dst) = dst {
         dst.iter_mut().zip(src).for_each(|(d, s)| *d = *s);
+    }
+}
+
+/// Quantises `x` into `q` as int16 (one value per element of `x`, as far as `q` goes) with the scale
+/// `max|x| / 32767`, stored in `scale`; nothing if the scale has no slot.
+fn store_i16<'q>(x: &[f32], q: impl Iterator<Item = &'q mut i16>, scale: Option<&mut f32>) {
+    if let Some(scale) = scale {
+        *scale = scale_of16(x);
+        q.zip(x).for_each(|(q, &x)| *q = quantize_one16(x, *scale));
     }
 }
 

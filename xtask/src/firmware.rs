@@ -36,6 +36,10 @@ pub struct Args {
     /// Storage type of the converted matrices (f32, f16, i8, i4).
     #[arg(long, default_value = "i8", conflicts_with = "blob")]
     dtype: String,
+    /// Activation arithmetic of the converted blob with i8/i4 matrices: i8 (W8A8) or i16 (W8A16)
+    /// [default: the dtype's, i8].
+    #[arg(long, conflicts_with = "blob")]
+    activations: Option<String>,
     /// Board to build for: an emulated one (its QEMU machine) is run and checked, a real one built and
     /// measured.
     #[arg(long, value_enum, default_value_t = Board::Mps2An386)]
@@ -92,6 +96,7 @@ pub fn run(args: Args) -> Result<Outcome> {
                 .unwrap_or_else(|| root().join(DEFAULT_CHECKPOINT)),
             config: args.config.clone(),
             dtype: args.dtype.clone(),
+            activations: args.activations.clone(),
         },
     };
 

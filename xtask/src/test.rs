@@ -116,6 +116,7 @@ fn fixtures_on_qemu() -> Result<()> {
             checkpoint,
             config: None,
             dtype: "i8".into(),
+            activations: None,
         }
         .resolve(Some(&tool))?;
         let blob = blob.to_string_lossy();
@@ -185,6 +186,20 @@ pub fn run() -> Result<()> {
         Step {
             name: "firmware on QEMU mps2-an386 and mps3-an547, norm and MLP models".into(),
             run: Box::new(fixtures_on_qemu),
+        },
+        Step {
+            name: "firmware on QEMU mps2-an386, W8A16 (--activations i16)".into(),
+            run: Box::new(|| {
+                let args = FirmwareDefaults::parse_from([
+                    "firmware",
+                    "--skip-thumbv6m",
+                    "--dtype",
+                    "i8",
+                    "--activations",
+                    "i16",
+                ]);
+                firmware::run(args.args).map(|_| ())
+            }),
         },
         Step {
             name: "fuzz smoke run".into(),

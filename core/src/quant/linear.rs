@@ -23,7 +23,7 @@ pub(crate) fn width(activations: Activations) -> Option<bool> {
     let (i8, i16) = (Activations::I8.compiled(), Activations::I16.compiled());
     let integer = activations.integer() || !Activations::F32.compiled();
     let wide = match (i8, i16) {
-        (true, true) => activations == Activations::I16,
+        (true, true) => matches!(activations, Activations::I16 | Activations::I16Kv16),
         (_, i16) => i16,
     };
     (integer && (i8 || i16)).then_some(wide)

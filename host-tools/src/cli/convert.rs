@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, ensure, Result};
 use microlens::blob::Processing;
-use microlens::{DType, Normalization, Positional};
+use microlens::{Activations, DType, Normalization, Positional};
 
 use microlens_host::convert::fold::ProcessingOptions;
 use microlens_host::convert::{config_path, convert_to_file, ConvertOptions};
@@ -35,6 +35,10 @@ pub struct Args {
     /// [default: i8; f32 for f32/f16 matrices].
     #[arg(long)]
     pub activations: Option<String>,
+    /// KV cache of a W8A16 model (--activations i16): i8 (one scale per position and head) or i16
+    /// (twice its values' RAM, for attention patterns within 1/256 of float) [default: i8].
+    #[arg(long)]
+    pub kv: Option<String>,
     /// Do not fold the norms into the weights that read them.
     #[arg(long)]
     pub no_fold_ln: bool,
@@ -115,6 +119,22 @@ fn rounding(args: &Args, dtype: DType) -> Result<Option<Rounding>> {
     Ok(Some(Rounding::Gptq(opts)))
 }
 
+/// The `--activations` and `--kv` options as one [`Activations`] (`None`: the dtype's default).
+fn activations(args: &Args) -> Result<Option<Activations>> {
+    let asked = args
+        .activations
+        .as_deref()
+        .map(parse_activations)
+        .transpose()?;
+    Ok(match (asked, args.kv.as_deref()) {
+        (asked, None) => asked,
+        (Some(Activations::I16), Some("i8")) => asked,
+        (Some(Activations::I16), Some("i16")) => Some(Activations::I16Kv16),
+        (_, Some(kv @ ("i8" | "i16"))) => bail!("--kv {kv} needs --activations i16"),
+        (_, Some(other)) => bail!("unknown KV cache {other:?} (i8 or i16)"),
+    })
+}
+
 /// One line per step: applied, turned off, or not applicable to this normalisation.
 fn describe(p: &Processing, asked: &ProcessingOptions, after: Normalization) -> Vec<String> {
     let orig = normalization_name(p.original_normalization);
@@ -155,15 +175,12 @@ fn describe(p: &Processing, asked: &ProcessingOptions, after: Normalization) -> 
 pub fn run(args: Args) -> Result<()> {
     let dtype = parse_dtype(&args.dtype)?;
     let rounding = rounding(&args, dtype)?;
+    let activations = activations(&args)?;
     let opts = ConvertOptions {
         config: args.config,
         dtype,
         rounding,
-        activations: args
-            .activations
-            .as_deref()
-            .map(parse_activations)
-            .transpose()?,
+        activations,
         processing: ProcessingOptions {
             fold_ln: !args.no_fold_ln,
             center_writing_weights: !args.no_center_writing_weights,
