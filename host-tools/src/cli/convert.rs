@@ -30,9 +30,9 @@ pub struct Args {
     /// activations and KV cache, W8A8) or i4 (symmetric, groups of 32 along each row; int8 activations).
     #[arg(long, default_value = "f32")]
     pub dtype: String,
-    /// Activation arithmetic with i8/i4 matrices: i8 (per-token int8 inputs and queries, W8A8) or i16
-    /// (per-token int16 inputs and queries, W8A16, same kernel); both with the int8 KV cache
-    /// [default: i8; f32 for f32/f16 matrices].
+    /// Activation arithmetic with i8/i4 matrices: i8 (per-token int8 inputs and queries, W8A8), i16
+    /// (per-token int16 inputs and queries, W8A16, same kernel; both with the int8 KV cache), or f32
+    /// (the weights' rounding alone) [default: i8; f32 for f32/f16 matrices].
     #[arg(long)]
     pub activations: Option<String>,
     /// KV cache of a W8A16 model (--activations i16): i8 (one scale per position and head) or i16

@@ -76,20 +76,15 @@ pub fn config_path(checkpoint: &Path, opts: &ConvertOptions) -> PathBuf {
 }
 
 impl ConvertOptions {
-    /// The activation arithmetic asked for, or the dtype's default; an error for a pair the core
-    /// cannot run (integer activations with float matrices, or `f32` ones with integer matrices).
+    /// The activation arithmetic asked for, or the dtype's default; an error for integer activations
+    /// with float matrices (integer matrices with `f32` activations are the weights' error alone).
     pub fn activations(&self) -> Result<Activations> {
         let default = default_activations(self.dtype);
         let asked = self.activations.unwrap_or(default);
         ensure!(
-            asked.integer() == default.integer(),
-            "{} activations need {} matrices, not {}",
+            !asked.integer() || default.integer(),
+            "{} activations need i8 or i4 matrices, not {}",
             asked.name(),
-            if asked.integer() {
-                "i8 or i4"
-            } else {
-                "f32 or f16"
-            },
             self.dtype.name()
         );
         Ok(asked)
