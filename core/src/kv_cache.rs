@@ -11,7 +11,7 @@ use crate::blob::Activations;
 use crate::config::Config;
 use crate::error::Error;
 use crate::math::rows;
-use crate::quant::activations::{quantize_into, quantize_one16, scale_of, scale_of16};
+use crate::quant::activations::{quantize_into, quantize_one16, scale16, scale_of};
 use crate::quant::linear::quantize_as;
 use crate::quant::{dsp, int8, mix};
 
@@ -395,8 +395,9 @@ fn copy(src: &[f32], dst: Option<&mut [f32]>) {
 /// `max|x| / 32767`, stored in `scale`; nothing if the scale has no slot.
 fn store_i16<'q>(x: &[f32], q: impl Iterator<Item = &'q mut i16>, scale: Option<&mut f32>) {
     if let Some(scale) = scale {
-        *scale = scale_of16(x);
-        q.zip(x).for_each(|(q, &x)| *q = quantize_one16(x, *scale));
+        let inv;
+        (*scale, inv) = scale16(x);
+        q.zip(x).for_each(|(q, &x)| *q = quantize_one16(x, inv));
     }
 }
 

@@ -15,10 +15,25 @@ pub fn quantize_one(x: f32, scale: f32) -> i8 {
     round_clamped(x / scale, Q_MAX) as i8
 }
 
-/// One int16 value: [`quantize_one`] with the clamp at `-32767..=32767`.
+/// One int16 value: `x * inv` (`inv = 32767 / max|x|`, [`scale16`]) rounded to nearest, ties to even
+/// (the FPU's own rounding through `1.5 * 2^23`: at 1/65534 of the vector's range the tie rule does
+/// not matter, and no division or tie fix is spent), clamped to `-32767..=32767` (a NaN to the clamp).
+#[inline(always)]
+pub fn quantize_one16(x: f32, inv: f32) -> i16 {
+    const MAGIC: f32 = 12_582_912.0;
+    let r = x * inv + MAGIC;
+    (r.to_bits() as i32 - MAGIC.to_bits() as i32).clamp(-32767, 32767) as i16
+}
+
+/// The int16 scale of a vector and its inverse: `(max|x| / 32767, 32767 / max|x|)`, `(0, 0)` for an
+/// all-zero vector (NaNs ignored).
 #[inline]
-pub fn quantize_one16(x: f32, scale: f32) -> i16 {
-    round_clamped(x / scale, Q16_MAX) as i16
+pub fn scale16(x: &[f32]) -> (f32, f32) {
+    let max = crate::math::max_of(x.iter().map(|v| libm::fabsf(*v)), 0.0);
+    match max > 0.0 {
+        true => (max / Q16_MAX, Q16_MAX / max),
+        false => (0.0, 0.0),
+    }
 }
 
 /// `y` rounded half away from zero and clamped to `-max..=max` (`max` an integer below `2^22`; NaN
@@ -157,15 +172,15 @@ pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     let values: &mut [i16] = bytemuck::cast_slice_mut(words);
     let n = x.len().min(values.len());
     let x = &x[..n];
-    let scale = scale_of16(x);
+    let (scale, inv) = scale16(x);
     let groups = n / 4;
     for (v, x) in values.chunks_exact_mut(4).zip(x.chunks_exact(4)) {
         for (v, k) in v.iter_mut().zip([0, 2, 1, 3]) {
-            *v = quantize_one16(x[k], scale);
+            *v = quantize_one16(x[k], inv);
         }
     }
     for (v, &x) in values[4 * groups..n].iter_mut().zip(&x[4 * groups..]) {
-        *v = quantize_one16(x, scale);
+        *v = quantize_one16(x, inv);
     }
     quantized16(buf, n, scale)
 }
@@ -186,11 +201,6 @@ pub(crate) fn quantized16(buf: &[i8], n: usize, scale: f32) -> Quantized<'_> {
         scale,
         lanes,
     }
-}
-
-/// The int16 scale of a vector: `max|x| / 32767` (0 for an all-zero vector; NaNs ignored).
-pub fn scale_of16(x: &[f32]) -> f32 {
-    crate::math::max_of(x.iter().map(|v| libm::fabsf(*v)), 0.0) / Q16_MAX
 }
 
 /// `q[i] = round(x[i] / scale)` ([`quantize_one`]) for as many values as `q` yields.
@@ -230,10 +240,16 @@ mod tests {
         let x: std::vec::Vec<f32> = (0..11).map(|i| i as f32 - 5.0).collect();
         let mut words = [0u32; 8];
         let q = quantize16(&x, bytemuck::cast_slice_mut(&mut words));
+        assert_eq!(scale16(&x), (5.0 / 32767.0, 32767.0 / 5.0));
         assert_eq!(q.scale, 5.0 / 32767.0);
         assert!(q.lanes.is_empty() && q.q.is_empty());
         for (c, &x) in x.iter().enumerate() {
-            assert_eq!(q.wide.get(c), quantize_one16(x, q.scale) as i32, "{c}");
+            assert_eq!(
+                q.wide.get(c),
+                quantize_one16(x, 32767.0 / 5.0) as i32,
+                "{c}"
+            );
+            assert!((q.wide.get(c) as f32 * q.scale - x).abs() <= 0.5 * q.scale * 1.001);
         }
         assert_eq!(
             (q.wide.get(0), q.wide.get(10), q.wide.get(11)),
@@ -254,8 +270,14 @@ mod tests {
         );
         assert!(quantize16(&x, &mut [0i8; 6]).wide.len() == 2);
         assert_eq!(quantize_one16(1e9, 1.0), 32767);
-        assert_eq!(quantize_one16(-2.5, 1.0), -3);
-        assert_eq!(quantize_one16(f32::NAN, 1.0), 0);
+        assert_eq!(quantize_one16(-1e9, 1.0), -32767);
+        assert_eq!(
+            (quantize_one16(-2.5, 1.0), quantize_one16(3.5, 1.0)),
+            (-2, 4)
+        );
+        assert_eq!(quantize_one16(f32::NAN, 1.0), 32767);
+        assert_eq!(quantize_one16(7.0, 0.0), 0);
+        assert_eq!(scale16(&[0.0, f32::NAN]), (0.0, 0.0));
     }
 
     #[test]
