@@ -250,6 +250,7 @@ impl<'b> KvCache<'b> {
                 }
             }
             Store::I8 { k, k_scale, .. } if I8 => {
+                let wide_q = wide_q && Activations::I16.compiled();
                 let qq = quantize_as(q, wide_q, scratch);
                 let first = self.slot(layer, 0, head);
                 let stride = self.n_heads * dh;

@@ -10,9 +10,35 @@ pub const Q16_MAX: f32 = 32767.0;
 /// One int8 value, for activations and for the weight encoders alike: `x / scale` rounded half away
 /// from zero (the integer `libm::roundf` gives, without its call), clamped to `-127..=127`. A non-finite
 /// quotient (from a zero or non-finite scale) gives 0 (NaN) or the clamp, never a panic.
+///
+/// The FPU rounds: adding `1.5 * 2^23` leaves no fraction bits, so the sum is the nearest integer plus
+/// that constant (ties to even, IEEE 754's default on every target; Rust never contracts to a fused
+/// multiply-add), read back from its bits; the fraction `y - nearest` is exact, and a tie (`+-0.5`)
+/// that went to the even neighbour towards zero moves one step away from zero.
 #[inline]
 pub fn quantize_one(x: f32, scale: f32) -> i8 {
-    round_clamped(x / scale, Q_MAX) as i8
+    const MAGIC: f32 = 12_582_912.0;
+    let y = x / scale;
+    if libm::fabsf(y) <= Q_MAX {
+        let r = y + MAGIC;
+        let q = (r.to_bits() as i32 - MAGIC.to_bits() as i32) as i8;
+        let d = y - (r - MAGIC);
+        if libm::fabsf(d) != 0.5 {
+            q
+        } else if d > 0.0 && y > 0.0 {
+            q + 1
+        } else if d < 0.0 && y < 0.0 {
+            q - 1
+        } else {
+            q
+        }
+    } else if y > 0.0 {
+        127
+    } else if y < 0.0 {
+        -127
+    } else {
+        0
+    }
 }
 
 /// One int16 value: `x * inv` (`inv = 32767 / max|x|`, [`scale16`]) rounded to nearest, ties to even
@@ -33,39 +59,6 @@ pub fn scale16(x: &[f32]) -> (f32, f32) {
     match max > 0.0 {
         true => (max / Q16_MAX, Q16_MAX / max),
         false => (0.0, 0.0),
-    }
-}
-
-/// `y` rounded half away from zero and clamped to `-max..=max` (`max` an integer below `2^22`; NaN
-/// gives 0).
-///
-/// The FPU rounds: adding `1.5 * 2^23` leaves no fraction bits, so the sum is the nearest integer plus
-/// that constant (ties to even, IEEE 754's default on every target; Rust never contracts to a fused
-/// multiply-add), read back from its bits; the fraction `y - nearest` is exact, and a tie (`+-0.5`)
-/// that went to the even neighbour towards zero moves one step away from zero.
-#[inline(always)]
-fn round_clamped(y: f32, max: f32) -> i32 {
-    const MAGIC: f32 = 12_582_912.0;
-    let max_q = max as i32;
-    if libm::fabsf(y) <= max {
-        let r = y + MAGIC;
-        let q = r.to_bits() as i32 - MAGIC.to_bits() as i32;
-        let d = y - (r - MAGIC);
-        if libm::fabsf(d) != 0.5 {
-            q
-        } else if d > 0.0 && y > 0.0 {
-            q + 1
-        } else if d < 0.0 && y < 0.0 {
-            q - 1
-        } else {
-            q
-        }
-    } else if y > 0.0 {
-        max_q
-    } else if y < 0.0 {
-        -max_q
-    } else {
-        0
     }
 }
 

@@ -102,7 +102,12 @@ fn tail(w: &[u8], x: &[u8]) -> i32 {
 /// A row or scale missing from `w` or `scales` leaves its output alone. `x` is int8 ([`Quantized::q`])
 /// or int16 ([`Quantized::wide`], on the same kernel for up to [`WIDE_CHUNK`] columns).
 pub fn matvec(w: &[u8], cols: usize, scales: &[u8], x: &Quantized<'_>, out: &mut [f32]) {
-    let (lanes, s_x, wide) = (x.lanes, x.scale, x.wide);
+    // An int8-only build (no `activations-i16`) keeps no int16 branch.
+    let wide = match crate::blob::Activations::I16.compiled() {
+        true => x.wide,
+        false => Wide(&[]),
+    };
+    let (lanes, s_x) = (x.lanes, x.scale);
     let n = x.q.len().max(wide.len());
     let xb: &[u8] = bytemuck::cast_slice(x.q);
     let mut done = 0;
