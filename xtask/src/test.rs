@@ -3,14 +3,13 @@
 //! Formatting, clippy with warnings denied, the workspace's tests, the core crate without `std` or
 //! `alloc`, the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every emulated board
 //! checked against the host (the shipped model as int8 and as f32), two fixtures with norms and MLPs on
-//! the Cortex-M4F and M55, the real boards' builds with their sizes and budgets, and a short run of every
+//! the Cortex-M4F and M55, the shipped model as W8A16 on the Cortex-M4F, the real boards' builds with their sizes and budgets, and a short run of every
 //! fuzz target. Every step runs even if an earlier one failed; the last line counts them.
 
 use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
 
 use crate::blob_source::BlobSource;
 use crate::boards::Board;
@@ -76,22 +75,6 @@ fn no_std_no_alloc() -> Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn std_and_alloc_features_are_found() {
-        let tree = "microlens v0.1.0 (/x) [default,std]\nbytemuck v1 []\npostcard v1.1.3 [alloc]\nserde v1 [derive,std] (*)\nstdx v1 [stdish]";
-        assert_eq!(super::std_or_alloc(tree).len(), 3);
-    }
-}
-
-/// Wraps the firmware arguments so their defaults can be parsed.
-#[derive(Parser)]
-struct FirmwareDefaults {
-    #[command(flatten)]
-    args: firmware::Args,
-}
-
 /// Fixtures whose int8 paths the shipped attention-only model does not reach, run on QEMU for the
 /// device-equals-host hash: LayerNorm with a GELU MLP (the centred hidden input), RMSNorm with rotary
 /// and a SiLU MLP. They are random models (no accuracy to ask for) with deeper stacks.
@@ -119,34 +102,40 @@ fn fixtures_on_qemu() -> Result<()> {
             activations: None,
         }
         .resolve(Some(&tool))?;
-        let blob = blob.to_string_lossy();
         for board in FIXTURE_BOARDS {
-            let args = FirmwareDefaults::parse_from([
-                "firmware",
-                "--skip-thumbv6m",
-                "--board",
-                board.name(),
-                "--blob",
-                &blob,
+            let extra = [
                 "--min-accuracy",
                 "0",
                 "--min-ablation-drop",
                 "0",
                 "--stack-reserve",
                 FIXTURE_STACK_RESERVE,
-            ]);
-            firmware::run(args.args)
+            ];
+            firmware::run(matrix::firmware_args(board, &blob, &extra))
                 .with_context(|| format!("fixture {name} on {}", board.name()))?;
         }
     }
     Ok(())
 }
 
+/// `cargo xtask firmware --dtype i8 --activations i16` on the Cortex-M4F: W8A16's device hash against the
+/// host's, with the shipped model's accuracy, ablation and RAM budget.
+fn w8a16_on_qemu() -> Result<()> {
+    let blob = BlobSource::Convert {
+        checkpoint: root().join(firmware::DEFAULT_CHECKPOINT),
+        config: None,
+        dtype: "i8".into(),
+        activations: Some("i16".into()),
+    }
+    .resolve(Some(&host_tool::build()?))?;
+    firmware::run(matrix::firmware_args(Board::Mps2An386, &blob, &[])).map(|_| ())
+}
+
 /// Seconds each fuzz target runs in CI (the long campaigns: `cargo xtask fuzz --seconds 600`).
 const FUZZ_SMOKE_SECONDS: u64 = 20;
 
-/// Runs every step and fails if any failed.
-pub fn run() -> Result<()> {
+/// Every step of `cargo xtask test`, in order.
+fn steps() -> Vec<Step> {
     let mut steps = vec![
         Step {
             name: "rustfmt".into(),
@@ -189,17 +178,7 @@ pub fn run() -> Result<()> {
         },
         Step {
             name: "firmware on QEMU mps2-an386, W8A16 (--activations i16)".into(),
-            run: Box::new(|| {
-                let args = FirmwareDefaults::parse_from([
-                    "firmware",
-                    "--skip-thumbv6m",
-                    "--dtype",
-                    "i8",
-                    "--activations",
-                    "i16",
-                ]);
-                firmware::run(args.args).map(|_| ())
-            }),
+            run: Box::new(w8a16_on_qemu),
         },
         Step {
             name: "fuzz smoke run".into(),
@@ -225,6 +204,12 @@ pub fn run() -> Result<()> {
             run: Box::new(move || matrix::board(b).map(|_| ())),
         });
     }
+    steps
+}
+
+/// Runs every step and fails if any failed.
+pub fn run() -> Result<()> {
+    let steps = steps();
     let (mut passed, mut failed) = (0, Vec::new());
     for step in &steps {
         let started = Instant::now();
@@ -251,5 +236,14 @@ pub fn run() -> Result<()> {
         Ok(())
     } else {
         bail!("{} step(s) failed", failed.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn std_and_alloc_features_are_found() {
+        let tree = "microlens v0.1.0 (/x) [default,std]\nbytemuck v1 []\npostcard v1.1.3 [alloc]\nserde v1 [derive,std] (*)\nstdx v1 [stdish]";
+        assert_eq!(super::std_or_alloc(tree).len(), 3);
     }
 }
