@@ -144,7 +144,7 @@ impl Wide<'_> {
     pub fn get(&self, c: usize) -> i32 {
         let at = match (c | 3) < self.0.len() {
             // Within a whole group: slots 1 and 2 swapped.
-            true => c ^ ((c ^ (c >> 1)) & 1) * 3,
+            true => c ^ (((c ^ (c >> 1)) & 1) * 3),
             false => c,
         };
         self.0.get(at).map_or(0, |&v| v as i32)
