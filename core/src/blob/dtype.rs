@@ -198,6 +198,14 @@ pub enum Activations {
 }
 
 impl Activations {
+    /// Every activation arithmetic, in declaration (and postcard variant) order.
+    pub const ALL: [Activations; 4] = [
+        Activations::F32,
+        Activations::I8,
+        Activations::I16,
+        Activations::I16Kv16,
+    ];
+
     /// Short lower-case name (`f32`, `i8`, `i16`, `i16+kv16`).
     pub const fn name(self) -> &'static str {
         match self {
