@@ -207,7 +207,7 @@ pub fn sizes(cfg: &Config) {
     let _ = cfg.validate();
     let _ = cfg.d_attn();
     let _ = microlens::Workspace::len(cfg);
-    for act in [Activations::F32, Activations::I8] {
+    for act in Activations::ALL {
         let _ = KvCache::len(cfg, act);
         let _ = KvCache::len(&cfg.with_context(4), act);
     }
@@ -242,7 +242,7 @@ fn encode_tensor(
 /// with the blob writer; `None` if a value cannot be encoded.
 pub fn model_bytes(u: &mut Unstructured<'_>, cfg: &Config) -> Result<Option<Vec<u8>>> {
     let dtype = *u.choose(&[DType::F32, DType::F16, DType::I8, DType::I4])?;
-    let activations = *u.choose(&[Activations::F32, Activations::I8])?;
+    let activations = *u.choose(&Activations::ALL)?;
     let mut tensors = Vec::new();
     for id in Catalogue::new(cfg).ids() {
         let shape = id.shape(cfg);

@@ -40,6 +40,10 @@ pub struct Args {
     /// Storage type of the converted matrices (f32, f16, i8, i4).
     #[arg(long, default_value = "i8", conflicts_with = "blob")]
     dtype: String,
+    /// Activation arithmetic of the converted blob with i8/i4 matrices: i8 (W8A8) or i16 (W8A16)
+    /// [default: the dtype's, i8].
+    #[arg(long, conflicts_with = "blob")]
+    activations: Option<String>,
     /// Board to build for: an emulated one (its QEMU machine) is run and checked, a real one built and
     /// measured.
     #[arg(long, value_enum, default_value_t = Board::Mps2An386)]
@@ -95,17 +99,16 @@ pub fn run(args: Args) -> Result<Outcome> {
         _ => None,
     };
     let stack_reserve = args.stack_reserve.or(model_reserve);
-    let source = match (&args.blob, &args.checkpoint) {
-        (Some(blob), _) => BlobSource::Given(blob.clone()),
-        (None, Some(checkpoint)) => BlobSource::Convert {
-            checkpoint: checkpoint.clone(),
+    let source = match &args.blob {
+        Some(blob) => BlobSource::Given(blob.clone()),
+        None => BlobSource::Convert {
+            checkpoint: args
+                .checkpoint
+                .clone()
+                .unwrap_or_else(|| root().join(named.checkpoint)),
             config: args.config.clone(),
             dtype: args.dtype.clone(),
-        },
-        (None, None) => BlobSource::Convert {
-            checkpoint: root().join(named.checkpoint),
-            config: args.config.clone(),
-            dtype: args.dtype.clone(),
+            activations: args.activations.clone(),
         },
     };
 
