@@ -38,11 +38,12 @@ pub struct Args {
     /// the last token].
     #[arg(long)]
     pub subject: Option<String>,
-    /// Layer whose MLP is edited (ROME) [default: 0].
+    /// Layer whose MLP is edited (ROME) [default: (n_layers - 1) / 2: early enough that the later
+    /// layers' attention carries the change from the subject to the last position].
     #[arg(long, conflicts_with = "facts")]
     pub layer: Option<usize>,
-    /// Layers `START..END` the facts are spread over (MEMIT) [default: 0..n_layers-1: every layer
-    /// whose output at the subject can still reach the last position through attention].
+    /// Layers `START..END` the facts are spread over (MEMIT) [default: 0 up to and including
+    /// (n_layers - 1) / 2, the ROME layer].
     #[arg(long, conflicts_with = "prompt")]
     pub layers: Option<String>,
     /// Unrelated prompts for the KL (a facts file; lines sharing an edited prompt's subject are
@@ -75,6 +76,11 @@ pub struct Args {
     /// The edited blob (f32).
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
+}
+
+/// The default ROME layer (and MEMIT's top layer): `(n_layers - 1) / 2`.
+fn default_layer(n_layers: usize) -> usize {
+    n_layers.saturating_sub(1) / 2
 }
 
 /// Runs the command.
@@ -140,7 +146,7 @@ pub fn run(args: Args) -> Result<()> {
     let (edited, layers) = if args.facts.is_some() {
         let range = match &args.layers {
             Some(s) => parse_range(s)?,
-            None => 0..cfg.n_layers.saturating_sub(1).max(1),
+            None => 0..default_layer(cfg.n_layers) + 1,
         };
         ensure!(
             range.start < range.end && range.end <= cfg.n_layers,
@@ -152,7 +158,7 @@ pub fn run(args: Args) -> Result<()> {
         let layers: Vec<usize> = range.collect();
         (memit(&model, &reqs, &layers, &opts)?, layers)
     } else {
-        let layer = args.layer.unwrap_or(0);
+        let layer = args.layer.unwrap_or(default_layer(cfg.n_layers));
         ensure!(
             layer < cfg.n_layers,
             "--layer {layer} is not below n_layers = {}",
@@ -207,7 +213,7 @@ pub fn run(args: Args) -> Result<()> {
             json!({
                 "target_prob_before": mean(&before), "target_prob_after": mean(&after_r),
                 "unrelated_mean_kl": kl, "layer": layer, "facts": facts.len(),
-                "top1_after": top1(&after_r), "unrelated_prompts": unrelated.len(),
+                "top1_after": top1(&after_r), "searched_prob": edited.searched_prob, "unrelated_prompts": unrelated.len(),
                 "dtypes": per_dtype,
             })
         );

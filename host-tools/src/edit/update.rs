@@ -12,7 +12,7 @@
 //! layers left, `r_i / (l1 - l + 1)`, and `W_out += (lambda C + K K^T)^-1 K R^T` (`K`: the current keys,
 //! `R`: the shares, one column per fact).
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use microlens::{HookKind, Model};
 use nalgebra::{DMatrix, DVector};
 
@@ -103,13 +103,46 @@ pub fn rome(model: &Model<'_>, req: &Request, layer: usize, opts: &EditOptions) 
     })
 }
 
-/// MEMIT: every fact, spread over `layers` (ascending, non-empty).
+/// MEMIT rounds at most: a round whose start already gives every target its searched probability is
+/// not made.
+pub const MEMIT_ROUNDS: usize = 3;
+
+/// MEMIT: every fact, spread over `layers` (ascending, non-empty). One round can leave a fact short
+/// when the update also moves keys at the prompt's other positions (a subject token repeated); the
+/// next round searches again from the edited model, up to [`MEMIT_ROUNDS`].
 pub fn memit(
     model: &Model<'_>,
     reqs: &[Request],
     layers: &[usize],
     opts: &EditOptions,
 ) -> Result<Edited> {
+    let mut blob = with_w_out_deltas(model, &[])?;
+    let mut searched_prob = Vec::new();
+    for _ in 0..MEMIT_ROUNDS {
+        let current = Model::from_bytes(&blob)?;
+        let Some((next, probs)) = memit_round(model, &current, reqs, layers, opts)? else {
+            break;
+        };
+        blob = next;
+        searched_prob = probs;
+    }
+    if searched_prob.is_empty() {
+        bail!("every target already has the searched probability: nothing to write");
+    }
+    Ok(Edited {
+        blob,
+        searched_prob,
+    })
+}
+
+/// One MEMIT round on `current` (`C` from the unedited `model`); `None` if no fact needs a change.
+fn memit_round(
+    model: &Model<'_>,
+    current: &Model<'_>,
+    reqs: &[Request],
+    layers: &[usize],
+    opts: &EditOptions,
+) -> Result<Option<(Vec<u8>, Vec<f64>)>> {
     let top = *layers.last().context("no layers to edit")?;
     let resid_at = |m: &Model<'_>, r: &Request| -> Result<DVector<f64>> {
         let acts = activations(m, &r.fact.prompt, HookKind::ResidPost, top)?;
@@ -120,22 +153,27 @@ pub fn memit(
     };
     let mut targets = Vec::with_capacity(reqs.len());
     let mut searched_prob = Vec::with_capacity(reqs.len());
+    let mut any = false;
     for r in reqs {
         let (delta, p) = find_value(
-            model,
+            current,
             &r.fact.prompt,
             r.fact.target,
             top,
             r.subject_last,
             &opts.value,
         )?;
+        any |= delta.iter().any(|&x| x != 0.0);
         let d = DVector::from_iterator(delta.len(), delta.iter().map(|&x| x as f64));
-        targets.push(resid_at(model, r)? + d);
+        targets.push(resid_at(current, r)? + d);
         searched_prob.push(p);
     }
-    let mut blob = with_w_out_deltas(model, &[])?;
+    if !any {
+        return Ok(None);
+    }
+    let mut blob = with_w_out_deltas(current, &[])?;
     for (i, &layer) in layers.iter().enumerate() {
-        let current = Model::from_bytes(&blob)?;
+        let now = Model::from_bytes(&blob)?;
         let c = second_moment(model, &opts.calibration, layer, opts.ridge)?;
         let d_mlp = c.nrows();
         let d_model = model.config().d_model;
@@ -143,14 +181,40 @@ pub fn memit(
         let mut resid = DMatrix::<f64>::zeros(d_model, reqs.len());
         let share = (layers.len() - i) as f64;
         for (j, r) in reqs.iter().enumerate() {
-            keys.set_column(j, &key(&current, &r.fact.prompt, layer, r.subject_last)?);
-            resid.set_column(j, &((&targets[j] - resid_at(&current, r)?) / share));
+            keys.set_column(j, &key(&now, &r.fact.prompt, layer, r.subject_last)?);
+            resid.set_column(j, &((&targets[j] - resid_at(&now, r)?) / share));
         }
         let update = in_blob_form(model, memit_update(&c, &keys, &resid, opts.lambda)?);
-        blob = with_w_out_deltas(&current, &[(layer, update)])?;
+        blob = with_w_out_deltas(&now, &[(layer, update)])?;
     }
-    Ok(Edited {
-        blob,
-        searched_prob,
-    })
+    Ok(Some((blob, searched_prob)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_one_maps_the_key_and_spares_c_orthogonal_keys() {
+        // C = diag(1, 2, 4): keys k and k' with k'^T C^-1 k = 0 are untouched.
+        let c = DMatrix::from_diagonal(&DVector::from_vec(vec![1.0, 2.0, 4.0]));
+        let k = DVector::from_vec(vec![1.0, 1.0, 0.0]);
+        let other = DVector::from_vec(vec![0.0, 0.0, 3.0]);
+        let delta = [0.5f32, -1.0];
+        let u = rank_one(&c, &k, &delta).unwrap();
+        let moved = u.transpose() * &k;
+        assert!((moved[0] - 0.5).abs() < 1e-12 && (moved[1] + 1.0).abs() < 1e-12);
+        assert!((u.transpose() * &other).norm() < 1e-12);
+        assert!(rank_one(&c, &DVector::zeros(3), &delta).is_err());
+    }
+
+    #[test]
+    fn memit_with_a_tiny_lambda_fits_every_key() {
+        let c = DMatrix::identity(4, 4);
+        let keys = DMatrix::from_column_slice(4, 2, &[1.0, 0.0, 2.0, 0.0, 0.0, 1.0, 0.0, 3.0]);
+        let resid = DMatrix::from_column_slice(2, 2, &[1.0, 2.0, -1.0, 0.5]);
+        let w = memit_update(&c, &keys, &resid, 1e-9).unwrap();
+        let fit = w.transpose() * &keys;
+        assert!((fit - resid).norm() < 1e-6);
+    }
 }

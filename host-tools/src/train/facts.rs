@@ -289,3 +289,103 @@ pub fn as_prompt_targets(facts: &[Fact]) -> Vec<PromptTarget> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::convert::{convert, ConvertOptions};
+    use microlens::{Normalization, Positional};
+
+    fn small() -> FactsTrainConfig {
+        FactsTrainConfig {
+            model: ModelConfig {
+                n_layers: 2,
+                d_model: 32,
+                n_heads: 2,
+                d_head: 16,
+                d_vocab: 32,
+                n_ctx: 4,
+                positional: Positional::Standard,
+                norm: Normalization::LN,
+                eps: 1e-5,
+            },
+            d_mlp: 64,
+            spec: FactSpec {
+                n_subjects: 12,
+                n_relations: 2,
+                d_vocab: 32,
+            },
+            steps: 300,
+            lr: 1e-2,
+            weight_decay: 0.01,
+            seed: 3,
+        }
+    }
+
+    /// Trains, exports, converts: the core forward on the blob gives candle's logits and recalls every
+    /// fact.
+    #[test]
+    fn a_small_fact_model_trains_and_the_core_runs_it_as_candle_does() {
+        let cfg = small();
+        let trained = train_facts(&cfg, |_, _, _| {}).unwrap();
+        assert_eq!(trained.facts.len(), 24);
+        assert!(trained.accuracy == 1.0, "{}", trained.accuracy);
+        let dir = tempfile::tempdir().unwrap();
+        let out = super::super::export::export(&trained.model, dir.path(), "f", 3).unwrap();
+        let opts = ConvertOptions {
+            config: Some(out.config.clone()),
+            ..ConvertOptions::default()
+        };
+        let blob = convert(&out.weights, &opts).unwrap().blob;
+        let core = microlens::Model::from_bytes(&blob).unwrap();
+        assert_eq!(core.config().d_mlp, Some(64));
+        let prompts: Vec<u32> = trained.facts.iter().flat_map(|f| f.prompt()).collect();
+        let tokens = Tensor::from_vec(prompts, (24, 3), &Device::Cpu).unwrap();
+        let logits: Vec<Vec<Vec<f32>>> = trained
+            .model
+            .forward(&tokens)
+            .unwrap()
+            .logits
+            .to_vec3()
+            .unwrap();
+        for (f, candle) in trained.facts.iter().zip(&logits) {
+            let ours = crate::eval::run::run_with_hooks(&core, &f.prompt(), &mut ()).unwrap();
+            // Logits up to TransformerLens's centring of W_U (a constant per position).
+            for (a, b) in ours.iter().zip(candle) {
+                let shift = a[0] - b[0];
+                let err = a
+                    .iter()
+                    .zip(b)
+                    .map(|(x, y)| (x - y - shift).abs())
+                    .fold(0.0, f32::max);
+                assert!(err < 1e-3, "{f}: {err}");
+            }
+        }
+        assert_eq!(
+            recall(&core, &as_prompt_targets(&trained.facts)).unwrap(),
+            1.0
+        );
+    }
+
+    #[test]
+    fn facts_files_round_trip_and_bad_lines_are_named() {
+        let spec = small().spec;
+        let facts = spec.draw(&mut rng(1, 2)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.facts");
+        write_facts_file(&path, &spec, &facts).unwrap();
+        assert_eq!(read_facts_file(&path).unwrap(), as_prompt_targets(&facts));
+        std::fs::write(&path, "1,2,3 -> 4\n1,2 5\n").unwrap();
+        let err = format!("{:#}", read_facts_file(&path).unwrap_err());
+        assert!(err.contains("line 2"), "{err}");
+        std::fs::write(&path, "# nothing\n").unwrap();
+        assert!(read_facts_file(&path).is_err());
+        assert!(FactSpec {
+            n_subjects: 1000,
+            n_relations: 2,
+            d_vocab: 32
+        }
+        .check()
+        .is_err());
+    }
+}
