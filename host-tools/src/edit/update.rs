@@ -18,11 +18,12 @@ use nalgebra::{DMatrix, DVector};
 
 use super::blob::{in_blob_form, with_w_out_deltas};
 use super::keys::{activations, key, second_moment};
-use super::value::{find_value, ValueOptions};
+use super::value::{find_value, Injection, ValueOptions};
 use crate::train::facts::PromptTarget;
 
-/// ROME's rank-one update for key `k` and output change `delta`, given `C` (symmetric positive definite).
-pub fn rank_one(c: &DMatrix<f64>, k: &DVector<f64>, delta: &[f32]) -> Result<DMatrix<f64>> {
+/// ROME's direction `u = C^-1 k / (k^T C^-1 k)` for key `k`, given `C` (symmetric positive definite):
+/// `k . u = 1`.
+pub fn rome_direction(c: &DMatrix<f64>, k: &DVector<f64>) -> Result<DVector<f64>> {
     let chol = c
         .clone()
         .cholesky()
@@ -33,8 +34,14 @@ pub fn rank_one(c: &DMatrix<f64>, k: &DVector<f64>, delta: &[f32]) -> Result<DMa
         denom > 0.0 && denom.is_finite(),
         "the key is zero: this MLP is silent at the subject token"
     );
+    Ok(cik / denom)
+}
+
+/// ROME's rank-one update `u delta^T` for key `k` and output change `delta`.
+pub fn rank_one(c: &DMatrix<f64>, k: &DVector<f64>, delta: &[f32]) -> Result<DMatrix<f64>> {
+    let u = rome_direction(c, k)?;
     let d = DVector::from_iterator(delta.len(), delta.iter().map(|&x| x as f64));
-    Ok(&cik * d.transpose() / denom)
+    Ok(&u * d.transpose())
 }
 
 /// MEMIT's least-squares update `(lambda C + K K^T)^-1 K R^T` for keys `K [d_mlp, n]` and residuals
@@ -88,15 +95,14 @@ pub fn rome(model: &Model<'_>, req: &Request, layer: usize, opts: &EditOptions) 
     let s = req.subject_last;
     let k = key(model, &req.fact.prompt, layer, s)?;
     let c = second_moment(model, &opts.calibration, layer, opts.ridge)?;
-    let (delta, p) = find_value(
-        model,
-        &req.fact.prompt,
-        req.fact.target,
+    let u = rome_direction(&c, &k)?;
+    let how = Injection::RankOne {
         layer,
-        s,
-        &opts.value,
-    )?;
-    let update = in_blob_form(model, rank_one(&c, &k, &delta)?);
+        u: u.iter().map(|&x| x as f32).collect(),
+    };
+    let (delta, p) = find_value(model, &req.fact.prompt, req.fact.target, &how, &opts.value)?;
+    let d = DVector::from_iterator(delta.len(), delta.iter().map(|&x| x as f64));
+    let update = in_blob_form(model, &u * d.transpose());
     Ok(Edited {
         blob: with_w_out_deltas(model, &[(layer, update)])?,
         searched_prob: vec![p],
@@ -155,14 +161,11 @@ fn memit_round(
     let mut searched_prob = Vec::with_capacity(reqs.len());
     let mut any = false;
     for r in reqs {
-        let (delta, p) = find_value(
-            current,
-            &r.fact.prompt,
-            r.fact.target,
-            top,
-            r.subject_last,
-            &opts.value,
-        )?;
+        let how = Injection::At {
+            layer: top,
+            pos: r.subject_last,
+        };
+        let (delta, p) = find_value(current, &r.fact.prompt, r.fact.target, &how, &opts.value)?;
         any |= delta.iter().any(|&x| x != 0.0);
         let d = DVector::from_iterator(delta.len(), delta.iter().map(|&x| x as f64));
         targets.push(resid_at(current, r)? + d);
