@@ -15,9 +15,9 @@ use microlens_host::edit::update::{memit, rome, EditOptions, Request};
 use microlens_host::edit::value::ValueOptions;
 use microlens_host::io::files::{check_output, write_atomically};
 use microlens_host::io::tokens::parse_tokens;
-use microlens_host::quantize::encode::parse_dtype;
 use microlens_host::train::facts::{read_facts_file, PromptTarget};
 
+use super::convert::DTypeName;
 use super::trace::parse_range;
 
 /// Arguments.
@@ -62,10 +62,12 @@ pub struct Args {
     /// Seed of the random sequences.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Dtypes the edited model is quantised to, to see whether the edit survives (comma-separated, or
-    /// `none`).
-    #[arg(long, default_value = "f16,i8,i4")]
-    pub dtypes: String,
+    /// Dtypes the edited model is quantised to, to see whether the edit survives (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [DTypeName::F16, DTypeName::I8, DTypeName::I4])]
+    pub dtypes: Vec<DTypeName>,
+    /// Do not quantise the edited model (no per-dtype figures).
+    #[arg(long)]
+    pub no_quantise: bool,
     /// Quantise with each dtype's default rounding (GPTQ, as `convert --dtype D` does; slower) instead
     /// of rounding to nearest.
     #[arg(long)]
@@ -99,12 +101,10 @@ pub fn run(args: Args) -> Result<()> {
         args.ridge.is_finite() && args.ridge > 0.0 && args.lambda.is_finite() && args.lambda > 0.0,
         "--ridge and --lambda must be positive"
     );
-    let dtypes: Vec<DType> = match args.dtypes.as_str() {
-        "none" | "" => Vec::new(),
-        list => list
-            .split(',')
-            .map(|d| parse_dtype(d.trim()))
-            .collect::<Result<_>>()?,
+    let dtypes: Vec<DType> = if args.no_quantise {
+        Vec::new()
+    } else {
+        args.dtypes.iter().map(|&d| DType::from(d)).collect()
     };
     let bytes = microlens_host::io::files::read_blob(&args.model)?;
     let model = Model::from_bytes(&bytes).with_context(|| format!("{}", args.model.display()))?;
