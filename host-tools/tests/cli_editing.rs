@@ -44,7 +44,7 @@ fn one_line_error(o: &Output, mentions: &str) {
 fn trace_json_has_a_layer_by_position_table_per_kind() {
     let dir = tempfile::tempdir().unwrap();
     let m = converted(dir.path(), "f32");
-    let o = microlens(&[
+    let args = [
         "trace",
         &m,
         "--prompt",
@@ -54,7 +54,8 @@ fn trace_json_has_a_layer_by_position_table_per_kind() {
         "--samples",
         "3",
         "--json",
-    ]);
+    ];
+    let o = microlens(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["answer"], 44);
@@ -63,17 +64,7 @@ fn trace_json_has_a_layer_by_position_table_per_kind() {
         assert_eq!(t.as_array().unwrap().len(), 4, "{kind}");
         assert_eq!(t[0].as_array().unwrap().len(), 3, "{kind}");
     }
-    let again = microlens(&[
-        "trace",
-        &m,
-        "--prompt",
-        "2,21,33",
-        "--subject",
-        "0..2",
-        "--samples",
-        "3",
-        "--json",
-    ]);
+    let again = microlens(&args);
     assert_eq!(o.stdout, again.stdout, "seeded: the same output twice");
 }
 
