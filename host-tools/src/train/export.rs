@@ -32,7 +32,16 @@ pub fn export(model: &Model, dir: &Path, name: &str, seed: u64) -> Result<Export
     let weights = dir.join(format!("{name}.safetensors"));
     let config = dir.join(format!("{name}.json"));
     write_safetensors(model, &weights)?;
-    let text = serde_json::to_string_pretty(&tl_config(&model.cfg, name, seed))? + "\n";
+    let mut config_json = tl_config(&model.cfg, name, seed);
+    if let Some(d_mlp) = model.d_mlp() {
+        super::mlp::set_tl_config(
+            &mut config_json,
+            model.cfg.n_layers,
+            model.cfg.d_model,
+            d_mlp,
+        );
+    }
+    let text = serde_json::to_string_pretty(&config_json)? + "\n";
     std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
     Ok(Exported { weights, config })
 }

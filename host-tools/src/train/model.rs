@@ -1,4 +1,4 @@
-//! Attention-only transformer in candle with TransformerLens's `HookedTransformer` forward pass, parameters
+//! Transformer in candle (attention-only, or with MLPs: [`Model::with_mlp`]) with TransformerLens's `HookedTransformer` forward pass, parameters
 //! stored under TransformerLens names and shapes (right-multiplying, `y = x @ W + b`).
 
 use anyhow::{ensure, Result};
@@ -8,6 +8,7 @@ use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
 
 use super::causal_softmax::causal_softmax;
+use super::mlp::Mlp;
 
 /// Standard deviation of the initial token and positional embeddings (candle's default 1.0 stalls training).
 pub const EMBED_INIT_STD: f64 = 0.5;
@@ -106,6 +107,8 @@ pub struct Model {
     pub w_u: Var,
     /// `unembed.b_U [d_vocab]`.
     pub b_u: Var,
+    /// `blocks.*.mlp` (and `ln2`): one per block, or none (attention-only).
+    pub mlps: Vec<Mlp>,
 }
 
 /// What a forward pass returns.
@@ -116,7 +119,7 @@ pub struct Forward {
     pub patterns: Vec<Tensor>,
 }
 
-fn normal(rng: &mut impl Rng, shape: &[usize], std: f64) -> Result<Var> {
+pub(crate) fn normal(rng: &mut impl Rng, shape: &[usize], std: f64) -> Result<Var> {
     let n = shape.iter().product();
     let data: Vec<f32> = (0..n)
         .map(|_| {
@@ -131,7 +134,7 @@ fn normal(rng: &mut impl Rng, shape: &[usize], std: f64) -> Result<Var> {
     )?)?)
 }
 
-fn constant(shape: &[usize], value: f32) -> Result<Var> {
+pub(crate) fn constant(shape: &[usize], value: f32) -> Result<Var> {
     Ok(Var::from_tensor(&Tensor::full(
         value,
         shape,
@@ -139,7 +142,7 @@ fn constant(shape: &[usize], value: f32) -> Result<Var> {
     )?)?)
 }
 
-fn layer_norm_params(d: usize) -> Result<LayerNorm> {
+pub(crate) fn layer_norm_params(d: usize) -> Result<LayerNorm> {
     Ok(LayerNorm {
         w: constant(&[d], 1.0)?,
         b: constant(&[d], 0.0)?,
@@ -147,7 +150,7 @@ fn layer_norm_params(d: usize) -> Result<LayerNorm> {
 }
 
 /// TransformerLens LayerNorm over the last dim: `x -= mean(x)`, `x / sqrt(mean(x^2) + eps) * w + b`.
-fn layer_norm(x: &Tensor, ln: &LayerNorm, eps: f64) -> Result<Tensor> {
+pub(crate) fn layer_norm(x: &Tensor, ln: &LayerNorm, eps: f64) -> Result<Tensor> {
     let x = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
     let scale = (x.sqr()?.mean_keepdim(D::Minus1)? + eps)?.sqrt()?;
     Ok(x.broadcast_div(&scale)?
@@ -190,7 +193,24 @@ impl Model {
                 .transpose()?,
             w_u: normal(rng, &[d, v], in_std)?,
             b_u: constant(&[v], 0.0)?,
+            mlps: Vec::new(),
         })
+    }
+
+    /// [`Model::new`] with an MLP of width `d_mlp` in every block (drawn from `rng` after the rest).
+    pub fn with_mlp(cfg: ModelConfig, d_mlp: usize, rng: &mut impl Rng) -> Result<Self> {
+        ensure!(d_mlp > 0, "d_mlp must be positive");
+        let mut model = Self::new(cfg, rng)?;
+        let norm = cfg.norm == Normalization::LN;
+        model.mlps = (0..cfg.n_layers)
+            .map(|_| Mlp::new(cfg.d_model, d_mlp, norm, rng))
+            .collect::<Result<_>>()?;
+        Ok(model)
+    }
+
+    /// The MLPs' width, `None` for an attention-only model.
+    pub fn d_mlp(&self) -> Option<usize> {
+        self.mlps.first().map(Mlp::d_mlp)
     }
 
     /// Every parameter with its TransformerLens state-dict name.
@@ -218,6 +238,9 @@ impl Model {
                 attn.into_iter()
                     .map(|(n, v)| (format!("blocks.{l}.attn.{n}"), v)),
             );
+            if let Some(mlp) = self.mlps.get(l) {
+                out.extend(mlp.named_vars(l));
+            }
         }
         if let Some(ln) = &self.ln_final {
             out.push(("ln_final.w".to_string(), &ln.w));
@@ -259,7 +282,7 @@ impl Model {
             resid = resid.broadcast_add(&w_pos)?;
         }
         let mut patterns = Vec::with_capacity(self.blocks.len());
-        for block in &self.blocks {
+        for (l, block) in self.blocks.iter().enumerate() {
             let x = match &block.ln1 {
                 Some(ln) => layer_norm(&resid, ln, self.cfg.eps)?,
                 None => resid.clone(),
@@ -282,6 +305,9 @@ impl Model {
                 .matmul(&self.w_o_flat(&block.w_o)?)?
                 .broadcast_add(block.b_o.as_tensor())?;
             resid = (resid + out.reshape((b, t, d))?)?;
+            if let Some(mlp) = self.mlps.get(l) {
+                resid = (&resid + mlp.forward(&resid, self.cfg.eps)?)?;
+            }
             patterns.push(pattern);
         }
         if let Some(ln) = &self.ln_final {
