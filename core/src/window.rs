@@ -40,8 +40,7 @@ impl WindowMode {
     /// else [`WindowMode::ReEncode`].
     pub const fn of(cfg: &Config) -> Self {
         let rotary = matches!(cfg.positional, Positional::Rotary { .. });
-        let hooked = COMPILED.contains(HookKind::K) && COMPILED.contains(HookKind::V);
-        if rotary && cfg.n_layers == 1 && hooked {
+        if rotary && cfg.n_layers == 1 && RESTORE {
             WindowMode::Restore
         } else {
             WindowMode::ReEncode
@@ -49,21 +48,25 @@ impl WindowMode {
     }
 }
 
+/// Whether this build can restore (it calls hooks at `hook_k` and `hook_v`). A constant, so that a build
+/// without them (a firmware's) has no code for it.
+const RESTORE: bool = COMPILED.contains(HookKind::K) && COMPILED.contains(HookKind::V);
+
 /// A session whose context slides over an unbounded token stream; see the module documentation.
 #[derive(Debug)]
-pub struct Window<'a, 'b> {
-    session: Session<'a, 'b>,
+pub struct Window<'w, 'a, 'b> {
+    session: &'w mut Session<'a, 'b>,
     /// The last `width` tokens, token `t` at `t % width`.
-    tokens: &'b mut [u32],
+    tokens: &'w mut [u32],
     /// [`WindowMode::Restore`]: the last `width` tokens' unrotated keys then values of layer 0
     /// (`2 * d_attn` words each), token `t` at `t % width`.
-    kept: &'b mut [f32],
+    kept: &'w mut [f32],
     width: usize,
     seen: usize,
     mode: WindowMode,
 }
 
-impl<'a, 'b> Window<'a, 'b> {
+impl<'w, 'a, 'b> Window<'w, 'a, 'b> {
     /// `f32` words of the keys and values buffer a window of `width` tokens needs for `cfg`: `2 * width *
     /// n_heads * d_head` in [`WindowMode::Restore`], 0 otherwise (saturating).
     pub const fn kept_len(cfg: &Config, width: usize) -> usize {
@@ -76,10 +79,10 @@ impl<'a, 'b> Window<'a, 'b> {
     /// A window of `width` tokens (`1..=` the session's context) over `session`, which is reset. `tokens`
     /// holds the window's tokens (at least `width`), `kept` at least [`Window::kept_len`] words.
     pub fn new(
-        mut session: Session<'a, 'b>,
+        session: &'w mut Session<'a, 'b>,
         width: usize,
-        tokens: &'b mut [u32],
-        kept: &'b mut [f32],
+        tokens: &'w mut [u32],
+        kept: &'w mut [f32],
     ) -> Result<Self, Error> {
         if width == 0 || width > session.n_ctx() {
             return Err(Error::OutOfRange {
@@ -128,13 +131,8 @@ impl<'a, 'b> Window<'a, 'b> {
         self.seen
     }
 
-    /// The session underneath.
+    /// The session underneath (its state is the window's last step).
     pub fn session(&self) -> &Session<'a, 'b> {
-        &self.session
-    }
-
-    /// The session back (its state is the window's last step).
-    pub fn into_session(self) -> Session<'a, 'b> {
         self.session
     }
 
@@ -171,19 +169,19 @@ impl<'a, 'b> Window<'a, 'b> {
                     self.session.step_with(earlier.unwrap_or(0), hooks)?;
                 }
             }
-            (WindowMode::Restore, true) => self.restore(t),
+            (WindowMode::Restore, true) if RESTORE => self.restore(t),
             _ => {}
         }
         self.seen += 1;
         match self.mode {
-            WindowMode::ReEncode => self.session.step_with(token, hooks),
-            WindowMode::Restore => {
+            WindowMode::Restore if RESTORE => {
                 let d_attn = self.session.model().config().d_attn();
                 let at = (t % w) * 2 * d_attn;
                 let kept = self.kept.get_mut(at..at + 2 * d_attn).unwrap_or(&mut []);
                 let mut keep = Keep { kept, d_attn };
                 self.session.step_with(token, &mut (hooks, &mut keep))
             }
+            _ => self.session.step_with(token, hooks),
         }
     }
 

@@ -42,10 +42,10 @@ fn check<H: Hooks>(
         vec![0.0; model.kv_cache_len_at(cap)],
         vec![0.0; model.workspace_len_at(cap)],
     );
-    let session = Session::with_context(model, cap, &mut kv, &mut ws).unwrap();
+    let mut session = Session::with_context(model, cap, &mut kv, &mut ws).unwrap();
     let mut window_tokens = vec![0; width];
     let mut kept = vec![0.0; Window::kept_len(model.config(), width)];
-    let mut window = Window::new(session, width, &mut window_tokens, &mut kept).unwrap();
+    let mut window = Window::new(&mut session, width, &mut window_tokens, &mut kept).unwrap();
     for (t, &token) in tokens.iter().enumerate() {
         let got = bits(window.step_with(token, hooks).unwrap());
         let start = (t + 1).saturating_sub(width);
@@ -131,8 +131,8 @@ fn bad_widths_buffers_and_tokens_are_errors_that_lose_nothing() {
     let mut tokens = vec![0; 16];
     let mut kept = vec![0.0; Window::kept_len(&cfg, 16)];
     for width in [0, cfg.n_ctx + 1] {
-        let session = Session::new(&model, &mut kv, &mut ws).unwrap();
-        let err = Window::new(session, width, &mut tokens, &mut kept).unwrap_err();
+        let mut session = Session::new(&model, &mut kv, &mut ws).unwrap();
+        let err = Window::new(&mut session, width, &mut tokens, &mut kept).unwrap_err();
         assert_eq!(
             err,
             Error::OutOfRange {
@@ -140,18 +140,16 @@ fn bad_widths_buffers_and_tokens_are_errors_that_lose_nothing() {
             }
         );
     }
-    let session = Session::new(&model, &mut kv, &mut ws).unwrap();
+    let mut session = Session::new(&model, &mut kv, &mut ws).unwrap();
     let short = &mut kept[..Window::kept_len(&cfg, 3) - 1];
-    let err = Window::new(session, 3, &mut tokens, short).unwrap_err();
+    let err = Window::new(&mut session, 3, &mut tokens, short).unwrap_err();
     assert!(matches!(err, Error::BufferTooSmall { .. }));
-    let session = Session::new(&model, &mut kv, &mut ws).unwrap();
-    let err = Window::new(session, 3, &mut tokens[..2], &mut kept).unwrap_err();
+    let err = Window::new(&mut session, 3, &mut tokens[..2], &mut kept).unwrap_err();
     assert!(matches!(err, Error::BufferTooSmall { .. }));
 
     // A bad token in the middle of a stream changes nothing.
     let stream = random_tokens(12, 19, 4);
-    let session = Session::new(&model, &mut kv, &mut ws).unwrap();
-    let mut window = Window::new(session, 3, &mut tokens, &mut kept).unwrap();
+    let mut window = Window::new(&mut session, 3, &mut tokens, &mut kept).unwrap();
     for (t, &token) in stream.iter().enumerate() {
         if t == 6 {
             let err = window.step(19).unwrap_err();

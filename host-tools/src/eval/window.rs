@@ -46,10 +46,10 @@ pub fn run_window(
 ) -> Result<(Vec<Vec<f32>>, WindowMode)> {
     check_window(model, tokens, width)?;
     let (mut kv, mut ws) = session_buffers(model, width)?;
-    let session = Session::with_context(model, width, &mut kv, &mut ws)?;
+    let mut session = Session::with_context(model, width, &mut kv, &mut ws)?;
     let mut window_tokens = vec![0u32; width];
     let mut kept = buffer(Window::kept_len(model.config(), width), "window keys")?;
-    let mut window = Window::new(session, width, &mut window_tokens, &mut kept)?;
+    let mut window = Window::new(&mut session, width, &mut window_tokens, &mut kept)?;
     let logits = tokens
         .iter()
         .map(|&t| Ok(window.step(t)?.to_vec()))
