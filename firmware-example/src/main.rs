@@ -58,7 +58,8 @@ static KV: ConstStaticCell<[f32; model::KV_LEN]> = ConstStaticCell::new([0.0; mo
 /// The forward pass's activations.
 static WS: ConstStaticCell<[f32; model::WS_LEN]> = ConstStaticCell::new([0.0; model::WS_LEN]);
 /// The sliding window's token ring ([`model::WINDOW`] tokens, none at the model's full context).
-static WINDOW_TOKENS: ConstStaticCell<[u32; model::WINDOW]> = ConstStaticCell::new([0; model::WINDOW]);
+static WINDOW_TOKENS: ConstStaticCell<[u32; model::WINDOW]> =
+    ConstStaticCell::new([0; model::WINDOW]);
 /// The sliding window's kept keys and values.
 static WINDOW_KEPT: ConstStaticCell<[f32; model::WINDOW_KEPT]> =
     ConstStaticCell::new([0.0; model::WINDOW_KEPT]);
