@@ -58,13 +58,7 @@ fn blob_sharing_weights(cfg: &Config, draw_cfg: &Config, seed: u64) -> Vec<u8> {
             tensors.push(encode_matrix(id, shape, &values, DType::F32));
         }
     }
-    let processing = Processing {
-        fold_ln: false,
-        center_writing_weights: false,
-        center_unembed: false,
-        fold_value_biases: false,
-        original_normalization: cfg.normalization,
-    };
+    let processing = Processing::none(cfg.normalization);
     blob::write(cfg, processing, Activations::F32, &tensors).unwrap()
 }
 
