@@ -114,7 +114,8 @@ pub fn tl_config(cfg: &ModelConfig, name: &str, seed: u64) -> Value {
     )
 }
 
-/// Reads an attention-only TransformerLens model (standard or shortformer positions, no norm or `"LN"`):
+/// Reads an attention-only TransformerLens model (standard, shortformer or sinusoidal positions, no norm
+/// or `"LN"`):
 /// the config JSON and a safetensors state dict (buffers such as `attn.mask` are ignored).
 pub fn load(weights: &Path, config: &Path) -> Result<Model> {
     let text =
@@ -167,6 +168,7 @@ fn model_config(json: &Value) -> Result<ModelConfig> {
     {
         "standard" => Positional::Standard,
         "shortformer" => Positional::Shortformer,
+        "sinusoidal" => Positional::Sinusoidal,
         other => bail!("positional_embedding_type `{other}` is not supported"),
     };
     let norm = match json.get("normalization_type").map(|v| v.as_str()) {

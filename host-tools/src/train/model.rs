@@ -28,7 +28,7 @@ pub struct ModelConfig {
     pub d_vocab: usize,
     /// Context length.
     pub n_ctx: usize,
-    /// Positional embedding type (`Standard` or `Shortformer`).
+    /// Positional embedding type (`Standard`, `Shortformer` or `Sinusoidal`).
     pub positional: Positional,
     /// Normalisation type (`None`, or `LN`: TransformerLens LayerNorm,
     /// `(x - mean) / sqrt(mean((x - mean)^2) + eps) * w + b`).
@@ -97,7 +97,8 @@ pub struct Model {
     pub cfg: ModelConfig,
     /// `embed.W_E [d_vocab, d_model]`.
     pub w_e: Var,
-    /// `pos_embed.W_pos [n_ctx, d_model]`.
+    /// `pos_embed.W_pos [n_ctx, d_model]`; for sinusoidal positions the fixed table of the core's
+    /// [`microlens::sinusoidal`] (not trained, not exported).
     pub w_pos: Var,
     /// `blocks.*`.
     pub blocks: Vec<Block>,
@@ -142,6 +143,20 @@ pub(crate) fn constant(shape: &[usize], value: f32) -> Result<Var> {
     )?)?)
 }
 
+/// The sinusoidal positions `[n_ctx, d_model]`, row by row from the core's own function: the values the
+/// device adds.
+fn sinusoidal_table(n_ctx: usize, d_model: usize) -> Result<Var> {
+    let mut data = vec![0.0f32; n_ctx * d_model];
+    for (pos, row) in data.chunks_exact_mut(d_model).enumerate() {
+        microlens::sinusoidal(pos, row);
+    }
+    Ok(Var::from_tensor(&Tensor::from_vec(
+        data,
+        &[n_ctx, d_model],
+        &Device::Cpu,
+    )?)?)
+}
+
 pub(crate) fn layer_norm_params(d: usize) -> Result<LayerNorm> {
     Ok(LayerNorm {
         w: constant(&[d], 1.0)?,
@@ -165,7 +180,10 @@ impl Model {
         cfg.validate()?;
         let (d, h, dh, v) = (cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_vocab);
         let w_e = normal(rng, &[v, d], EMBED_INIT_STD)?;
-        let w_pos = normal(rng, &[cfg.n_ctx, d], EMBED_INIT_STD)?;
+        let w_pos = match cfg.positional {
+            Positional::Sinusoidal => sinusoidal_table(cfg.n_ctx, d)?,
+            _ => normal(rng, &[cfg.n_ctx, d], EMBED_INIT_STD)?,
+        };
         let in_std = 1.0 / (d as f64).sqrt();
         let mut blocks = Vec::with_capacity(cfg.n_layers);
         for _ in 0..cfg.n_layers {
@@ -215,10 +233,10 @@ impl Model {
 
     /// Every parameter with its TransformerLens state-dict name.
     pub fn named_vars(&self) -> Vec<(String, &Var)> {
-        let mut out = vec![
-            ("embed.W_E".to_string(), &self.w_e),
-            ("pos_embed.W_pos".to_string(), &self.w_pos),
-        ];
+        let mut out = vec![("embed.W_E".to_string(), &self.w_e)];
+        if self.cfg.positional.has_table() {
+            out.push(("pos_embed.W_pos".to_string(), &self.w_pos));
+        }
         for (l, b) in self.blocks.iter().enumerate() {
             if let Some(ln) = &b.ln1 {
                 out.push((format!("blocks.{l}.ln1.w"), &ln.w));
@@ -278,7 +296,7 @@ impl Model {
             .w_e
             .index_select(&tokens.flatten_all()?, 0)?
             .reshape((b, t, d))?;
-        if self.cfg.positional == Positional::Standard {
+        if self.cfg.positional.adds_to_residual() {
             resid = resid.broadcast_add(&w_pos)?;
         }
         let mut patterns = Vec::with_capacity(self.blocks.len());
@@ -288,7 +306,7 @@ impl Model {
                 None => resid.clone(),
             };
             let xqk = match self.cfg.positional {
-                Positional::Standard => x.clone(),
+                Positional::Standard | Positional::Sinusoidal => x.clone(),
                 Positional::Shortformer => x.broadcast_add(&w_pos)?,
                 Positional::Rotary { .. } => anyhow::bail!("training has no rotary embedding"),
             };
