@@ -179,9 +179,10 @@ pub fn config(u: &mut Unstructured<'_>) -> Result<Config> {
     };
     cfg.act_fn = *u.choose(&ActFn::ALL)?;
     cfg.normalization = *u.choose(&Normalization::ALL)?;
-    cfg.positional = match u.int_in_range(0..=2)? {
+    cfg.positional = match u.int_in_range(0..=3)? {
         0 => Positional::Standard,
         1 => Positional::Shortformer,
+        2 => Positional::Sinusoidal,
         _ => Positional::Rotary {
             dim: if u.ratio(3, 4)? {
                 2 * u.int_in_range(1..=d_head.clamp(2, 8) / 2)?
