@@ -11,7 +11,7 @@
 //!    continuation as text;
 //! 5. reports the cost per token (instructions under QEMU, cycles on a board), the multiply-accumulates
 //!    per token and the stack high-water mark;
-//! 5. on a board whose RAM caps the context below the model's, streams the prompt twice (longer than the
+//! 6. on a board whose RAM caps the context below the model's, streams the prompt twice (longer than the
 //!    cap) through a sliding [`Window`] of the cap and reports the hash of its logits;
 //!
 //! then exits with success, or with failure on any error. Every result is a `key=value` line on defmt.
@@ -105,7 +105,7 @@ fn run() -> Result<(), FirmwareError> {
 
     // 5. The logits hash, the cost and the stack.
     defmt::println!("logits_hash={=u64:016x}", hash);
-    // 5. A stream longer than a capped context, through a sliding window.
+    // 6. A stream longer than a capped context, through a sliding window.
     window_pass(session, &prompt)?;
     let n_tokens = prompt.tokens().len().max(1) as u32;
     board::print_cost_per_token(div::div_rem(spent, n_tokens).0);
