@@ -35,7 +35,7 @@ pub const SHIPPED: [Shipped; 2] = [
         name: "bytes",
         checkpoint: "firmware-example/model/induction-bytes.safetensors",
         about: "the byte-level induction model (vocabulary 256), on an English phrase it continues",
-        // Its high-water mark on the Cortex-M4F as int8 (2,696 B) plus the 112 B margin, rounded up.
+        // Its high-water mark on the Cortex-M4F as int8 (2,632 B) plus the 112 B margin, rounded up.
         stack_reserve: Some(3072),
     },
 ];
