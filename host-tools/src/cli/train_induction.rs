@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use microlens::{Normalization, Positional};
 use microlens_host::convert::{convert, ConvertOptions};
 use microlens_host::import::tl_config::positional_name;
-use microlens_host::train::data::{repeated_random, Draw, InductionData, TrainData};
+use microlens_host::train::data::{repeated_twice, Draw, InductionData, TrainData};
 use microlens_host::train::eval::{best_copier, evaluate, head_scores, HeadScore};
 use microlens_host::train::export::export;
 use microlens_host::train::heldout::score_all;
@@ -202,7 +202,14 @@ pub fn run(args: Args) -> Result<()> {
     let (copy_d, copy_acc) = best_copier(&eval_set, cfg.model.n_ctx / 2);
     let mut rr_rng = rng(EVAL_SEED, 1);
     let rr_set: Vec<_> = (0..256)
-        .map(|_| repeated_random(&mut rr_rng, cfg.model.n_ctx, cfg.model.d_vocab))
+        .map(|_| {
+            repeated_twice(
+                &mut rr_rng,
+                cfg.model.n_ctx / 2,
+                cfg.model.d_vocab,
+                Draw::Distinct,
+            )
+        })
         .collect();
     let scores = head_scores(model, &eval_set)?;
     let rr_scores = head_scores(model, &rr_set)?;
