@@ -162,6 +162,7 @@ impl TrainData {
             .map(|k| match (self, k % 8) {
                 (TrainData::Distinct, _) => data.sample(rng),
                 (_, 7) => repeated_twice(rng, half, d_vocab, Draw::Replacement),
+                (TrainData::Replacement, 3) => repeated_twice(rng, half, d_vocab, Draw::Distinct),
                 (TrainData::Bytes, 1 | 5) => super::phrases::repeated_training_phrase(rng, n_ctx),
                 _ => data.sample(rng),
             })

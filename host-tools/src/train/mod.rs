@@ -13,6 +13,8 @@ pub mod heldout;
 pub mod loss;
 pub mod model;
 pub mod phrases;
+pub mod rows;
+pub mod shards;
 pub mod trainer;
 
 #[cfg(test)]
