@@ -8,7 +8,7 @@
 //! ([`Draw::Replacement`], as TransformerLens's `generate_repeated_tokens`: a token may occur several times
 //! in the segment and in the prefix, so the model must tell the occurrences apart, e.g. by the token before).
 
-use microlens::analysis::sequences::{self, Repeat, RepeatedTokens};
+use microlens::analysis::sequences::{self, Random, Repeat, RepeatedTokens};
 use rand::Rng;
 
 use crate::eval::sequences::{vocab, FromRand};
@@ -162,12 +162,28 @@ impl TrainData {
             .map(|k| match (self, k % 8) {
                 (TrainData::Distinct, _) => data.sample(rng),
                 (_, 7) => repeated_twice(rng, half, d_vocab, Draw::Replacement),
-                (TrainData::Replacement, 3) => repeated_twice(rng, half, d_vocab, Draw::Distinct),
+                (TrainData::Replacement, 3) => repeated_from_start(rng, n_ctx, d_vocab, Draw::Distinct),
                 (TrainData::Bytes, 1 | 5) => super::phrases::repeated_training_phrase(rng, n_ctx),
                 _ => data.sample(rng),
             })
             .collect())
     }
+}
+
+/// A segment of `L ~ U[MIN_SEGMENT, n_ctx / 2]` tokens drawn by `draw` from the first position on (no
+/// prefix), repeated to fill `n_ctx` tokens: the repeat of the first token, which has no token before it,
+/// at varying distances.
+pub fn repeated_from_start(
+    rng: &mut impl Rng,
+    n_ctx: usize,
+    d_vocab: usize,
+    draw: Draw,
+) -> Sequence {
+    let mut rng = FromRand(rng);
+    let segment_len = rng.between(MIN_SEGMENT, n_ctx / 2);
+    let mut tokens = vec![0; n_ctx];
+    let repeat = sequences::fill_repeated(&mut rng, &mut tokens, vocab(d_vocab), 0, segment_len, draw);
+    Sequence::new(tokens, repeat)
 }
 
 /// TransformerLens's `generate_repeated_tokens` (without the BOS token), with the core's generator:

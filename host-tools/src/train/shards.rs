@@ -107,3 +107,46 @@ pub fn sharded_gradients(
     let n = n_repeated.max(1) as f64;
     Ok((grads, [figures[0], figures[1] / n, figures[2] / n]))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::data::TrainData;
+    use crate::train::model::ModelConfig;
+    use crate::train::trainer::rng;
+    use microlens::{Normalization, Positional};
+
+    /// The same bits on 1 and 2 threads, and the gradient of the whole batch's mean loss (up to the order
+    /// of float sums).
+    #[test]
+    fn shards_give_the_batch_gradient_whatever_the_threads() -> Result<()> {
+        let cfg = ModelConfig {
+            n_layers: 2,
+            d_model: 16,
+            n_heads: 2,
+            d_head: 8,
+            d_vocab: 16,
+            n_ctx: 16,
+            positional: Positional::Standard,
+            norm: Normalization::LN,
+            eps: 1e-5,
+        };
+        let model = Model::new(cfg, &mut rng(1, 0))?;
+        let seqs = TrainData::Replacement.sample_many(&mut rng(1, 1), 16, 16, 7)?;
+        let (one, f1) = sharded_gradients(&model, &seqs, 1)?;
+        let (two, f2) = sharded_gradients(&model, &seqs, 2)?;
+        let batch = Batch::new(&seqs)?;
+        let whole = losses(&model.forward(&batch.tokens)?.logits, &batch)?;
+        let reference = whole.all.backward()?;
+        assert_eq!(f1, f2);
+        assert!((f1[0] - f64::from(whole.all.to_scalar::<f32>()?)).abs() < 1e-5);
+        for var in model.vars() {
+            let g = |s: &GradStore| s.get(var.as_tensor()).unwrap().flatten_all()?.to_vec1::<f32>();
+            assert_eq!(g(&one)?, g(&two)?);
+            for (a, b) in g(&one)?.iter().zip(g(&reference)?) {
+                assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+            }
+        }
+        Ok(())
+    }
+}
