@@ -90,7 +90,7 @@ pub struct Args {
     #[arg(long, default_value_t = 2000)]
     pub steps: usize,
     /// Peak learning rate (AdamW; linear warm-up, cosine decay to a tenth).
-    #[arg(long, default_value_t = 3e-3, allow_hyphen_values = true)]
+    #[arg(long, default_value_t = 5e-3, allow_hyphen_values = true)]
     pub lr: f64,
     /// Sequences per step.
     #[arg(long, default_value_t = 64)]
@@ -102,11 +102,11 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = PositionalArg::Standard)]
     pub positional: PositionalArg,
     /// Normalisation: none (cheapest on the device) or TransformerLens LayerNorm.
-    #[arg(long, value_enum, default_value_t = Norm::None)]
+    #[arg(long, value_enum, default_value_t = Norm::Ln)]
     pub norm: Norm,
     /// Training data: distinct segments, segments drawn with replacement, or bytes (random bytes and
     /// English text; needs `--vocab 256`).
-    #[arg(long, value_enum, default_value_t = TrainData::Distinct)]
+    #[arg(long, value_enum, default_value_t = TrainData::Replacement)]
     pub data: TrainData,
     /// Held-out evaluation sequences.
     #[arg(long, default_value_t = 2048)]
