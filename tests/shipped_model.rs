@@ -218,7 +218,10 @@ fn circuits_show_a_previous_token_head_and_an_induction_head() {
     );
     // Measured: K 0.258 against Q 0.102 and V 0.114, both below the baseline's mean.
     assert!(k > 2.0 * q.max(v), "K {k} vs Q {q}, V {v}");
-    assert!(q.max(v) < base.mean + 3.0 * base.std, "Q {q}, V {v} vs {base:?}");
+    assert!(
+        q.max(v) < base.mean + 3.0 * base.std,
+        "Q {q}, V {v} vs {base:?}"
+    );
 
     let copying = full_ov_copying_score(&w.w_e, w.head(ind), &w.w_u);
     println!("full OV copying score of {ind}: {copying:.3}");

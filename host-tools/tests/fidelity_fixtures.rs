@@ -104,7 +104,8 @@ fn the_shipped_int8_blob_is_at_most_0_27_of_the_f32_blob() {
 }
 
 /// The firmware's default prompt (seed `0x6d69_6372_6f6c_656e`).
-const FIRMWARE_PROMPT: &str = "44,50,45,20,7,24,42,9,36,27,32,52,2,54,5,10,22,1,12,50,21,57,23,29,35,3,17,26,13,34,\
+const FIRMWARE_PROMPT: &str =
+    "44,50,45,20,7,24,42,9,36,27,32,52,2,54,5,10,22,1,12,50,21,57,23,29,35,3,17,26,13,34,\
     40,28,45,20,7,24,42,9,36,27,32,52,2,54,5,10,22,1,12,50,21,57,23,29,35,3,17,26,13,34,40,28,45";
 
 /// The logits hashes QEMU's Cortex-M4F printed for the shipped model on the firmware's prompt

@@ -162,7 +162,9 @@ impl TrainData {
             .map(|k| match (self, k % 8) {
                 (TrainData::Distinct, _) => data.sample(rng),
                 (_, 7) => repeated_twice(rng, half, d_vocab, Draw::Replacement),
-                (TrainData::Replacement, 3) => repeated_from_start(rng, n_ctx, d_vocab, Draw::Distinct),
+                (TrainData::Replacement, 3) => {
+                    repeated_from_start(rng, n_ctx, d_vocab, Draw::Distinct)
+                }
                 (TrainData::Bytes, 1 | 5) => super::phrases::repeated_training_phrase(rng, n_ctx),
                 _ => data.sample(rng),
             })
@@ -182,7 +184,8 @@ pub fn repeated_from_start(
     let mut rng = FromRand(rng);
     let segment_len = rng.between(MIN_SEGMENT, n_ctx / 2);
     let mut tokens = vec![0; n_ctx];
-    let repeat = sequences::fill_repeated(&mut rng, &mut tokens, vocab(d_vocab), 0, segment_len, draw);
+    let repeat =
+        sequences::fill_repeated(&mut rng, &mut tokens, vocab(d_vocab), 0, segment_len, draw);
     Sequence::new(tokens, repeat)
 }
 

@@ -141,7 +141,12 @@ mod tests {
         assert_eq!(f1, f2);
         assert!((f1[0] - f64::from(whole.all.to_scalar::<f32>()?)).abs() < 1e-5);
         for var in model.vars() {
-            let g = |s: &GradStore| s.get(var.as_tensor()).unwrap().flatten_all()?.to_vec1::<f32>();
+            let g = |s: &GradStore| {
+                s.get(var.as_tensor())
+                    .unwrap()
+                    .flatten_all()?
+                    .to_vec1::<f32>()
+            };
             assert_eq!(g(&one)?, g(&two)?);
             for (a, b) in g(&one)?.iter().zip(g(&reference)?) {
                 assert!((a - b).abs() < 1e-5, "{a} vs {b}");
