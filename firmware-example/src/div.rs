@@ -1,5 +1,5 @@
 //! `u64` division by shift and subtract: compiler-builtins' `u64` division costs 0.4 KB of flash, and
-//! the demo divides only twice (the prompt generator, the mean cost per token), never in a timed step.
+//! the demo divides only to report the mean cost per token, never in a timed step.
 
 /// `(n / d, n % d)`; `d` must not be 0.
 ///

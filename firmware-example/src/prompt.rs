@@ -4,30 +4,14 @@
 //! The second copy of the segment is predictable only by induction (look back for the previous
 //! occurrence of the current token, predict the token that followed it): accuracy and the induction
 //! scores are measured there. Segment tokens are distinct, so that the earlier occurrence is unique (in
-//! the phrase, bytes recur: the model must tell the occurrences apart by what precedes them).
+//! the phrase, bytes recur: the model must tell the occurrences apart by what precedes them). The
+//! tokens come from the core's generator ([`microlens::analysis::sequences`]), seeded by
+//! [`crate::model::SEED`].
 
+use microlens::analysis::sequences::{self, fill_repeated, Draw, Random, SplitMix64};
 use microlens::Config;
 
-use crate::div::div_rem;
 use crate::model::{Token, N_CTX};
-
-/// SplitMix64: a tiny seeded generator, the same on every target.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`0 < n <= u32::MAX`; the modulo bias is negligible for small `n`).
-    fn below(&mut self, n: usize) -> usize {
-        div_rem(self.next(), n as u32).1 as usize
-    }
-}
 
 /// The English phrase a byte-level model's prompt repeats: not in its held-out sentences, and its
 /// training text is random words.
@@ -70,28 +54,21 @@ impl Prompt {
     /// The prompt for `seed`: a prefix of up to a quarter of the context, then the longest segment
     /// (at most `d_vocab` distinct tokens) that fits twice in what is left.
     pub fn generate(seed: u64, cfg: &Config) -> Self {
-        let mut rng = SplitMix64(seed);
+        let mut rng = SplitMix64::new(seed);
         let n_ctx = cfg.n_ctx.min(N_CTX);
-        let vocab = cfg.d_vocab.min(Token::MAX as usize + 1);
-        let prefix_len = rng.below(n_ctx / 4 + 1);
+        let vocab = cfg.d_vocab.min(<Token as sequences::Token>::LIMIT as usize);
+        let prefix_len = rng.below((n_ctx / 4 + 1) as u32) as usize;
         let segment_len = ((n_ctx - prefix_len) / 2).min(vocab);
         let mut tokens: [Token; N_CTX] = [0; N_CTX];
-        for t in &mut tokens[..prefix_len] {
-            *t = rng.below(vocab) as Token;
-        }
-        let segment = prefix_len..prefix_len + segment_len;
-        for i in segment.clone() {
-            tokens[i] = loop {
-                let t = rng.below(vocab) as Token;
-                if !occurs(t, &tokens[segment.start..i]) {
-                    break t;
-                }
-            };
-        }
-        // A plain loop rather than `copy_within`, which would link `memmove` (600 B) for 27 words.
-        for i in segment {
-            tokens[i + segment_len] = tokens[i];
-        }
+        let len = prefix_len + 2 * segment_len;
+        fill_repeated(
+            &mut rng,
+            &mut tokens[..len],
+            vocab as u32,
+            prefix_len,
+            segment_len,
+            Draw::Distinct,
+        );
         Prompt {
             tokens,
             prefix_len,
@@ -125,11 +102,4 @@ impl Prompt {
     pub fn repeated_target(&self, pos: usize) -> Option<u32> {
         (self.in_repeat(pos) && self.in_repeat(pos + 1)).then(|| u32::from(self.tokens[pos + 1]))
     }
-}
-
-/// Whether `t` is in `tokens`: a plain loop rather than `contains`, whose word-at-a-time `memchr` for
-/// `u8` costs 150 B of flash, for at most a context's worth of tokens.
-#[allow(clippy::manual_contains)]
-fn occurs(t: Token, tokens: &[Token]) -> bool {
-    tokens.iter().any(|&u| u == t)
 }

@@ -36,7 +36,7 @@ fn measured_fidelity_does_not_regress() {
                     ("rotary_rms", 9.788e-08),
                     ("rotary_adjacent_rmspre", 5.900e-08),
                     ("hf_gpt2", 6.200e-07),
-                    ("induction-2l", 5.425e-08),
+                    ("induction-2l", 2.811e-08),
                 ],
                 top1: 0.997,
                 attention: 4.8e-3,
@@ -56,9 +56,9 @@ fn measured_fidelity_does_not_regress() {
                     ("rotary_rms", 1.512e-04),
                     ("rotary_adjacent_rmspre", 7.900e-05),
                     ("hf_gpt2", 1.115e-03),
-                    ("induction-2l", 2.175e-04),
+                    ("induction-2l", 1.838e-04),
                 ],
-                top1: 0.97,
+                top1: 0.945,
                 attention: 0.14,
                 induction: 4.4e-4,
             },
@@ -76,7 +76,7 @@ fn measured_fidelity_does_not_regress() {
                     ("rotary_rms", 1.813e-02),
                     ("rotary_adjacent_rmspre", 9.938e-03),
                     ("hf_gpt2", 9.737e-02),
-                    ("induction-2l", 9.450e-03),
+                    ("induction-2l", 5.250e-03),
                 ],
                 top1: 0.75,
                 attention: 0.95,
@@ -104,8 +104,9 @@ fn the_shipped_int8_blob_is_at_most_0_27_of_the_f32_blob() {
 }
 
 /// The firmware's default prompt (seed `0x6d69_6372_6f6c_656e`).
-const FIRMWARE_PROMPT: &str = "28,11,60,6,41,4,14,28,22,17,44,38,61,63,28,35,57,62,45,33,15,40,16,14,12,19,1,25,53,11,\
-    23,56,22,18,37,8,24,44,38,61,63,28,35,57,62,45,33,15,40,16,14,12,19,1,25,53,11,23,56,22,18,37,8,24";
+const FIRMWARE_PROMPT: &str =
+    "44,50,45,20,7,24,42,9,36,27,32,52,2,54,5,10,22,1,12,50,21,57,23,29,35,3,17,26,13,34,\
+    40,28,45,20,7,24,42,9,36,27,32,52,2,54,5,10,22,1,12,50,21,57,23,29,35,3,17,26,13,34,40,28,45";
 
 /// The logits hashes QEMU's Cortex-M4F printed for the shipped model on the firmware's prompt
 /// (`cargo xtask firmware --dtype ...`, which converts with the default rounding): the host computes
@@ -116,10 +117,10 @@ fn shipped_model_hashes_equal_the_device_ones() {
     let model = Model::from_bytes(&f32_blob).unwrap();
     let tokens = microlens_host::io::tokens::parse_tokens(FIRMWARE_PROMPT).unwrap();
     for (dtype, device) in [
-        (DType::F32, "de9e11fb6ffc5d19"),
-        (DType::F16, "0053a8805b477137"),
-        (DType::I8, "19ee8d2f9141fe72"),
-        (DType::I4, "ac63dc8572f12611"),
+        (DType::F32, "52c00c8749984557"),
+        (DType::F16, "24b8a3b589e79637"),
+        (DType::I8, "49d0d88984c8bcde"),
+        (DType::I4, "a5c6ba687bc1a8fa"),
     ] {
         let blob = requantize(&model, dtype);
         let out = microlens_host::eval::run::run_blob(&blob, &tokens).unwrap();
@@ -137,7 +138,7 @@ fn shipped_model_hashes_equal_the_device_ones() {
     let blob = requantize_blob(&model, DType::I8, Activations::I16, &rounding).unwrap();
     let out = microlens_host::eval::run::run_blob(&blob, &tokens).unwrap();
     let hash = microlens_host::hash::logits_hash(out.logits.iter().map(Vec::as_slice));
-    assert_eq!(format!("{hash:016x}"), "be614df3f5f6b2d6", "W8A16");
+    assert_eq!(format!("{hash:016x}"), "d2759a7535b58df4", "W8A16");
 }
 
 /// The logits hash QEMU's Cortex-M4F printed for the shipped byte-level model as int8 on its prompt

@@ -354,8 +354,8 @@ fn print_sizes(s: &elf_size::Sizes) {
     println!("stack_reserve_bytes={}", s.stack_reserve);
 }
 
-/// The RAM budget for a blob: its KV cache and workspace (the activations) plus 2 KiB (the
-/// board's [`Spec::ram_allowance`]). On a
+/// The RAM budget for a blob: its KV cache and workspace (the activations) plus about 2 KiB
+/// (the board's [`Spec::ram_allowance`]). On a
 /// board whose RAM cannot hold the full context's KV cache (the firmware's `build.rs` caps the context
 /// to fill it), the budget is the board's RAM.
 struct RamBudget {

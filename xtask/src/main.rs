@@ -32,6 +32,7 @@ mod paths;
 mod profile;
 mod qemu;
 mod reference;
+mod reproduce;
 mod test;
 mod thumbv6m;
 mod toolchain;

@@ -4,6 +4,8 @@
 //! Every hook keeps its state in caller-provided buffers (a `static` on a microcontroller) and can be
 //! combined with others as a tuple, `(ablation, (recorder, detector))`: the first writes, the next see it.
 //! On quantised models the hooks see and write the same `f32` activations (see [`crate::hooks`]).
+//!
+//! [`sequences`] generates their standard input, repeated random tokens, into a caller's buffer.
 
 mod ablation;
 mod detection;
@@ -12,6 +14,7 @@ mod head_detector;
 mod logit_attribution;
 mod means;
 mod pattern_recorder;
+pub mod sequences;
 
 pub use ablation::HeadAblation;
 pub use detection::HeadPattern;

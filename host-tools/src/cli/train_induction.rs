@@ -4,7 +4,7 @@
 //! The defaults produce the shipped firmware model: 2 layers, d_model 64, 4 heads of 16, vocab 64, context
 //! 64 (int8: ~45 KB of weights, 16 KB of KV cache).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{ensure, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -12,11 +12,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use microlens::{Normalization, Positional};
 use microlens_host::convert::{convert, ConvertOptions};
 use microlens_host::import::tl_config::positional_name;
-use microlens_host::train::data::{repeated_random, Draw, InductionData, TrainData};
+use microlens_host::train::data::{repeated_twice, Draw, InductionData, TrainData};
 use microlens_host::train::eval::{best_copier, evaluate, head_scores, HeadScore};
 use microlens_host::train::export::export;
 use microlens_host::train::heldout::score_all;
-use microlens_host::train::model::ModelConfig;
+use microlens_host::train::model::{Model, ModelConfig};
 use microlens_host::train::trainer::{rng, train, TrainConfig, Trained};
 
 /// `--positional`: where the positional embedding enters (`cfg.positional_embedding_type`).
@@ -94,7 +94,7 @@ pub struct Args {
     #[arg(long, default_value_t = 2000)]
     pub steps: usize,
     /// Peak learning rate (AdamW; linear warm-up, cosine decay to a tenth).
-    #[arg(long, default_value_t = 3e-3, allow_hyphen_values = true)]
+    #[arg(long, default_value_t = 5e-3, allow_hyphen_values = true)]
     pub lr: f64,
     /// Sequences per step.
     #[arg(long, default_value_t = 64)]
@@ -106,11 +106,11 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = PositionalArg::Standard)]
     pub positional: PositionalArg,
     /// Normalisation: none (cheapest on the device) or TransformerLens LayerNorm.
-    #[arg(long, value_enum, default_value_t = Norm::None)]
+    #[arg(long, value_enum, default_value_t = Norm::Ln)]
     pub norm: Norm,
     /// Training data: distinct segments, segments drawn with replacement, or bytes (random bytes and
     /// English text; needs `--vocab 256`).
-    #[arg(long, value_enum, default_value_t = TrainData::Distinct)]
+    #[arg(long, value_enum, default_value_t = TrainData::Replacement)]
     pub data: TrainData,
     /// Held-out evaluation sequences.
     #[arg(long, default_value_t = 2048)]
@@ -168,8 +168,9 @@ fn training_words(a: &Args) -> f64 {
     4.0 * params + 2.0 * (a.batch as f64).max(256.0) * per_sequence + a.eval_size as f64 * n
 }
 
-/// Runs the command.
-pub fn run(args: Args) -> Result<()> {
+/// Refuses arguments that cannot train: a bad learning rate, an output path that is a file, sizes
+/// beyond [`MAX_TRAINING_WORDS`].
+fn check(args: &Args) -> Result<()> {
     ensure!(
         args.lr.is_finite() && args.lr > 0.0,
         "--lr must be a positive finite number, not {}",
@@ -181,7 +182,7 @@ pub fn run(args: Args) -> Result<()> {
         args.out.display()
     );
     ensure!(args.eval_size > 0, "--eval-size must be positive");
-    let words = training_words(&args);
+    let words = training_words(args);
     ensure!(
         words <= MAX_TRAINING_WORDS,
         "these sizes need about {:.0} GiB to train (limit {} GiB): use a smaller --batch, --n-ctx, \
@@ -189,29 +190,29 @@ pub fn run(args: Args) -> Result<()> {
         words * 4.0 / GIB,
         MAX_TRAINING_WORDS * 4.0 / GIB
     );
+    Ok(())
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<()> {
+    check(&args)?;
     let cfg = args.train_config();
     let name = args
         .name
         .clone()
         .unwrap_or_else(|| format!("induction-{}l", args.layers));
     let trained = train_with_progress(&cfg)?;
-    let model = &trained.model;
+    print_training(&cfg, &trained, args.norm);
+    print_candle_evaluation(&cfg, &trained.model, args.eval_size)?;
+    let out = export(&trained.model, &args.out, &name, cfg.seed)?;
+    print_held_out_tests(&out.weights, &out.config)?;
+    println!("wrote {}", out.weights.display());
+    println!("wrote {}", out.config.display());
+    Ok(())
+}
 
-    let data = match cfg.data {
-        TrainData::Distinct => InductionData::new(cfg.model.n_ctx, cfg.model.d_vocab)?,
-        _ => InductionData::with_draw(cfg.model.n_ctx, cfg.model.d_vocab, Draw::Replacement)?,
-    };
-    let eval_set = data.sample_many(&mut rng(EVAL_SEED, 0), args.eval_size);
-    let metrics = evaluate(model, &eval_set)?;
-    let (copy_d, copy_acc) = best_copier(&eval_set, cfg.model.n_ctx / 2);
-    let mut rr_rng = rng(EVAL_SEED, 1);
-    let rr_set: Vec<_> = (0..256)
-        .map(|_| repeated_random(&mut rr_rng, cfg.model.n_ctx, cfg.model.d_vocab))
-        .collect();
-    let scores = head_scores(model, &eval_set)?;
-    let rr_scores = head_scores(model, &rr_set)?;
-    let out = export(model, &args.out, &name, cfg.seed)?;
-
+/// The shape, the time and the last training batch's figures.
+fn print_training(cfg: &TrainConfig, trained: &Trained, norm: Norm) {
     let m = &cfg.model;
     println!(
         "model: {} layers, d_model {}, {} heads x {}, vocab {}, n_ctx {}, {} params, positional {}, norm {:?}",
@@ -221,9 +222,9 @@ pub fn run(args: Args) -> Result<()> {
         m.d_head,
         m.d_vocab,
         m.n_ctx,
-        model.n_params(),
+        trained.model.n_params(),
         positional_name(m.positional),
-        args.norm
+        norm
     );
     let secs = trained.elapsed.as_secs_f64();
     println!(
@@ -240,6 +241,23 @@ pub fn run(args: Args) -> Result<()> {
         last.loss_repeated,
         100.0 * last.acc_repeated
     );
+}
+
+/// Loss and accuracy on `eval_size` held-out sequences of the training distribution, the best
+/// fixed-distance copier beside, and every head's previous-token and induction scores (through candle).
+fn print_candle_evaluation(cfg: &TrainConfig, model: &Model, eval_size: usize) -> Result<()> {
+    let (n_ctx, d_vocab) = (cfg.model.n_ctx, cfg.model.d_vocab);
+    let data = match cfg.data {
+        TrainData::Distinct => InductionData::new(n_ctx, d_vocab)?,
+        _ => InductionData::with_draw(n_ctx, d_vocab, Draw::Replacement)?,
+    };
+    let eval_set = data.sample_many(&mut rng(EVAL_SEED, 0), eval_size);
+    let metrics = evaluate(model, &eval_set)?;
+    let (copy_d, copy_acc) = best_copier(&eval_set, n_ctx / 2);
+    let mut rr_rng = rng(EVAL_SEED, 1);
+    let rr_set: Vec<_> = (0..256)
+        .map(|_| repeated_twice(&mut rr_rng, n_ctx / 2, d_vocab, Draw::Distinct))
+        .collect();
     println!(
         "held-out ({} sequences, varying offsets and segment lengths): loss {:.4} (all positions), \
          repeated part loss {:.4}, accuracy {:.2}%",
@@ -253,7 +271,8 @@ pub fn run(args: Args) -> Result<()> {
         100.0 * copy_acc
     );
     println!("head scores (prev-token / induction; held-out set | repeated random tokens):");
-    for (s, r) in scores.iter().zip(&rr_scores) {
+    let scores = head_scores(model, &eval_set)?;
+    for (s, r) in scores.iter().zip(&head_scores(model, &rr_set)?) {
         println!(
             "  L{}H{}: {} | {}",
             s.layer,
@@ -262,13 +281,17 @@ pub fn run(args: Args) -> Result<()> {
             fmt_score(r)
         );
     }
-    // The held-out induction tests through the core forward on the converted f32 blob, as
-    // `microlens eval-induction` runs them.
+    Ok(())
+}
+
+/// The held-out induction tests through the core forward on the converted f32 blob, as
+/// `microlens eval-induction` runs them.
+fn print_held_out_tests(weights: &Path, config: &Path) -> Result<()> {
     let opts = ConvertOptions {
-        config: Some(out.config.clone()),
+        config: Some(config.to_path_buf()),
         ..ConvertOptions::default()
     };
-    let blob = convert(&out.weights, &opts)?.blob;
+    let blob = convert(weights, &opts)?.blob;
     let core_model = microlens::Model::from_bytes(&blob)?;
     println!(
         "held-out induction tests (core forward, f32 blob, {HELD_OUT_SEQS} sequences each; accuracy | last-occurrence rule):"
@@ -281,8 +304,6 @@ pub fn run(args: Args) -> Result<()> {
             100.0 * s.last_occurrence
         );
     }
-    println!("wrote {}", out.weights.display());
-    println!("wrote {}", out.config.display());
     Ok(())
 }
 

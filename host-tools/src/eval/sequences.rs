@@ -1,60 +1,66 @@
-//! Generated token sequences: the repeated random tokens that exercise induction. Two generators, drawn
-//! differently on purpose (their seeds pin figures and hashes in the tests): [`induction_sequences`] (a
-//! random prefix, then a random segment repeated at varying periods; `fidelity` and calibration) and
-//! [`repeated_random_tokens`] (`half` tokens then the same again, TransformerLens's detector data; the
-//! head detectors and composition baselines).
+//! Repeated random tokens as `Vec`s, from the core's one generator ([`microlens::analysis::sequences`]):
+//! [`induction_sequences`] (a random prefix, then a random segment repeated at varying periods, with
+//! replacement; `fidelity` and calibration) and [`repeated_random_tokens`] (`half` tokens then the same
+//! again, TransformerLens's detector data; the head detectors and composition baselines).
 
-use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use microlens::analysis::sequences::{repeated_twice, Draw, Random, RepeatedTokens, SplitMix64};
 
-/// `n` sequences of `seq_len` tokens below `d_vocab`: a random prefix of random length (up to half the
-/// sequence), then a random segment (of at least 2 tokens where there is room) repeated until the
-/// sequence is full, so copying is exercised at varying offsets and periods.
+/// A `rand` generator as the core's [`Random`] (training draws its data from seeded ChaCha8 streams).
+pub struct FromRand<'a, R: ?Sized>(pub &'a mut R);
+
+impl<R: rand::RngCore + ?Sized> Random for FromRand<'_, R> {
+    fn next_u64(&mut self) -> u64 {
+        self.0.next_u64()
+    }
+}
+
+/// `n` sequences of `seq_len` tokens below `d_vocab` from `seed`: a segment of `L ~ U[2, seq_len / 2]`
+/// tokens drawn with replacement, after a random prefix of `p ~ U[0, seq_len - 2L]` tokens, repeated
+/// until the sequence is full, so copying is exercised at varying offsets and periods.
 pub fn induction_sequences(n: usize, seq_len: usize, d_vocab: usize, seed: u64) -> Vec<Vec<u32>> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let token = move |rng: &mut ChaCha8Rng| rng.random_range(0..d_vocab.max(1) as u32);
+    let data = RepeatedTokens {
+        d_vocab: vocab(d_vocab),
+        min_segment: 2,
+        max_segment: seq_len / 2,
+        draw: Draw::Replacement,
+    };
+    let mut rng = SplitMix64::new(seed);
     (0..n)
         .map(|_| {
-            let prefix_len = rng.random_range(0..=seq_len / 2);
-            let rest = seq_len - prefix_len;
-            let longest = (rest / 2).max(1);
-            let segment_len = rng.random_range(2.min(longest)..=longest);
-            let prefix: Vec<u32> = (0..prefix_len).map(|_| token(&mut rng)).collect();
-            let segment: Vec<u32> = (0..segment_len).map(|_| token(&mut rng)).collect();
-            prefix
-                .into_iter()
-                .chain(segment.iter().copied().cycle().take(rest))
-                .collect()
+            let mut tokens = vec![0; seq_len];
+            data.fill(&mut rng, &mut tokens);
+            tokens
         })
         .collect()
 }
 
 /// `n_seqs` sequences of `half` random tokens below `d_vocab` followed by the same tokens again
-/// (`2 * half` long). The tokens of one half are distinct when `half <= d_vocab` (so duplicates and
-/// induction targets come only from the repeat), drawn with replacement otherwise.
+/// (`2 * half` long), from `seed`. The tokens of one half are distinct when `half <= d_vocab` (so
+/// duplicates and induction targets come only from the repeat), drawn with replacement otherwise.
 pub fn repeated_random_tokens(
     d_vocab: usize,
     half: usize,
     n_seqs: usize,
     seed: u64,
 ) -> Vec<Vec<u32>> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let draw = if half <= d_vocab {
+        Draw::Distinct
+    } else {
+        Draw::Replacement
+    };
+    let mut rng = SplitMix64::new(seed);
     (0..n_seqs)
         .map(|_| {
-            let first: Vec<u32> = if half <= d_vocab {
-                let mut all: Vec<u32> = (0..d_vocab as u32).collect();
-                all.shuffle(&mut rng);
-                all.truncate(half);
-                all
-            } else {
-                (0..half)
-                    .map(|_| rng.random_range(0..d_vocab as u32))
-                    .collect()
-            };
-            first.iter().chain(&first).copied().collect()
+            let mut tokens = vec![0; 2 * half];
+            repeated_twice(&mut rng, &mut tokens, vocab(d_vocab), draw);
+            tokens
         })
         .collect()
+}
+
+/// A vocabulary size as the core's `u32` (sizes beyond it are cut).
+pub fn vocab(d_vocab: usize) -> u32 {
+    u32::try_from(d_vocab).unwrap_or(u32::MAX)
 }
 
 /// Positions `t` whose next token an induction head could predict: the bigram `(tokens[t], tokens[t+1])`
@@ -77,13 +83,24 @@ mod tests {
             assert_eq!(s.len(), 24);
             assert!(s.iter().all(|&t| t < 1000));
             // With 1000 tokens, accidental repeats are rare: the repeated part is a tail of the sequence,
-            // at least 24 - 1 - 12 (prefix) - 6 (segment) positions long.
+            // from the second copy's first token (at most 24 - L) to the last prediction (22).
             let rep = repeated_positions(s);
-            assert!(rep.len() >= 5, "{s:?}");
+            assert!(!rep.is_empty(), "{s:?}");
             assert_eq!(rep, (rep[0]..23).collect::<Vec<_>>(), "{s:?}");
         }
         let tiny = induction_sequences(5, 3, 4, 0);
         assert!(tiny.iter().all(|s| s.len() == 3));
+    }
+
+    #[test]
+    fn repeated_random_tokens_repeat_their_first_half() {
+        for (vocab, distinct) in [(64, true), (20, false)] {
+            for s in repeated_random_tokens(vocab, 32, 20, 1) {
+                assert_eq!(s[..32], s[32..]);
+                let set: std::collections::BTreeSet<_> = s[..32].iter().collect();
+                assert_eq!(set.len() == 32, distinct, "{s:?}");
+            }
+        }
     }
 
     #[test]

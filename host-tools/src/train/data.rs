@@ -8,8 +8,12 @@
 //! ([`Draw::Replacement`], as TransformerLens's `generate_repeated_tokens`: a token may occur several times
 //! in the segment and in the prefix, so the model must tell the occurrences apart, e.g. by the token before).
 
-use rand::seq::index;
+use microlens::analysis::sequences::{self, Random, Repeat, RepeatedTokens};
 use rand::Rng;
+
+use crate::eval::sequences::{vocab, FromRand};
+
+pub use microlens::analysis::sequences::Draw;
 
 /// Shortest segment that gets repeated.
 pub const MIN_SEGMENT: usize = 4;
@@ -26,6 +30,15 @@ pub struct Sequence {
 }
 
 impl Sequence {
+    /// `tokens` laid out as `repeat` says.
+    pub fn new(tokens: Vec<u32>, repeat: Repeat) -> Self {
+        Sequence {
+            tokens,
+            prefix_len: repeat.prefix_len,
+            segment_len: repeat.segment_len,
+        }
+    }
+
     /// First position whose *next* token is predictable by induction: `p + L` (the current token was seen
     /// before, at `i - L`, and `tokens[i + 1] = tokens[i + 1 - L]`).
     pub fn first_predictable(&self) -> usize {
@@ -36,15 +49,6 @@ impl Sequence {
     pub fn is_predictable(&self, i: usize) -> bool {
         i >= self.first_predictable() && i + 1 < self.tokens.len()
     }
-}
-
-/// How the tokens of a segment are drawn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Draw {
-    /// Distinct tokens inside a segment (at most `d_vocab` long).
-    Distinct,
-    /// Uniform tokens with replacement, in the segment and in the prefix.
-    Replacement,
 }
 
 /// The distribution of sequences: context length, vocabulary, the range of segment lengths and the draw.
@@ -90,21 +94,18 @@ impl InductionData {
         })
     }
 
-    /// Draws one sequence: `L ~ U[min, max]`, `p ~ U[0, n_ctx - 2L]`, segment = `L` tokens drawn by
-    /// `self.draw`, prefix = `p` uniform tokens.
+    /// Draws one sequence with the core's generator: `L ~ U[min, max]`, `p ~ U[0, n_ctx - 2L]`, prefix =
+    /// `p` uniform tokens, segment = `L` tokens drawn by `self.draw`.
     pub fn sample(&self, rng: &mut impl Rng) -> Sequence {
-        let segment_len = rng.random_range(self.min_segment..=self.max_segment);
-        let prefix_len = rng.random_range(0..=self.n_ctx - 2 * segment_len);
-        let segment = draw_segment(rng, self.d_vocab, segment_len, self.draw);
-        let mut tokens: Vec<u32> = (0..prefix_len)
-            .map(|_| rng.random_range(0..self.d_vocab as u32))
-            .collect();
-        tokens.extend(segment.iter().cycle().take(self.n_ctx - prefix_len));
-        Sequence {
-            tokens,
-            prefix_len,
-            segment_len,
-        }
+        let data = RepeatedTokens {
+            d_vocab: vocab(self.d_vocab),
+            min_segment: self.min_segment,
+            max_segment: self.max_segment,
+            draw: self.draw,
+        };
+        let mut tokens = vec![0; self.n_ctx];
+        let repeat = data.fill(&mut FromRand(rng), &mut tokens);
+        Sequence::new(tokens, repeat)
     }
 
     /// Draws `n` sequences.
@@ -161,6 +162,9 @@ impl TrainData {
             .map(|k| match (self, k % 8) {
                 (TrainData::Distinct, _) => data.sample(rng),
                 (_, 7) => repeated_twice(rng, half, d_vocab, Draw::Replacement),
+                (TrainData::Replacement, 3) => {
+                    repeated_from_start(rng, n_ctx, d_vocab, Draw::Distinct)
+                }
                 (TrainData::Bytes, 1 | 5) => super::phrases::repeated_training_phrase(rng, n_ctx),
                 _ => data.sample(rng),
             })
@@ -168,41 +172,29 @@ impl TrainData {
     }
 }
 
-/// `len` tokens below `d_vocab`, distinct (`len <= d_vocab`) or uniform with replacement.
-pub fn draw_segment(rng: &mut impl Rng, d_vocab: usize, len: usize, draw: Draw) -> Vec<u32> {
-    match draw {
-        Draw::Distinct => index::sample(rng, d_vocab, len.min(d_vocab))
-            .into_iter()
-            .map(|t| t as u32)
-            .collect(),
-        Draw::Replacement => (0..len)
-            .map(|_| rng.random_range(0..d_vocab as u32))
-            .collect(),
-    }
+/// A segment of `L ~ U[MIN_SEGMENT, n_ctx / 2]` tokens drawn by `draw` from the first position on (no
+/// prefix), repeated to fill `n_ctx` tokens: the repeat of the first token, which has no token before it,
+/// at varying distances.
+pub fn repeated_from_start(
+    rng: &mut impl Rng,
+    n_ctx: usize,
+    d_vocab: usize,
+    draw: Draw,
+) -> Sequence {
+    let mut rng = FromRand(rng);
+    let segment_len = rng.between(MIN_SEGMENT, n_ctx / 2);
+    let mut tokens = vec![0; n_ctx];
+    let repeat =
+        sequences::fill_repeated(&mut rng, &mut tokens, vocab(d_vocab), 0, segment_len, draw);
+    Sequence::new(tokens, repeat)
 }
 
-/// The classic induction test input: no prefix, `n_ctx / 2` distinct random tokens repeated twice.
-/// (With `d_vocab < n_ctx / 2` the segment is repeated until the context is full.)
-pub fn repeated_random(rng: &mut impl Rng, n_ctx: usize, d_vocab: usize) -> Sequence {
-    let segment_len = (n_ctx / 2).min(d_vocab);
-    let segment = draw_segment(rng, d_vocab, segment_len, Draw::Distinct);
-    Sequence {
-        tokens: segment.iter().cycle().take(n_ctx).copied().collect(),
-        prefix_len: 0,
-        segment_len,
-    }
-}
-
-/// TransformerLens's `generate_repeated_tokens` (without the BOS token): `half` random tokens drawn by
-/// `draw`, then the same tokens again (`2 * half` tokens).
+/// TransformerLens's `generate_repeated_tokens` (without the BOS token), with the core's generator:
+/// `half` random tokens drawn by `draw`, then the same tokens again (`2 * half` tokens).
 pub fn repeated_twice(rng: &mut impl Rng, half: usize, d_vocab: usize, draw: Draw) -> Sequence {
-    let segment = draw_segment(rng, d_vocab, half, draw);
-    let tokens: Vec<u32> = segment.iter().chain(&segment).copied().collect();
-    Sequence {
-        tokens,
-        prefix_len: 0,
-        segment_len: segment.len(),
-    }
+    let mut tokens = vec![0; 2 * half];
+    let repeat = sequences::repeated_twice(&mut FromRand(rng), &mut tokens, vocab(d_vocab), draw);
+    Sequence::new(tokens, repeat)
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@ pub mod loss;
 pub mod mlp;
 pub mod model;
 pub mod phrases;
+pub mod rows;
+pub mod shards;
 pub mod trainer;
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use rand_distr::{Distribution, StandardNormal};
 
 use super::causal_softmax::causal_softmax;
 use super::mlp::Mlp;
+use super::rows::{add_rows, mul_rows};
 
 /// Standard deviation of the initial token and positional embeddings (candle's default 1.0 stalls training).
 pub const EMBED_INIT_STD: f64 = 0.5;
@@ -168,9 +169,8 @@ pub(crate) fn layer_norm_params(d: usize) -> Result<LayerNorm> {
 pub(crate) fn layer_norm(x: &Tensor, ln: &LayerNorm, eps: f64) -> Result<Tensor> {
     let x = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
     let scale = (x.sqr()?.mean_keepdim(D::Minus1)? + eps)?.sqrt()?;
-    Ok(x.broadcast_div(&scale)?
-        .broadcast_mul(ln.w.as_tensor())?
-        .broadcast_add(ln.b.as_tensor())?)
+    let x = mul_rows(&x.broadcast_div(&scale)?, ln.w.as_tensor())?;
+    add_rows(&x, ln.b.as_tensor())
 }
 
 impl Model {
@@ -297,7 +297,7 @@ impl Model {
             .index_select(&tokens.flatten_all()?, 0)?
             .reshape((b, t, d))?;
         if self.cfg.positional.adds_to_residual() {
-            resid = resid.broadcast_add(&w_pos)?;
+            resid = add_positions(&resid, &w_pos)?;
         }
         let mut patterns = Vec::with_capacity(self.blocks.len());
         for (l, block) in self.blocks.iter().enumerate() {
@@ -307,7 +307,7 @@ impl Model {
             };
             let xqk = match self.cfg.positional {
                 Positional::Standard | Positional::Sinusoidal => x.clone(),
-                Positional::Shortformer => x.broadcast_add(&w_pos)?,
+                Positional::Shortformer => add_positions(&x, &w_pos)?,
                 Positional::Rotary { .. } => anyhow::bail!("training has no rotary embedding"),
             };
             let q = self.project(&xqk, &block.w_q, &block.b_q)?;
@@ -319,9 +319,10 @@ impl Model {
                                          // attn_out = sum_h z_h @ W_O[h] + b_O, as one matmul over the flattened (h, d_head) axis.
             let (h, dh) = (self.cfg.n_heads, self.cfg.d_head);
             let z = z.transpose(1, 2)?.reshape((b * t, h * dh))?;
-            let out = z
-                .matmul(&self.w_o_flat(&block.w_o)?)?
-                .broadcast_add(block.b_o.as_tensor())?;
+            let out = add_rows(
+                &z.matmul(&self.w_o_flat(&block.w_o)?)?,
+                block.b_o.as_tensor(),
+            )?;
             resid = (resid + out.reshape((b, t, d))?)?;
             if let Some(mlp) = self.mlps.get(l) {
                 resid = (&resid + mlp.forward(&resid, self.cfg.eps)?)?;
@@ -331,11 +332,8 @@ impl Model {
         if let Some(ln) = &self.ln_final {
             resid = layer_norm(&resid, ln, self.cfg.eps)?;
         }
-        let logits = resid
-            .reshape((b * t, d))?
-            .matmul(self.w_u.as_tensor())?
-            .broadcast_add(self.b_u.as_tensor())?
-            .reshape((b, t, self.cfg.d_vocab))?;
+        let logits = resid.reshape((b * t, d))?.matmul(self.w_u.as_tensor())?;
+        let logits = add_rows(&logits, self.b_u.as_tensor())?.reshape((b, t, self.cfg.d_vocab))?;
         Ok(Forward { logits, patterns })
     }
 
@@ -345,10 +343,7 @@ impl Model {
         let (h, dh) = (self.cfg.n_heads, self.cfg.d_head);
         // W [h, d, dh] -> [d, h*dh] so all heads are one matmul.
         let w = w.transpose(0, 1)?.contiguous()?.reshape((d, h * dh))?;
-        let y = x
-            .reshape((b * t, d))?
-            .matmul(&w)?
-            .broadcast_add(&bias.flatten_all()?)?;
+        let y = add_rows(&x.reshape((b * t, d))?.matmul(&w)?, &bias.flatten_all()?)?;
         Ok(y.reshape((b, t, h, dh))?.transpose(1, 2)?.contiguous()?)
     }
 
@@ -356,6 +351,12 @@ impl Model {
     fn w_o_flat(&self, w_o: &Var) -> Result<Tensor> {
         Ok(w_o.reshape((self.cfg.n_heads * self.cfg.d_head, self.cfg.d_model))?)
     }
+}
+
+/// `x [b, t, d] + w_pos [t, d]` for every sequence.
+fn add_positions(x: &Tensor, w_pos: &Tensor) -> Result<Tensor> {
+    let (b, t, d) = x.dims3()?;
+    Ok(add_rows(&x.reshape((b, t * d))?, &w_pos.flatten_all()?)?.reshape((b, t, d))?)
 }
 
 /// Copies a variable's values out as `f32`, row-major.

@@ -2,6 +2,8 @@
 //!
 //! Every random number comes from ChaCha8 streams of the seed (stream 0: initial weights, stream 1:
 //! training data), so the same seed and thread count give the same weights.
+//!
+//! A step's gradients come from [`super::shards`]: fixed shards of the batch, one per core.
 
 use std::time::{Duration, Instant};
 
@@ -11,8 +13,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::data::TrainData;
-use super::loss::{losses, repeated_accuracy, Batch};
 use super::model::{Model, ModelConfig};
+use super::shards::{sharded_gradients, OneThreadPerOp};
 
 /// Training hyper-parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -97,22 +99,22 @@ pub fn train(cfg: &TrainConfig, mut on_step: impl FnMut(&StepReport)) -> Result<
         ..ParamsAdamW::default()
     };
     let mut opt = AdamW::new(model.vars(), params)?;
+    let threads = candle_core::utils::get_num_threads();
+    let _single = OneThreadPerOp::new();
     let start = Instant::now();
     let mut last = None;
     for step in 0..cfg.steps {
         let seqs = cfg
             .data
             .sample_many(&mut data_rng, n_ctx, d_vocab, cfg.batch)?;
-        let batch = Batch::new(&seqs)?;
-        let logits = model.forward(&batch.tokens)?.logits;
-        let l = losses(&logits, &batch)?;
         opt.set_learning_rate(cfg.lr_at(step));
-        opt.backward_step(&l.all)?;
+        let (grads, figures) = sharded_gradients(&model, &seqs, threads)?;
+        opt.step(&grads)?;
         let report = StepReport {
             step: step + 1,
-            loss: f64::from(l.all.to_scalar::<f32>()?),
-            loss_repeated: f64::from(l.repeated.to_scalar::<f32>()?),
-            acc_repeated: repeated_accuracy(&logits, &batch)?,
+            loss: figures[0],
+            loss_repeated: figures[1],
+            acc_repeated: figures[2],
         };
         on_step(&report);
         last = Some(report);
