@@ -69,11 +69,13 @@ def main():
         torch.set_num_threads(1)
         some = tokens[: a.decode_sequences]
 
+        one = torch.ones(1, 1, dtype=torch.int64)  # no padding (the model has no tokenizer)
+
         def decode():
             for seq in some:
                 cache = HookedTransformerKeyValueCache.init_cache(model.cfg, model.cfg.device, 1)
                 for t in seq:
-                    model(t.view(1, 1), past_kv_cache=cache)
+                    model(t.view(1, 1), past_kv_cache=cache, attention_mask=one)
 
         t = median_secs(a.runs, decode)
         print(f"tl decode_1 {some.numel() / t:.1f}")
