@@ -36,6 +36,19 @@ pub enum ActFn {
     Solu,
 }
 
+impl ActFn {
+    /// Every activation function, in declaration order.
+    pub const ALL: [ActFn; 7] = [
+        ActFn::Relu,
+        ActFn::Gelu,
+        ActFn::GeluNew,
+        ActFn::GeluFast,
+        ActFn::GeluPytorchTanh,
+        ActFn::Silu,
+        ActFn::Solu,
+    ];
+}
+
 /// Normalisation before attention, MLP and unembedding (`cfg.normalization_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -53,6 +66,14 @@ pub enum Normalization {
 }
 
 impl Normalization {
+    /// Every normalisation, in declaration order.
+    pub const ALL: [Normalization; 5] = [
+        Normalization::LN,
+        Normalization::LNPre,
+        Normalization::RMS,
+        Normalization::RMSPre,
+        Normalization::None,
+    ];
     /// Whether the norm has a weight vector `w`.
     pub const fn has_weight(self) -> bool {
         matches!(self, Normalization::LN | Normalization::RMS)

@@ -35,22 +35,8 @@ fn config() -> impl Strategy<Value = Config> {
             let d_head = 2 * half_head;
             let mut cfg = Config::new(layers, d_model, heads, d_head, vocab, n_ctx, mlp);
             cfg.d_vocab_out = out;
-            cfg.act_fn = [
-                ActFn::Relu,
-                ActFn::Gelu,
-                ActFn::GeluNew,
-                ActFn::GeluFast,
-                ActFn::GeluPytorchTanh,
-                ActFn::Silu,
-                ActFn::Solu,
-            ][act];
-            cfg.normalization = [
-                Normalization::LN,
-                Normalization::LNPre,
-                Normalization::RMS,
-                Normalization::RMSPre,
-                Normalization::None,
-            ][norm];
+            cfg.act_fn = ActFn::ALL[act];
+            cfg.normalization = Normalization::ALL[norm];
             cfg.positional = match pos {
                 0 => Positional::Standard,
                 1 => Positional::Shortformer,
@@ -156,13 +142,7 @@ proptest! {
                 encode_matrix(id, [r, c], &vals, dtype)
             })
             .collect();
-        let processing = Processing {
-            fold_ln: false,
-            center_writing_weights: false,
-            center_unembed: false,
-            fold_value_biases: false,
-            original_normalization: cfg.normalization,
-        };
+        let processing = Processing::none(cfg.normalization);
         let bytes = blob::write(&cfg, processing, Activations::F32, &tensors).unwrap();
         let model = Model::from_bytes(&bytes).unwrap();
         let m = model.matrix(microlens::TensorId::global(microlens::TensorKind::WE)).unwrap();

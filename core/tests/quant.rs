@@ -116,7 +116,15 @@ fn matrix_of(t: &microlens::blob::TensorData, cfg: &Config) -> OwnedModel {
             }
         })
         .collect();
-    OwnedModel(microlens::blob::write(&cfg, processing(&cfg), Activations::F32, &tensors).unwrap())
+    OwnedModel(
+        microlens::blob::write(
+            &cfg,
+            microlens::blob::Processing::none(cfg.normalization),
+            Activations::F32,
+            &tensors,
+        )
+        .unwrap(),
+    )
 }
 
 struct OwnedModel(Vec<u8>);
@@ -124,16 +132,6 @@ struct OwnedModel(Vec<u8>);
 impl OwnedModel {
     fn matrix(&self, id: TensorId) -> Option<microlens::weights::Matrix<'_>> {
         Model::from_bytes(&self.0).unwrap().matrix(id)
-    }
-}
-
-fn processing(cfg: &Config) -> microlens::blob::Processing {
-    microlens::blob::Processing {
-        fold_ln: false,
-        center_writing_weights: false,
-        center_unembed: false,
-        fold_value_biases: false,
-        original_normalization: cfg.normalization,
     }
 }
 
@@ -301,9 +299,8 @@ fn resign(bytes: &mut [u8]) {
 
 /// Byte offset in the blob of the data section.
 fn data_start(blob: &[u8]) -> usize {
-    microlens::blob::align_up(
-        PREAMBLE_LEN + u32::from_le_bytes(blob[8..12].try_into().unwrap()) as usize,
-    )
+    let header_end = PREAMBLE_LEN + u32::from_le_bytes(blob[8..12].try_into().unwrap()) as usize;
+    header_end.next_multiple_of(microlens::blob::ALIGN)
 }
 
 #[test]

@@ -121,13 +121,7 @@ fn small_buffers_are_errors() {
 
 #[test]
 fn every_architecture_runs_to_finite_normalised_outputs() {
-    let norms = [
-        Normalization::LN,
-        Normalization::LNPre,
-        Normalization::RMS,
-        Normalization::RMSPre,
-        Normalization::None,
-    ];
+    let norms = Normalization::ALL;
     let positions = [
         Positional::Standard,
         Positional::Shortformer,

@@ -2,9 +2,8 @@
 //! arbitrary configs and models written with the core's blob writer.
 
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
-use microlens::blob::{self, Activations, Processing, TensorData, I4_GROUP, PREAMBLE_LEN};
+use microlens::blob::{self, Activations, Processing, TensorData, PREAMBLE_LEN};
 use microlens::config::{MAX_DIM, MAX_LAYERS};
-use microlens::quant::encode;
 use microlens::tensors::Catalogue;
 use microlens::{
     ActFn, Config, DType, HookKind, HookPoint, Hooks, KvCache, Model, Normalization, Positional,
@@ -178,22 +177,8 @@ pub fn config(u: &mut Unstructured<'_>) -> Result<Config> {
     } else {
         dim(u, 16)?
     };
-    cfg.act_fn = *u.choose(&[
-        ActFn::Relu,
-        ActFn::Gelu,
-        ActFn::GeluNew,
-        ActFn::GeluFast,
-        ActFn::GeluPytorchTanh,
-        ActFn::Silu,
-        ActFn::Solu,
-    ])?;
-    cfg.normalization = *u.choose(&[
-        Normalization::LN,
-        Normalization::LNPre,
-        Normalization::RMS,
-        Normalization::RMSPre,
-        Normalization::None,
-    ])?;
+    cfg.act_fn = *u.choose(&ActFn::ALL)?;
+    cfg.normalization = *u.choose(&Normalization::ALL)?;
     cfg.positional = match u.int_in_range(0..=2)? {
         0 => Positional::Standard,
         1 => Positional::Shortformer,
@@ -250,44 +235,7 @@ fn encode_tensor(
     } else {
         DType::F32
     };
-    let [rows, cols] = shape;
-    let mut data = vec![0u8; dtype.data_len(rows, cols)?];
-    let mut scales = vec![0.0f32; dtype.n_scales(rows, cols)?];
-    match dtype {
-        DType::F32 => data = values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        DType::F16 => {
-            data = values
-                .iter()
-                .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
-                .collect()
-        }
-        DType::I8 => {
-            for ((row, out), s) in values
-                .chunks(cols)
-                .zip(data.chunks_mut(cols))
-                .zip(&mut scales)
-            {
-                *s = encode::i8_row(row, out)?;
-            }
-        }
-        DType::I4 => {
-            let groups = cols.div_ceil(I4_GROUP);
-            for ((row, out), s) in values
-                .chunks(cols)
-                .zip(data.chunks_mut(cols.div_ceil(2)))
-                .zip(scales.chunks_mut(groups))
-            {
-                encode::i4_row(row, out, s)?;
-            }
-        }
-    }
-    Some(TensorData {
-        id,
-        dtype,
-        shape,
-        data,
-        scales,
-    })
+    TensorData::encode_nearest(id, shape, values, dtype)
 }
 
 /// A model of `cfg` (valid, at most a few thousand values) with weights and dtypes from `u`, written

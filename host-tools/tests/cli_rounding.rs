@@ -161,7 +161,12 @@ fn bad_calibration_input_is_refused() {
     refused(
         d,
         &["--dtype", "i8", "--rounding", "best"],
-        "unknown rounding",
+        "invalid value 'best' for '--rounding <ROUNDING>' [possible values: nearest, gptq]",
+    );
+    refused(
+        d,
+        &["--dtype", "i5"],
+        "invalid value 'i5' for '--dtype <DTYPE>' [possible values: f32, f16, i8, i4]",
     );
     refused(
         d,
@@ -183,7 +188,7 @@ fn bad_calibration_input_is_refused() {
     refused(
         d,
         &["--dtype", "i8", "--calibration-inputs", "fp8"],
-        "float or quantized",
+        "[possible values: float, quantized]",
     );
     refused(
         d,

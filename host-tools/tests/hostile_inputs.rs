@@ -149,13 +149,7 @@ fn blob_of(cfg: &Config, value: impl Fn(&str, &mut u64) -> f32) -> Vec<u8> {
             }
         })
         .collect();
-    let processing = Processing {
-        fold_ln: false,
-        center_writing_weights: false,
-        center_unembed: false,
-        fold_value_biases: false,
-        original_normalization: cfg.normalization,
-    };
+    let processing = Processing::none(cfg.normalization);
     blob::write(cfg, processing, Activations::F32, &tensors).unwrap()
 }
 

@@ -3,7 +3,7 @@
 //! docs/firmware-boards.md quotes; `cargo xtask test` runs one step per board.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use anyhow::{bail, Result};
@@ -23,6 +23,21 @@ pub const DTYPES: [&str; 2] = ["i8", "f32"];
 struct FirmwareDefaults {
     #[command(flatten)]
     args: firmware::Args,
+}
+
+/// The arguments of `cargo xtask firmware --skip-thumbv6m --board B --blob PATH` and `extra`, the rest
+/// at their defaults.
+pub fn firmware_args(board: Board, blob: &Path, extra: &[&str]) -> firmware::Args {
+    let blob = blob.to_string_lossy();
+    let base = [
+        "firmware",
+        "--skip-thumbv6m",
+        "--board",
+        board.name(),
+        "--blob",
+        &blob,
+    ];
+    FirmwareDefaults::parse_from(base.iter().chain(extra)).args
 }
 
 /// The shipped model converted to `dtype`, once per run (a conversion takes half a minute; every board
@@ -55,18 +70,8 @@ pub fn board(board: Board) -> Result<Vec<(&'static str, Outcome)>> {
     };
     let (mut outcomes, mut failed) = (Vec::new(), Vec::new());
     for &dtype in dtypes {
-        let run = shipped_blob(dtype).and_then(|blob| {
-            let blob = blob.to_string_lossy();
-            let args = FirmwareDefaults::parse_from([
-                "firmware",
-                "--skip-thumbv6m",
-                "--board",
-                board.name(),
-                "--blob",
-                &blob,
-            ]);
-            firmware::run(args.args)
-        });
+        let run =
+            shipped_blob(dtype).and_then(|blob| firmware::run(firmware_args(board, &blob, &[])));
         match run {
             Ok(outcome) => outcomes.push((dtype, outcome)),
             Err(e) => {

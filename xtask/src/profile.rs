@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
@@ -36,19 +36,37 @@ pub struct Args {
 
 /// Runs `cargo xtask profile`.
 pub fn run(args: Args) -> Result<()> {
-    let elf = args.elf.unwrap_or_else(|| {
+    let elf = args.elf.clone().unwrap_or_else(|| {
         firmware_dir().join("target/thumbv7em-none-eabihf/release/microlens-firmware-example")
     });
     let bytes = std::fs::read(&elf).with_context(|| format!("cannot read {}", elf.display()))?;
     let file = ElfFile32::<object::Endianness>::parse(&*bytes)?;
     // The board's instruction counter (`now` of its counter type), the plain pass and the next phase.
-    let now = symbol(&file, "19SysTickInstructions").or_else(|_| symbol(&file, "7Counter"))?;
-    let plain = symbol(&file, "10plain_pass")?;
-    let next = symbol(&file, "11score_heads")?;
-    let next = (next.0, next.0 + next.1);
-    let now = (now.0, now.0 + now.1);
-    let plain = (plain.0, plain.0 + plain.1);
+    let span = |(start, len): (u32, u32)| (start, start + len);
+    let ranges = Ranges {
+        now: span(symbol(&file, "19SysTickInstructions").or_else(|_| symbol(&file, "7Counter"))?),
+        plain: span(symbol(&file, "10plain_pass")?),
+        next: span(symbol(&file, "11score_heads")?),
+    };
+    let (counts, tokens) = trace(&elf, &ranges)?;
+    let frames = symbolize(&elf, counts.keys().copied())?;
+    print_report(&args, &counts, tokens, &frames);
+    Ok(())
+}
 
+/// The address ranges `[start, end)` of the functions the trace is cut by.
+struct Ranges {
+    /// The board's instruction counter: each call starts or ends a timed step.
+    now: (u32, u32),
+    /// The plain pass, whose timed steps are counted.
+    plain: (u32, u32),
+    /// The phase after it, where counting stops.
+    next: (u32, u32),
+}
+
+/// Runs `elf` on QEMU with every executed instruction logged and counts the executions of each address
+/// inside the plain pass's timed steps; returns the counts and the number of timed steps (tokens).
+fn trace(elf: &Path, r: &Ranges) -> Result<(HashMap<u32, u64>, u64)> {
     eprintln!(
         "xtask: tracing {} on QEMU (one line per instruction)",
         elf.display()
@@ -57,7 +75,7 @@ pub fn run(args: Args) -> Result<()> {
         .args(["-cpu", "cortex-m4", "-machine", "mps2-an386", "-nographic"])
         .args(["-semihosting-config", "enable=on,target=native"])
         .args(["-singlestep", "-d", "exec,nochain", "-kernel"])
-        .arg(&elf)
+        .arg(elf)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -71,16 +89,16 @@ pub fn run(args: Args) -> Result<()> {
         let Some(pc) = trace_pc(&line) else { continue };
         let inside = |r: (u32, u32)| (r.0..r.1).contains(&(pc & !1));
         if !in_pass {
-            in_pass = inside(plain);
-        } else if pc & !1 == now.0 {
+            in_pass = inside(r.plain);
+        } else if pc & !1 == r.now.0 {
             // Entering the counter: a timed step starts or ends here.
             timing = !timing;
             calls += 1;
         }
-        if timing && !inside(now) {
+        if timing && !inside(r.now) {
             *counts.entry(pc).or_default() += 1;
         }
-        if calls >= 2 && !timing && inside(next) {
+        if calls >= 2 && !timing && inside(r.next) {
             break;
         }
     }
@@ -90,11 +108,20 @@ pub fn run(args: Args) -> Result<()> {
     if tokens == 0 {
         bail!("no timed step found in the trace");
     }
+    Ok((counts, tokens))
+}
+
+/// Prints the instructions per token, the hottest addresses if asked, and the tables by function and
+/// by file (`frames`: each address's innermost inlined function and file).
+fn print_report(
+    args: &Args,
+    counts: &HashMap<u32, u64>,
+    tokens: u64,
+    frames: &HashMap<u32, (String, String)>,
+) {
     let total: u64 = counts.values().sum();
     println!("tokens={tokens}");
     println!("instructions_per_token={}", total / tokens);
-
-    let frames = symbolize(&elf, counts.keys().copied())?;
     if args.addresses {
         let mut hot: Vec<_> = counts.iter().collect();
         hot.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
@@ -106,7 +133,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let mut by_fn: HashMap<String, u64> = HashMap::new();
     let mut by_file: HashMap<String, u64> = HashMap::new();
-    for (pc, n) in &counts {
+    for (pc, n) in counts {
         let (function, file) = frames.get(pc).cloned().unwrap_or_default();
         *by_fn.entry(function).or_default() += n;
         *by_file.entry(file).or_default() += n;
@@ -120,7 +147,6 @@ pub fn run(args: Args) -> Result<()> {
             println!("{:>9} {share:5.1}%  {name}", n / tokens);
         }
     }
-    Ok(())
 }
 
 /// Address and size of the first function symbol, not a closure, whose mangled name contains `part`

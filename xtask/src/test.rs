@@ -10,7 +10,6 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
 
 use crate::blob_source::BlobSource;
 use crate::boards::Board;
@@ -76,22 +75,6 @@ fn no_std_no_alloc() -> Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn std_and_alloc_features_are_found() {
-        let tree = "microlens v0.1.0 (/x) [default,std]\nbytemuck v1 []\npostcard v1.1.3 [alloc]\nserde v1 [derive,std] (*)\nstdx v1 [stdish]";
-        assert_eq!(super::std_or_alloc(tree).len(), 3);
-    }
-}
-
-/// Wraps the firmware arguments so their defaults can be parsed.
-#[derive(Parser)]
-struct FirmwareDefaults {
-    #[command(flatten)]
-    args: firmware::Args,
-}
-
 /// Fixtures whose int8 paths the shipped attention-only model does not reach, run on QEMU for the
 /// device-equals-host hash: LayerNorm with a GELU MLP (the centred hidden input), RMSNorm with rotary
 /// and a SiLU MLP. They are random models (no accuracy to ask for) with deeper stacks.
@@ -118,23 +101,16 @@ fn fixtures_on_qemu() -> Result<()> {
             dtype: "i8".into(),
         }
         .resolve(Some(&tool))?;
-        let blob = blob.to_string_lossy();
         for board in FIXTURE_BOARDS {
-            let args = FirmwareDefaults::parse_from([
-                "firmware",
-                "--skip-thumbv6m",
-                "--board",
-                board.name(),
-                "--blob",
-                &blob,
+            let extra = [
                 "--min-accuracy",
                 "0",
                 "--min-ablation-drop",
                 "0",
                 "--stack-reserve",
                 FIXTURE_STACK_RESERVE,
-            ]);
-            firmware::run(args.args)
+            ];
+            firmware::run(matrix::firmware_args(board, &blob, &extra))
                 .with_context(|| format!("fixture {name} on {}", board.name()))?;
         }
     }
@@ -144,8 +120,8 @@ fn fixtures_on_qemu() -> Result<()> {
 /// Seconds each fuzz target runs in CI (the long campaigns: `cargo xtask fuzz --seconds 600`).
 const FUZZ_SMOKE_SECONDS: u64 = 20;
 
-/// Runs every step and fails if any failed.
-pub fn run() -> Result<()> {
+/// Every step of `cargo xtask test`, in order.
+fn steps() -> Vec<Step> {
     let mut steps = vec![
         Step {
             name: "rustfmt".into(),
@@ -210,6 +186,12 @@ pub fn run() -> Result<()> {
             run: Box::new(move || matrix::board(b).map(|_| ())),
         });
     }
+    steps
+}
+
+/// Runs every step and fails if any failed.
+pub fn run() -> Result<()> {
+    let steps = steps();
     let (mut passed, mut failed) = (0, Vec::new());
     for step in &steps {
         let started = Instant::now();
@@ -236,5 +218,14 @@ pub fn run() -> Result<()> {
         Ok(())
     } else {
         bail!("{} step(s) failed", failed.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn std_and_alloc_features_are_found() {
+        let tree = "microlens v0.1.0 (/x) [default,std]\nbytemuck v1 []\npostcard v1.1.3 [alloc]\nserde v1 [derive,std] (*)\nstdx v1 [stdish]";
+        assert_eq!(super::std_or_alloc(tree).len(), 3);
     }
 }

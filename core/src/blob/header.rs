@@ -21,6 +21,20 @@ pub struct Processing {
     pub original_normalization: Normalization,
 }
 
+impl Processing {
+    /// None of the steps applied: the checkpoint's weights as they were (TransformerLens's
+    /// `from_pretrained_no_processing`), from a checkpoint with `original_normalization`.
+    pub const fn none(original_normalization: Normalization) -> Self {
+        Processing {
+            fold_ln: false,
+            center_writing_weights: false,
+            center_unembed: false,
+            fold_value_biases: false,
+            original_normalization,
+        }
+    }
+}
+
 /// Everything in a blob but the tensor data.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Header<'a> {

@@ -8,6 +8,8 @@
 mod dtype;
 mod entry;
 mod header;
+#[cfg(all(feature = "std", feature = "encode"))]
+mod nearest;
 mod preamble;
 #[cfg(feature = "std")]
 mod writer;
@@ -65,7 +67,7 @@ pub(crate) struct Blob<'a> {
 }
 
 /// `n` rounded up to a multiple of [`ALIGN`].
-pub const fn align_up(n: usize) -> usize {
+pub(crate) const fn align_up(n: usize) -> usize {
     n.div_ceil(ALIGN) * ALIGN
 }
 

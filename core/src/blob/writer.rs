@@ -57,28 +57,7 @@ pub fn write(
             .iter()
             .find(|t| t.id == id)
             .ok_or(Error::Inconsistent(Inconsistency::TensorOrder { index }))?;
-        pad_to(&mut data, 0);
-        let offset = data.len();
-        data.extend_from_slice(&t.data);
-        pad_to(&mut data, 0);
-        let scales_offset = if t.scales.is_empty() { 0 } else { data.len() };
-        for &s in &t.scales {
-            let bytes = super::encode_scale(s)
-                .ok_or(Error::Inconsistent(Inconsistency::Scale { index }))?;
-            data.extend_from_slice(&bytes);
-        }
-        let entry = TensorEntry {
-            kind: id.kind,
-            layer: u16::try_from(id.layer)
-                .map_err(|_| Error::Inconsistent(Inconsistency::TensorOrder { index }))?,
-            dtype: t.dtype,
-            rows: u32_of(t.shape[0])?,
-            cols: u32_of(t.shape[1])?,
-            offset: u32_of(offset)?,
-            len: u32_of(t.data.len())?,
-            scales_offset: u32_of(scales_offset)?,
-            scales_len: u32_of(t.scales.len() * super::SCALE_BYTES)?,
-        };
+        let entry = append_tensor(&mut data, index, t)?;
         table.extend_from_slice(&entry.encode()?);
     }
     let header = Header {
@@ -87,11 +66,43 @@ pub fn write(
         activations,
         tensors: &table,
     };
-    let header_bytes = postcard::to_allocvec(&header).map_err(|_| Error::BadHeader)?;
-    let mut body = header_bytes;
+    seal(&header, &data)
+}
+
+/// Appends tensor `t` (the `index`-th of the catalogue) to the data section, its data then its scales,
+/// each aligned, and returns its table entry.
+fn append_tensor(data: &mut Vec<u8>, index: usize, t: &TensorData) -> Result<TensorEntry, Error> {
+    pad_to(data, 0);
+    let offset = data.len();
+    data.extend_from_slice(&t.data);
+    pad_to(data, 0);
+    let scales_offset = if t.scales.is_empty() { 0 } else { data.len() };
+    for &s in &t.scales {
+        let bytes =
+            super::encode_scale(s).ok_or(Error::Inconsistent(Inconsistency::Scale { index }))?;
+        data.extend_from_slice(&bytes);
+    }
+    Ok(TensorEntry {
+        kind: t.id.kind,
+        layer: u16::try_from(t.id.layer)
+            .map_err(|_| Error::Inconsistent(Inconsistency::TensorOrder { index }))?,
+        dtype: t.dtype,
+        rows: u32_of(t.shape[0])?,
+        cols: u32_of(t.shape[1])?,
+        offset: u32_of(offset)?,
+        len: u32_of(t.data.len())?,
+        scales_offset: u32_of(scales_offset)?,
+        scales_len: u32_of(t.scales.len() * super::SCALE_BYTES)?,
+    })
+}
+
+/// The blob: the preamble (lengths and the CRC of the body), then the body: the postcard `header`,
+/// padding to [`super::ALIGN`], and the data section.
+fn seal(header: &Header<'_>, data: &[u8]) -> Result<Vec<u8>, Error> {
+    let mut body = postcard::to_allocvec(header).map_err(|_| Error::BadHeader)?;
     let header_len = body.len();
     pad_to(&mut body, PREAMBLE_LEN);
-    body.extend_from_slice(&data);
+    body.extend_from_slice(data);
     debug_assert_eq!(
         align_up(PREAMBLE_LEN + header_len),
         PREAMBLE_LEN + body.len() - data.len()

@@ -1,8 +1,7 @@
 //! Random models for the core's own tests: every tensor a config needs, filled from a seeded LCG.
 #![allow(dead_code)]
 
-use microlens::blob::{self, Activations, Processing, TensorData, I4_GROUP};
-use microlens::quant::encode;
+use microlens::blob::{self, Activations, Processing, TensorData};
 use microlens::tensors::Catalogue;
 use microlens::{Config, DType, Hooks, Model, Normalization, Session, TensorId};
 
@@ -34,45 +33,7 @@ pub fn encode_matrix(id: TensorId, shape: [usize; 2], values: &[f32], dtype: DTy
     } else {
         DType::F32
     };
-    let [rows, cols] = shape;
-    let mut data = vec![0u8; dtype.data_len(rows, cols).unwrap()];
-    let mut scales = vec![0.0f32; dtype.n_scales(rows, cols).unwrap()];
-    match dtype {
-        DType::F32 => data = values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        DType::F16 => {
-            data = values
-                .iter()
-                .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
-                .collect()
-        }
-        DType::I8 => {
-            for ((row, out), s) in values
-                .chunks(cols)
-                .zip(data.chunks_mut(cols))
-                .zip(&mut scales)
-            {
-                *s = encode::i8_row(row, out).expect("encodable");
-            }
-        }
-        DType::I4 => {
-            let groups = cols.div_ceil(I4_GROUP);
-            let rows_out = data.chunks_mut(cols.div_ceil(2));
-            for ((row, out), s) in values
-                .chunks(cols)
-                .zip(rows_out)
-                .zip(scales.chunks_mut(groups))
-            {
-                encode::i4_row(row, out, s).expect("encodable");
-            }
-        }
-    }
-    TensorData {
-        id,
-        dtype,
-        shape,
-        data,
-        scales,
-    }
+    TensorData::encode_nearest(id, shape, values, dtype).expect("encodable")
 }
 
 /// A blob of `cfg` with random weights (norm weights around 1), matrices stored as `dtype`.
@@ -100,13 +61,7 @@ pub fn random_blob_as(cfg: &Config, seed: u64, dtype: DType, activations: Activa
             encode_matrix(id, shape, &values, dtype)
         })
         .collect();
-    let processing = Processing {
-        fold_ln: false,
-        center_writing_weights: false,
-        center_unembed: false,
-        fold_value_biases: false,
-        original_normalization: cfg.normalization,
-    };
+    let processing = Processing::none(cfg.normalization);
     blob::write(cfg, processing, activations, &tensors).expect("valid random model")
 }
 

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, ensure, Result};
+use anyhow::{ensure, Result};
 use microlens::blob::Processing;
 use microlens::{DType, Normalization, Positional};
 
@@ -11,7 +11,6 @@ use microlens_host::convert::fold::ProcessingOptions;
 use microlens_host::convert::{config_path, convert_to_file, ConvertOptions};
 use microlens_host::import::tl_config::normalization_name;
 use microlens_host::quantize::calibration::{Source, DEFAULT_SEED, DEFAULT_SEQUENCES};
-use microlens_host::quantize::encode::parse_dtype;
 use microlens_host::quantize::{CalibrationInputs, GptqOptions, Rounding};
 
 /// Arguments.
@@ -26,10 +25,9 @@ pub struct Args {
     /// the checkpoint.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Storage type of the matrices: f32, f16 (computed in f32), i8 (symmetric, one scale per row; int8
-    /// activations and KV cache, W8A8) or i4 (symmetric, groups of 32 along each row; int8 activations).
-    #[arg(long, default_value = "f32")]
-    pub dtype: String,
+    /// Storage type of the matrices; i8 and i4 run with int8 activations and KV cache (W8A8, W4A8).
+    #[arg(long, value_enum, default_value_t = DTypeName::F32)]
+    pub dtype: DTypeName,
     /// Do not fold the norms into the weights that read them.
     #[arg(long)]
     pub no_fold_ln: bool,
@@ -42,10 +40,10 @@ pub struct Args {
     /// Do not fold b_V into b_O.
     #[arg(long)]
     pub no_fold_value_biases: bool,
-    /// Rounding of f16/i8/i4 weights: nearest, or gptq (error-compensating, against the inputs each
-    /// matrix sees on calibration sequences run through the f32 model) [default: gptq for f16, i8 and i4].
-    #[arg(long)]
-    pub rounding: Option<String>,
+    /// Rounding of f16/i8/i4 weights; gptq rounds against the inputs each matrix sees on calibration
+    /// sequences [default: gptq for f16, i8 and i4].
+    #[arg(long, value_enum)]
+    pub rounding: Option<RoundingName>,
     /// GPTQ: number of random repeated-segment calibration sequences of n_ctx tokens [default: 256].
     #[arg(long)]
     pub calibration_sequences: Option<usize>,
@@ -55,11 +53,43 @@ pub struct Args {
     /// GPTQ: calibrate on these sequences instead (one per line, comma-separated token ids).
     #[arg(long)]
     pub calibration_tokens: Option<PathBuf>,
-    /// GPTQ: round each matrix against the float model's inputs (float: plain GPTQ), or in forward order
-    /// against the inputs of the model quantised so far, as the device multiplies them, compensating its
-    /// errors, each bias taking up the mean error left (quantized) [default: quantized].
-    #[arg(long)]
-    pub calibration_inputs: Option<String>,
+    /// GPTQ: the inputs each matrix is rounded against; with quantized each bias also takes up the mean
+    /// error left [default: quantized].
+    #[arg(long, value_enum)]
+    pub calibration_inputs: Option<CalibrationInputs>,
+}
+
+/// The values of `--dtype`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DTypeName {
+    /// 32-bit floats.
+    F32,
+    /// Half floats, computed in f32.
+    F16,
+    /// Symmetric int8, one scale per row.
+    I8,
+    /// Symmetric int4, one scale per group of 32 along a row.
+    I4,
+}
+
+impl From<DTypeName> for DType {
+    fn from(name: DTypeName) -> Self {
+        match name {
+            DTypeName::F32 => DType::F32,
+            DTypeName::F16 => DType::F16,
+            DTypeName::I8 => DType::I8,
+            DTypeName::I4 => DType::I4,
+        }
+    }
+}
+
+/// The values of `--rounding`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RoundingName {
+    /// Each weight to its nearest representable value.
+    Nearest,
+    /// Error-compensating GPTQ against calibration inputs.
+    Gptq,
 }
 
 /// The rounding the arguments ask for (`None`: the dtype's default), refusing calibration options
@@ -69,12 +99,10 @@ fn rounding(args: &Args, dtype: DType) -> Result<Option<Rounding>> {
         || args.calibration_seed.is_some()
         || args.calibration_tokens.is_some()
         || args.calibration_inputs.is_some();
-    let asked = match args.rounding.as_deref() {
-        None => None,
-        Some("nearest") => Some(Rounding::Nearest),
-        Some("gptq") => Some(Rounding::Gptq(GptqOptions::default())),
-        Some(other) => bail!("unknown rounding {other:?} (nearest or gptq)"),
-    };
+    let asked = args.rounding.map(|r| match r {
+        RoundingName::Nearest => Rounding::Nearest,
+        RoundingName::Gptq => Rounding::Gptq(GptqOptions::default()),
+    });
     let rounding = asked
         .clone()
         .unwrap_or_else(|| Rounding::default_for(dtype));
@@ -101,12 +129,7 @@ fn rounding(args: &Args, dtype: DType) -> Result<Option<Rounding>> {
             seed: args.calibration_seed.unwrap_or(DEFAULT_SEED),
         },
     };
-    opts.against = match args.calibration_inputs.as_deref() {
-        None => CalibrationInputs::default(),
-        Some("float") => CalibrationInputs::Float,
-        Some("quantized") => CalibrationInputs::Quantized,
-        Some(other) => bail!("unknown calibration inputs {other:?} (float or quantized)"),
-    };
+    opts.against = args.calibration_inputs.unwrap_or_default();
     Ok(Some(Rounding::Gptq(opts)))
 }
 
@@ -148,7 +171,7 @@ fn describe(p: &Processing, asked: &ProcessingOptions, after: Normalization) -> 
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
-    let dtype = parse_dtype(&args.dtype)?;
+    let dtype = DType::from(args.dtype);
     let rounding = rounding(&args, dtype)?;
     let opts = ConvertOptions {
         config: args.config,

@@ -2,12 +2,13 @@
 //! norms, centre the writing weights and the unembedding, fold the value biases) computes the same
 //! function as the unprocessed model, whatever the architecture, the weights and the tokens.
 
+use microlens::Normalization;
 use proptest::prelude::*;
 
 use crate::convert::convert_state_dict;
 use crate::convert::fold::ProcessingOptions;
 use crate::eval::run::{log_softmax, run_blob};
-use crate::import::random_model::{config, state_dict, NORMS, POSITIONALS};
+use crate::import::random_model::{config, state_dict, POSITIONALS};
 use crate::quantize::encode::F32Encoder;
 
 proptest! {
@@ -15,14 +16,14 @@ proptest! {
 
     #[test]
     fn processed_equals_unprocessed(
-        norm in 0..NORMS.len(),
+        norm in 0..Normalization::ALL.len(),
         pos in 0..POSITIONALS.len(),
         mlp in any::<bool>(),
         seed in any::<u64>(),
         flags in any::<[bool; 4]>(),
         tokens in prop::collection::vec(0u32..11, 1..=9),
     ) {
-        let cfg = config(NORMS[norm], POSITIONALS[pos], mlp);
+        let cfg = config(Normalization::ALL[norm], POSITIONALS[pos], mlp);
         let sd = state_dict(&cfg, seed);
         let opts = ProcessingOptions {
             fold_ln: flags[0],

@@ -8,7 +8,7 @@ use crate::convert::fold::ProcessingOptions;
 use crate::convert::{convert_state_dict, Conversion};
 use crate::eval::run::{log_softmax, run_blob, RunOutput};
 use crate::import::layout::tl_tensor;
-use crate::import::random_model::{config, state_dict, NORMS, POSITIONALS};
+use crate::import::random_model::{config, state_dict, POSITIONALS};
 use crate::import::state_dict::{StateDict, Tensor};
 use crate::quantize::encode::F32Encoder;
 
@@ -68,7 +68,7 @@ fn variants() -> Vec<(&'static str, ProcessingOptions)> {
 #[test]
 fn every_variant_preserves_log_probs_and_patterns() {
     let (mut worst, mut failures) = ((0.0f32, 0.0f32), Vec::new());
-    for (i, (&norm, &pos, mlp)) in NORMS
+    for (i, (&norm, &pos, mlp)) in Normalization::ALL
         .iter()
         .flat_map(|n| {
             POSITIONALS

@@ -14,15 +14,6 @@ use crate::import::layout::tl_shape;
 use crate::import::state_dict::{StateDict, Tensor};
 use crate::import::tl_config::{act_fn_name, normalization_name};
 
-/// Every normalisation.
-pub const NORMS: [Normalization; 5] = [
-    Normalization::LN,
-    Normalization::LNPre,
-    Normalization::RMS,
-    Normalization::RMSPre,
-    Normalization::None,
-];
-
 /// Every positional scheme (rotary over part of the head).
 pub const POSITIONALS: [Positional; 3] = [
     Positional::Standard,

@@ -17,13 +17,14 @@ use crate::eval::run::{check_sequences, DEFAULT_MAX_SEQ_LEN};
 use crate::eval::sequences::induction_sequences;
 use crate::io::tokens::read_token_file;
 
-/// Which inputs GPTQ rounds each matrix against.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Which inputs GPTQ rounds each matrix against (`--calibration-inputs`); on the model's own, the errors
+/// are compensated as [`super::compensation`] says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum CalibrationInputs {
     /// The float model's (plain GPTQ, every matrix on its own).
     Float,
     /// The model's own, in forward order: the inputs of the model quantised so far, as the device
-    /// multiplies them, with its errors compensated ([`super::compensation`]).
+    /// multiplies them, with its errors compensated.
     #[default]
     Quantized,
 }
@@ -292,7 +293,7 @@ mod tests {
     use super::*;
     use crate::convert::convert_state_dict;
     use crate::convert::fold::ProcessingOptions;
-    use crate::import::random_model::{config, state_dict, NORMS};
+    use crate::import::random_model::{config, state_dict};
     use crate::quantize::encode::F32Encoder;
     use microlens::Positional;
 
@@ -366,7 +367,7 @@ mod tests {
 
     #[test]
     fn moments_are_those_of_what_the_matrices_multiply() {
-        for norm in NORMS {
+        for norm in Normalization::ALL {
             for mlp in [false, true] {
                 let cfg = config(norm, Positional::Standard, mlp);
                 let sd = state_dict(&cfg, 5);

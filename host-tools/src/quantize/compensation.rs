@@ -209,6 +209,23 @@ fn tables_and_rest(
     Ok(done)
 }
 
+/// Every activation that matrices of `cfg` read, once each, in the order the forward pass computes them.
+fn forward_order(cfg: &microlens::Config) -> Vec<MatrixInput> {
+    let mut sites: Vec<MatrixInput> = Catalogue::new(cfg)
+        .ids()
+        .filter_map(MatrixInput::of)
+        .collect();
+    sites.sort_by_key(|s| match *s {
+        MatrixInput::Attn(l) => (l, 0),
+        MatrixInput::Z(l) => (l, 1),
+        MatrixInput::MlpIn(l) => (l, 2),
+        MatrixInput::MlpHidden(l) => (l, 3),
+        MatrixInput::Unembed => (usize::MAX, 0),
+    });
+    sites.dedup();
+    sites
+}
+
 /// Every tensor of `model` (`f32`) with its matrices quantised as `dtype` by GPTQ on `seqs`, against
 /// `against`'s inputs, for a model computing with `activations`.
 pub fn compensated_tensors(
@@ -222,18 +239,7 @@ pub fn compensated_tensors(
     // Act order helped the int8 matrices, not the tables; int4 groups need the inputs in order.
     let act_order = dtype != DType::I4;
     let mut done = tables_and_rest(model, dtype, seqs)?;
-    let mut sites: Vec<MatrixInput> = Catalogue::new(&cfg)
-        .ids()
-        .filter_map(MatrixInput::of)
-        .collect();
-    sites.sort_by_key(|s| match *s {
-        MatrixInput::Attn(l) => (l, 0),
-        MatrixInput::Z(l) => (l, 1),
-        MatrixInput::MlpIn(l) => (l, 2),
-        MatrixInput::MlpHidden(l) => (l, 3),
-        MatrixInput::Unembed => (usize::MAX, 0),
-    });
-    sites.dedup();
+    let sites = forward_order(&cfg);
     let mut float = record(model, seqs, InputPrecision::Float, &sites)?;
     for site in sites {
         let ids = readers(model, site);

@@ -1,7 +1,7 @@
 //! Encoding blob-layout values into a blob tensor: vectors are always `f32`; matrices go through a
 //! [`MatrixEncoder`] chosen by the requested storage type, so a quantiser plugs in per matrix.
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use microlens::blob::{Activations, TensorData};
 use microlens::{DType, TensorId};
 
@@ -63,17 +63,6 @@ pub fn f32_tensor(id: TensorId, shape: [usize; 2], values: &[f32]) -> TensorData
         data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
         scales: Vec::new(),
     }
-}
-
-/// Parses the CLI's `--dtype` (`f32`, `f16`, `i8`, `i4`).
-pub fn parse_dtype(name: &str) -> Result<DType> {
-    Ok(match name {
-        "f32" => DType::F32,
-        "f16" => DType::F16,
-        "i8" => DType::I8,
-        "i4" => DType::I4,
-        other => bail!("unknown dtype {other:?} (f32, f16, i8 or i4)"),
-    })
 }
 
 /// Encodes tensor `id`: matrices with `encoder`, vectors as `f32`; refuses non-finite values.

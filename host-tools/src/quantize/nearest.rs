@@ -1,9 +1,9 @@
 //! Rounding to nearest: each weight to its nearest step of the core's own encoders
-//! ([`microlens::quant::encode`]), so the host rounds exactly as the device does.
+//! ([`microlens::quant::encode`], through [`TensorData::encode_nearest`]), so the host rounds exactly as
+//! the device does.
 
 use anyhow::{anyhow, ensure, Result};
-use microlens::blob::{TensorData, I4_GROUP};
-use microlens::quant::encode as core_encode;
+use microlens::blob::TensorData;
 use microlens::{DType, TensorId};
 
 use super::encode::{check_values, F32Encoder, MatrixEncoder};
@@ -25,54 +25,22 @@ pub fn encode_nearest(
 ) -> Result<TensorData> {
     check_values(id, shape, values)?;
     let [rows, cols] = shape;
-    let len = dtype
-        .data_len(rows, cols)
-        .ok_or_else(|| anyhow!("tensor {id} is too large"))?;
-    let n_scales = dtype
-        .n_scales(rows, cols)
-        .ok_or_else(|| anyhow!("tensor {id} is too large"))?;
-    let (mut data, mut scales) = (vec![0u8; len], vec![0.0f32; n_scales]);
-    let row_chunks = values.chunks(cols.max(1));
-    match dtype {
-        DType::F32 => data = values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        DType::F16 => {
-            let max = half::f16::MAX.to_f32();
-            ensure!(
-                values.iter().all(|v| v.abs() <= max),
-                "tensor {id} has a value beyond the f16 range"
-            );
-            data = values
-                .iter()
-                .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
-                .collect();
-        }
-        DType::I8 => {
-            for ((row, out), s) in row_chunks
-                .zip(data.chunks_mut(cols.max(1)))
-                .zip(&mut scales)
-            {
-                *s = core_encode::i8_row(row, out)
-                    .ok_or_else(|| anyhow!("tensor {id} has a value beyond the i8 scale range"))?;
-            }
-        }
-        DType::I4 => {
-            let row_bytes = DType::I4.row_bytes(cols).unwrap_or(0).max(1);
-            let groups = cols.div_ceil(I4_GROUP).max(1);
-            for ((row, out), s) in row_chunks
-                .zip(data.chunks_mut(row_bytes))
-                .zip(scales.chunks_mut(groups))
-            {
-                core_encode::i4_row(row, out, s)
-                    .ok_or_else(|| anyhow!("tensor {id} has a value beyond the i4 scale range"))?;
-            }
-        }
+    ensure!(
+        dtype.data_len(rows, cols).is_some() && dtype.n_scales(rows, cols).is_some(),
+        "tensor {id} is too large"
+    );
+    if dtype == DType::F16 {
+        let max = half::f16::MAX.to_f32();
+        ensure!(
+            values.iter().all(|v| v.abs() <= max),
+            "tensor {id} has a value beyond the f16 range"
+        );
     }
-    Ok(TensorData {
-        id,
-        dtype,
-        shape,
-        data,
-        scales,
+    TensorData::encode_nearest(id, shape, values, dtype).ok_or_else(|| {
+        anyhow!(
+            "tensor {id} has a value beyond the {} scale range",
+            dtype.name()
+        )
     })
 }
 
@@ -93,6 +61,7 @@ impl MatrixEncoder for Quantizer {
 mod tests {
     use super::*;
     use crate::quantize::decode::decode_matrix;
+    use microlens::blob::I4_GROUP;
     use microlens::TensorKind;
 
     fn values(n: usize) -> Vec<f32> {

@@ -93,13 +93,7 @@ pub fn induction_toy_model() -> Result<Vec<u8>> {
         let blob = tl_to_blob(id.kind, &cfg, &t);
         tensors.push(f32_tensor(id, id.shape(&cfg), &blob));
     }
-    let processing = Processing {
-        fold_ln: false,
-        center_writing_weights: false,
-        center_unembed: false,
-        fold_value_biases: false,
-        original_normalization: Normalization::None,
-    };
+    let processing = Processing::none(Normalization::None);
     Ok(microlens::blob::write(
         &cfg,
         processing,
