@@ -113,11 +113,25 @@ fn context_cap(model: &microlens::Model<'_>, map: &str) -> Result<usize, String>
     let reserve =
         bytes_after(map, "_stack_reserve").ok_or("memory.x has no `_stack_reserve = N;` line")?;
     let free = ram.saturating_sub(reserve + OTHER_STATICS);
-    let fits = |n: usize| 4 * (model.kv_cache_len_at(n) + model.workspace_len_at(n)) <= free;
+    // Below the model's context, the firmware also streams its prompt through a sliding window of the
+    // cap: its tokens and kept keys ([`window_lens`]) share the RAM.
+    let fits = |n: usize| {
+        let (tokens, kept) = window_lens(model, n);
+        4 * (model.kv_cache_len_at(n) + model.workspace_len_at(n) + tokens + kept) <= free
+    };
     let cap = (1..=model.config().n_ctx).rev().find(|&n| fits(n));
     cap.ok_or_else(|| {
         format!("not even one position's KV cache and the workspace fit in {free} B of RAM")
     })
+}
+
+/// Words of the window's token ring and kept keys for a context cap of `n` positions: none at the
+/// model's full context (the firmware then streams no window).
+fn window_lens(model: &microlens::Model<'_>, n: usize) -> (usize, usize) {
+    match n < model.config().n_ctx {
+        true => (n, microlens::Window::kept_len(model.config(), n)),
+        false => (0, 0),
+    }
 }
 
 /// `map` with its `_stack_reserve = N;` line set to `bytes` (a whole number of words).
@@ -199,13 +213,20 @@ fn model_consts(manifest_dir: &Path, out: &Path, map: &str) -> Result<(), String
          /// Seed of the prompt generator.\n\
          pub const SEED: u64 = {seed:#x};\n\
          /// A token of the prompt: the narrowest unsigned integer that holds every token id.\n\
-         pub type Token = {token};\n",
+         pub type Token = {token};\n\
+         /// Width of the sliding window the prompt is streamed through (twice) when the context is capped\n\
+         /// below the model's, 0 otherwise: its token ring's length.\n\
+         pub const WINDOW: usize = {window};\n\
+         /// `f32` words of the window's kept keys and values ([`microlens::Window::kept_len`]).\n\
+         pub const WINDOW_KEPT: usize = {kept};\n",
         kv = model.kv_cache_len_at(n_ctx),
         ws = model.workspace_len_at(n_ctx),
         layers = cfg.n_layers,
         heads = cfg.n_heads,
         ctx = n_ctx,
         token = token_type(cfg.d_vocab),
+        window = window_lens(&model, n_ctx).0,
+        kept = window_lens(&model, n_ctx).1,
     );
     fs::write(out.join("model.rs"), consts).map_err(|e| e.to_string())?;
     println!("cargo:rustc-env=MICROLENS_BLOB_PATH={path}");

@@ -17,6 +17,7 @@ fn blob(name: &str, processing: ProcessingOptions) -> Vec<u8> {
         dtype: DType::F32,
         processing,
         rounding: None,
+        activations: None,
     };
     convert(&checkpoint(name), &opts)
         .unwrap_or_else(|e| panic!("{name}: {e:#}"))
@@ -138,6 +139,7 @@ fn pth_and_safetensors_checkpoints_give_the_same_blob() {
         dtype: DType::F32,
         processing: ProcessingOptions::default(),
         rounding: None,
+        activations: None,
     };
     let from_pth = convert(&fixture_dir("attn_only_2l").join("model.pth"), &opts)
         .unwrap()

@@ -109,6 +109,24 @@ pub enum Positional {
         /// GPT-J style adjacent pairs (`cfg.rotary_adjacent_pairs`) instead of NeoX halves.
         adjacent_pairs: bool,
     },
+    /// Fixed sinusoids added to the residual stream like `W_pos` (Vaswani et al. 2017), computed on the fly
+    /// ([`crate::sinusoidal`]): `PE(pos, 2i) = sin(pos / 10000^(2i / d_model))`, `PE(pos, 2i + 1) = cos(..)`.
+    /// An extension of TransformerLens's config (`positional_embedding_type: "sinusoidal"`); no tensor in
+    /// the blob. Last variant, so older blobs keep their encoding.
+    Sinusoidal,
+}
+
+impl Positional {
+    /// Whether positions enter the residual stream as a vector added to the embedding (`hook_pos_embed`
+    /// then adds to `resid`): learned `W_pos` or sinusoids.
+    pub const fn adds_to_residual(self) -> bool {
+        matches!(self, Positional::Standard | Positional::Sinusoidal)
+    }
+
+    /// Whether the model stores a learned `W_pos` table (standard and shortformer).
+    pub const fn has_table(self) -> bool {
+        matches!(self, Positional::Standard | Positional::Shortformer)
+    }
 }
 
 /// The architecture of a model.

@@ -17,6 +17,8 @@ pub(crate) const MLP: bool = cfg!(feature = "mlp");
 pub(crate) const ROTARY: bool = cfg!(feature = "rotary");
 /// Whether this build has shortformer positions (feature `shortformer`).
 pub(crate) const SHORTFORMER: bool = cfg!(feature = "shortformer");
+/// Whether this build has sinusoidal positions (feature `sinusoidal`).
+pub(crate) const SINUSOIDAL: bool = cfg!(feature = "sinusoidal");
 
 /// A set of optional features, by name.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -61,6 +63,7 @@ impl Features {
             Positional::Standard => {}
             Positional::Shortformer => f.add("shortformer", SHORTFORMER),
             Positional::Rotary { .. } => f.add("rotary", ROTARY),
+            Positional::Sinusoidal => f.add("sinusoidal", SINUSOIDAL),
         }
         f
     }

@@ -11,16 +11,21 @@ use crate::blob::Activations;
 use crate::config::Config;
 use crate::error::Error;
 use crate::math::rows;
-use crate::quant::activations::{quantize, quantize_into, scale_of};
+use crate::quant::activations::{quantize_into, quantize_one16, scale16, scale_of};
+use crate::quant::linear::quantize_as;
 use crate::quant::{dsp, int8, mix};
 
-/// Whether this build has the `f32` and the int8 cache (features `activations-f32`, `activations-i8`).
+/// Whether this build has the `f32` and the int8 cache (features `activations-f32`, and
+/// `activations-i8` or `activations-i16`).
 const F32: bool = Activations::F32.compiled();
-const I8: bool = Activations::I8.compiled();
+const I8: bool = Activations::I8.compiled() || Activations::I16.compiled();
+/// Whether this build has the int16 cache (feature `activations-i16`).
+const I16: bool = Activations::I16Kv16.compiled();
 
-/// Where the keys and values live: `[layer][pos][head * d_head]` each, except int8 values, which are
-/// transposed, `[layer][head][d_head][pos]` (a row of positions per output of the mix); int8 scales
-/// `[layer][head][pos]`.
+/// Where the keys and values live: `[layer][pos][head * d_head]` each, except integer values, which
+/// are transposed, `[layer][head][d_head][pos]` (a row of positions per output of the mix); integer
+/// scales `[layer][head][pos]`. An int16 cache keeps its values' bytes in `I8`'s slices, twice as long
+/// ([`KvCache::int16`]): two variants, so the enum needs no tag beside its pointers.
 #[derive(Debug)]
 enum Store<'b> {
     F32 {
@@ -53,7 +58,8 @@ fn take<'b, T>(rest: &mut &'b mut [T], n: usize) -> &'b mut [T] {
 impl<'b> KvCache<'b> {
     /// `f32` words a full-context cache needs. `f32`: `2 * n_layers * n_ctx * d_attn`. int8: the values
     /// packed four per word, `ceil(2 * n_layers * n_ctx * d_attn / 4)`, plus `2 * n_layers * n_ctx *
-    /// n_heads` scales: a quarter of the `f32` cache plus `4 / d_head` bytes per value. `usize::MAX` (a
+    /// n_heads` scales: a quarter of the `f32` cache plus `4 / d_head` bytes per value; int16: the values
+    /// two per word and the same scales. `usize::MAX` (a
     /// length no buffer has) where that overflows, as it can on 32-bit targets.
     pub const fn len(cfg: &Config, activations: Activations) -> usize {
         let positions = cfg.n_ctx;
@@ -62,14 +68,15 @@ impl<'b> KvCache<'b> {
             .saturating_mul(positions)
             .saturating_mul(cfg.d_attn());
         let both = per_side.saturating_mul(2);
+        let scales = cfg
+            .n_layers
+            .saturating_mul(positions)
+            .saturating_mul(cfg.n_heads)
+            .saturating_mul(2);
         let len = match activations {
             Activations::F32 => both,
-            Activations::I8 => both.div_ceil(4).saturating_add(
-                cfg.n_layers
-                    .saturating_mul(positions)
-                    .saturating_mul(cfg.n_heads)
-                    .saturating_mul(2),
-            ),
+            Activations::I16Kv16 => both.div_ceil(2).saturating_add(scales),
+            Activations::I8 | Activations::I16 => both.div_ceil(4).saturating_add(scales),
         };
         if per_side == usize::MAX || both == usize::MAX {
             usize::MAX
@@ -105,14 +112,18 @@ impl<'b> KvCache<'b> {
                 k: take(&mut rest, per_side),
                 v: take(&mut rest, per_side),
             },
-            Activations::I8 => {
+            Activations::I8 | Activations::I16 | Activations::I16Kv16 => {
                 let n_scales = cfg.n_layers * cfg.n_ctx * cfg.n_heads;
                 let k_scale = take(&mut rest, n_scales);
                 let v_scale = take(&mut rest, n_scales);
                 let mut values: &mut [i8] = bytemuck::cast_slice_mut(rest);
+                let bytes = match activations {
+                    Activations::I16Kv16 => 2 * per_side,
+                    _ => per_side,
+                };
                 Store::I8 {
-                    k: take(&mut values, per_side),
-                    v: take(&mut values, per_side),
+                    k: take(&mut values, bytes),
+                    v: take(&mut values, bytes),
                     k_scale,
                     v_scale,
                 }
@@ -124,6 +135,14 @@ impl<'b> KvCache<'b> {
             n_heads: cfg.n_heads,
             d_head: cfg.d_head,
         })
+    }
+
+    /// Whether the integer cache holds int16 values: its key bytes are twice its scales times `d_head`.
+    fn int16(&self) -> bool {
+        match &self.store {
+            Store::I8 { k, k_scale, .. } if I16 => k.len() > k_scale.len() * self.d_head,
+            _ => false,
+        }
     }
 
     /// Index of `(layer, pos, head)` in the scale arrays; times `d_head`, the start of its values.
@@ -146,6 +165,7 @@ impl<'b> KvCache<'b> {
     /// cache quantises each head's key and value with its own scale `max|x| / 127`.
     pub(crate) fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         let (dh, n_ctx) = (self.d_head, self.n_ctx.max(1));
+        let int16 = self.int16();
         for h in 0..self.n_heads {
             let r = self.range(layer, pos, h);
             let v_s = self.value_scales(layer, h) + pos;
@@ -160,12 +180,25 @@ impl<'b> KvCache<'b> {
                     v,
                     k_scale,
                     v_scale,
+                } if I16 && int16 => {
+                    let (k, v) = (as_i16(k), as_i16(v));
+                    let key = k.get_mut(r).unwrap_or(&mut []);
+                    store_i16(kh, key.iter_mut(), k_scale.get_mut(v_s));
+                    let value = v.get_mut((v_s - pos) * dh + pos..).unwrap_or(&mut []);
+                    store_i16(vh, value.iter_mut().step_by(n_ctx), v_scale.get_mut(v_s));
+                }
+                Store::I8 {
+                    k,
+                    v,
+                    k_scale,
+                    v_scale,
                 } if I8 => {
                     let key = k.get_mut(r).unwrap_or(&mut []);
                     store_i8(kh, key.iter_mut(), k_scale.get_mut(v_s));
                     let value = v.get_mut((v_s - pos) * dh + pos..).unwrap_or(&mut []);
                     store_i8(vh, value.iter_mut().step_by(n_ctx), v_scale.get_mut(v_s));
                 }
+
                 _ => {}
             }
         }
@@ -173,13 +206,16 @@ impl<'b> KvCache<'b> {
 
     /// Attention scores of `head` at `layer` over positions `0 .. row.len()`:
     /// `row[j] = (q . k_j) / attn_scale`, returning their maximum ([`crate::math::softmax::max`]). An int8 cache
-    /// quantises `q` (one head, `d_head`) into `scratch` and computes `(acc_j * (s_q * s_kj)) /
-    /// attn_scale` with `acc_j` exact.
+    /// quantises `q` (one head, `d_head`) into `scratch`, to int8 or (`wide_q`, W8A16) int16, and
+    /// computes `(acc_j * (s_q * s_kj)) / attn_scale` with `acc_j` exact (an int16 cache: int16 queries,
+    /// `i64` sums).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn scores(
         &self,
         layer: usize,
         head: usize,
         q: &[f32],
+        wide_q: bool,
         scratch: &mut [i8],
         attn_scale: f32,
         row: &mut [f32],
@@ -198,12 +234,29 @@ impl<'b> KvCache<'b> {
                 rows::dot4_f32(keys, self.n_heads * dh, q, row);
                 row.iter_mut().for_each(|s| *s = keep(*s / attn_scale));
             }
+            Store::I8 { k, k_scale, .. } if I16 && self.int16() => {
+                let qq = quantize_as(q, true, scratch);
+                let stride = self.n_heads * dh;
+                let keys = from(as_i16_ref(k), self.slot(layer, 0, head) * dh);
+                let scales = from(k_scale, self.value_scales(layer, head));
+                for (j, (s, s_k)) in row.iter_mut().zip(scales).enumerate() {
+                    let key = keys.get(j * stride..).unwrap_or(&[]);
+                    let key = key.get(..dh).unwrap_or(&[]);
+                    let acc = key
+                        .iter()
+                        .enumerate()
+                        .fold(0i64, |acc, (i, &k)| acc + k as i64 * qq.wide.get(i) as i64);
+                    *s = keep(acc as f32 * (qq.scale * s_k) / attn_scale);
+                }
+            }
             Store::I8 { k, k_scale, .. } if I8 => {
-                let qq = quantize(q, scratch);
+                let wide_q = wide_q && Activations::I16.compiled();
+                let qq = quantize_as(q, wide_q, scratch);
                 let first = self.slot(layer, 0, head);
                 let stride = self.n_heads * dh;
                 let keys = from(k, first * dh);
-                let whole = dh % 4 == 0 && qq.lanes.len() == dh / 2;
+                let fits = !wide_q || dh <= int8::WIDE_CHUNK;
+                let whole = dh % 4 == 0 && qq.lanes.len() == dh / 2 && fits;
                 // Four keys at a time, `stride` apart, one pass over the query for all four; then
                 // the last `row.len() % 4` keys one by one.
                 let quads = if whole { row.len() - row.len() % 4 } else { 0 };
@@ -221,7 +274,11 @@ impl<'b> KvCache<'b> {
                 }
                 for (j, s) in rest.iter_mut().enumerate() {
                     let key = keys.get((quads + j) * stride..).unwrap_or(&[]);
-                    let acc = int8::dot_i8_f32(qq.q, key.get(..dh).unwrap_or(&[]));
+                    let key = key.get(..dh).unwrap_or(&[]);
+                    let acc = match wide_q {
+                        true => int8::dot_wide_f32(bytemuck::cast_slice(key), qq.wide, 0),
+                        false => int8::dot_i8_f32(qq.q, key),
+                    };
                     *s = score(acc, scales.next());
                 }
             }
@@ -249,19 +306,33 @@ impl<'b> KvCache<'b> {
                 let weights = pattern.iter().map(|p| p / sum);
                 weighted_sum(z, weights, from(v, start), stride)
             }
-            Store::I8 { v, v_scale, .. } if I8 => {
+            Store::I8 { v, v_scale, .. } if I8 || I16 => {
                 let first = self.value_scales(layer, head);
                 let scales = from(v_scale, first);
                 let max = pattern.iter_mut().zip(scales).fold(0.0, |max, (p, s)| {
                     *p = *p / sum * s;
                     mix::max_abs(max, *p)
                 });
-                let rows = from(v, first * self.d_head);
-                mix::mix(pattern, max, rows, self.n_ctx, z)
+                let rows = first * self.d_head;
+                match I16 && self.int16() {
+                    true => mix::mix16(pattern, max, from(as_i16_ref(v), rows), self.n_ctx, z),
+                    false => mix::mix(pattern, max, from(v, rows), self.n_ctx, z),
+                }
             }
             _ => {}
         }
     }
+}
+
+/// The int16 values whose bytes `b` holds (empty if `b` were misaligned, which the cache's `f32`
+/// buffer never is).
+fn as_i16(b: &mut [i8]) -> &mut [i16] {
+    bytemuck::try_cast_slice_mut(b).unwrap_or(&mut [])
+}
+
+/// [`as_i16`], read-only.
+fn as_i16_ref(b: &[i8]) -> &[i16] {
+    bytemuck::try_cast_slice(b).unwrap_or(&[])
 }
 
 /// `v[start..]` (empty if out of range).
@@ -318,6 +389,16 @@ fn head_of(x: &[f32], h: usize, d_head: usize) -> &[f32] {
 fn copy(src: &[f32], dst: Option<&mut [f32]>) {
     if let Some(dst) = dst {
         dst.iter_mut().zip(src).for_each(|(d, s)| *d = *s);
+    }
+}
+
+/// Quantises `x` into `q` as int16 (one value per element of `x`, as far as `q` goes) with the scale
+/// `max|x| / 32767`, stored in `scale`; nothing if the scale has no slot.
+fn store_i16<'q>(x: &[f32], q: impl Iterator<Item = &'q mut i16>, scale: Option<&mut f32>) {
+    if let Some(scale) = scale {
+        let inv;
+        (*scale, inv) = scale16(x);
+        q.zip(x).for_each(|(q, &x)| *q = quantize_one16(x, inv));
     }
 }
 

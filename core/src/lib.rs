@@ -22,6 +22,7 @@
 //! - [`Model`] (a validated blob, its [`Config`] and tensors) and [`Session`] (the forward pass, one
 //!   token per [`Session::step`]), sized by [`Model::kv_cache_len`] and [`Model::workspace_len`]
 //!   (or, from a config known at build time, [`KvCache::len`] and [`Workspace::len`]);
+//! - [`Window`], a session whose context slides over a token stream longer than it ([`WindowMode`]);
 //! - [`Hooks`], called at every [`HookPoint`] (a [`HookKind`] at a layer, head and position), and the
 //!   ready-made hooks of [`analysis`] (ablation, pattern recording, head detection, logit attribution);
 //! - [`Error`], one enum; [`Features`], the optional capabilities a model needs;
@@ -59,6 +60,7 @@ mod model;
 mod session;
 pub mod tensors;
 pub mod weights;
+mod window;
 mod workspace;
 
 // Kernels and numerics: the crate's own, public only to the host's encoder (feature `encode`), which
@@ -78,7 +80,9 @@ pub use error::{Error, Inconsistency};
 pub use features::Features;
 pub use hooks::{HookKind, HookKinds, HookPoint, Hooks};
 pub use kv_cache::KvCache;
+pub use math::sinusoidal::sinusoidal;
 pub use model::Model;
 pub use session::Session;
 pub use tensors::{TensorId, TensorKind};
+pub use window::{Window, WindowMode};
 pub use workspace::Workspace;

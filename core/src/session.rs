@@ -78,6 +78,16 @@ impl<'a, 'b> Session<'a, 'b> {
         self.pos = 0;
     }
 
+    /// The workspace and the KV cache, for [`crate::Window`]'s restore.
+    pub(crate) fn parts(&mut self) -> (&mut Workspace<'b>, &mut KvCache<'b>) {
+        (&mut self.ws, &mut self.kv)
+    }
+
+    /// Makes `pos` the next position ([`crate::Window`], whose restored cache holds `0..pos`).
+    pub(crate) fn set_pos(&mut self, pos: usize) {
+        self.pos = pos.min(self.n_ctx);
+    }
+
     /// Consumes `token` at the next position and returns its logits (`d_vocab_out`).
     pub fn step(&mut self, token: u32) -> Result<&[f32], Error> {
         self.step_with(token, &mut ())

@@ -17,7 +17,7 @@ use crate::config::{Config, Positional};
 pub enum TensorKind {
     /// `embed.W_E`, `[d_vocab, d_model]`.
     WE,
-    /// `pos_embed.W_pos`, `[n_ctx, d_model]` (standard and shortformer).
+    /// `pos_embed.W_pos`, `[n_ctx, d_model]` (standard and shortformer; rotary and sinusoidal have none).
     WPos,
     /// `blocks.L.ln1.w`.
     Ln1W,
@@ -152,7 +152,7 @@ impl TensorKind {
         let mlp = !cfg.attn_only();
         let shortformer = matches!(cfg.positional, Positional::Shortformer);
         match self {
-            TensorKind::WPos => !matches!(cfg.positional, Positional::Rotary { .. }),
+            TensorKind::WPos => cfg.positional.has_table(),
             TensorKind::Ln1W | TensorKind::LnFinalW => norm.has_weight(),
             TensorKind::Ln1B | TensorKind::LnFinalB => norm.has_bias(),
             TensorKind::PosQ | TensorKind::PosK => shortformer,

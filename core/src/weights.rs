@@ -2,6 +2,7 @@
 
 use crate::blob::{decode_finite_scale, widen_f16, DType, I4_GROUP, SCALE_BYTES};
 use crate::math::rows as row_block;
+use crate::quant::activations::Wide;
 use crate::quant::{int4, int8};
 
 /// An `f32` vector (biases, norm weights).
@@ -264,6 +265,25 @@ impl<'a> Matrix<'a> {
                 x.iter().enumerate().fold(0.0, |acc, (i, &q)| {
                     acc + self.dot(r, c0 + i, &[q as f32 * s_x])
                 })
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// [`Matrix::dot_q`] for int16 activations: `W[r][c0 .. c0 + n] . x[c0 .. c0 + n]` (`x.get(c)`
+    /// meets column `c`), integer for `i8` and `i4` matrices (0 for float ones, which never meet
+    /// quantised activations in the forward pass).
+    pub(crate) fn dot_wide(&self, r: usize, c0: usize, n: usize, x: Wide<'_>, s_x: f32) -> f32 {
+        let start = r * self.cols + c0;
+        match self.dtype {
+            d @ DType::I8 if d.compiled() => {
+                let w = self.data.get(start..start.saturating_add(n)).unwrap_or(&[]);
+                int8::dot_wide_f32(w, x, c0) * (self.scale(r) * s_x)
+            }
+            d @ DType::I4 if d.compiled() => {
+                let groups = self.cols.div_ceil(I4_GROUP);
+                let scale = |g| self.scale(r * groups + g);
+                int4::dot_wide(self.i4_row(r), c0, n, x, scale) * s_x
             }
             _ => 0.0,
         }

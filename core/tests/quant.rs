@@ -147,6 +147,9 @@ fn quantised_models_track_the_float_model() {
         (DType::I8, Activations::F32, 1e-3, 0.95),
         (DType::I8, Activations::I8, 1e-3, 0.95),
         (DType::I4, Activations::I8, 5e-2, 0.8),
+        (DType::I8, Activations::I16, 1e-3, 0.95),
+        (DType::I8, Activations::I16Kv16, 1e-3, 0.95),
+        (DType::I4, Activations::I16, 5e-2, 0.8),
     ];
     for (dtype, act, max_kl, min_top1) in cases {
         let got = logits(&random_blob_as(&cfg, 5, dtype, act), &PROMPT);
@@ -187,6 +190,48 @@ fn int8_kv_cache_is_a_quarter_plus_one_scale_per_head() {
         Session::new(&model, &mut kv, &mut ws),
         Err(Error::BufferTooSmall { .. })
     ));
+}
+
+/// W8A16: int16 inputs and queries cost almost nothing beyond the int8 weights (the model with `f32`
+/// activations), and an int16 KV cache less than the int8 one.
+#[test]
+fn int16_activations_follow_the_int8_weights_closely() {
+    let cfg = tame_config();
+    let weights_only = logits(
+        &random_blob_as(&cfg, 5, DType::I8, Activations::F32),
+        &PROMPT,
+    );
+    let kl = |act| {
+        let got = logits(&random_blob_as(&cfg, 5, DType::I8, act), &PROMPT);
+        kl_and_top1(&weights_only, &got).0
+    };
+    let (a8, a16, kv16) = (
+        kl(Activations::I8),
+        kl(Activations::I16),
+        kl(Activations::I16Kv16),
+    );
+    println!(
+        "against W8 with f32 activations: A8 {a8:.3e}, A16 {a16:.3e}, A16 + int16 KV {kv16:.3e}"
+    );
+    assert!(
+        a16 < a8 / 2.0 && kv16 < a16 && kv16 < 1e-7,
+        "{a8} {a16} {kv16}"
+    );
+}
+
+#[test]
+fn int16_kv_cache_is_half_plus_one_scale_per_head() {
+    let cfg = tame_config();
+    let f32_words = KvCache::len(&cfg, Activations::F32);
+    let scales = 2 * cfg.n_layers * cfg.n_ctx * cfg.n_heads;
+    assert_eq!(
+        KvCache::len(&cfg, Activations::I16),
+        KvCache::len(&cfg, Activations::I8)
+    );
+    assert_eq!(
+        KvCache::len(&cfg, Activations::I16Kv16),
+        f32_words / 2 + scales
+    );
 }
 
 #[test]

@@ -125,6 +125,7 @@ fn every_architecture_runs_to_finite_normalised_outputs() {
     let positions = [
         Positional::Standard,
         Positional::Shortformer,
+        Positional::Sinusoidal,
         Positional::Rotary {
             dim: 4,
             base: 10000.0,

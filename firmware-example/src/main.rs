@@ -8,6 +8,8 @@
 //!    reaches it) and reports the accuracy that remains;
 //! 4. reports the cost per token (instructions under QEMU, cycles on a board), the multiply-accumulates
 //!    per token and the stack high-water mark;
+//! 5. on a board whose RAM caps the context below the model's, streams the prompt twice (longer than the
+//!    cap) through a sliding [`Window`] of the cap and reports the hash of its logits;
 //!
 //! then exits with success, or with failure on any error. Every result is a `key=value` line on defmt.
 //! The blob is chosen at build time (`MICROLENS_BLOB`, see `build.rs`); every buffer is a `static` sized
@@ -30,7 +32,7 @@ mod stack;
 use microlens::analysis::{Head, HeadAblation};
 use microlens::blob::Aligned;
 use microlens::hash::Fnv1a64;
-use microlens::{Config, Hooks, Model, Session};
+use microlens::{Config, Hooks, Model, Session, Window};
 use static_cell::{ConstStaticCell, StaticCell};
 
 use crate::board::Counter;
@@ -55,6 +57,12 @@ static BLOB: &Aligned<[u8]> = &Aligned(*include_bytes!(env!("MICROLENS_BLOB_PATH
 static KV: ConstStaticCell<[f32; model::KV_LEN]> = ConstStaticCell::new([0.0; model::KV_LEN]);
 /// The forward pass's activations.
 static WS: ConstStaticCell<[f32; model::WS_LEN]> = ConstStaticCell::new([0.0; model::WS_LEN]);
+/// The sliding window's token ring ([`model::WINDOW`] tokens, none at the model's full context).
+static WINDOW_TOKENS: ConstStaticCell<[u32; model::WINDOW]> =
+    ConstStaticCell::new([0; model::WINDOW]);
+/// The sliding window's kept keys and values.
+static WINDOW_KEPT: ConstStaticCell<[f32; model::WINDOW_KEPT]> =
+    ConstStaticCell::new([0.0; model::WINDOW_KEPT]);
 /// The session over them. A static rather than a local of `run`: built in place, it is not copied out of
 /// `open`'s result into a second slot of `run`'s frame, which lies under every forward pass.
 static SESSION: StaticCell<Session<'static, 'static>> = StaticCell::new();
@@ -89,6 +97,8 @@ fn run() -> Result<(), FirmwareError> {
 
     // 4. The logits hash, the cost and the stack.
     defmt::println!("logits_hash={=u64:016x}", hash);
+    // 5. A stream longer than a capped context, through a sliding window.
+    window_pass(session, &prompt)?;
     let n_tokens = prompt.tokens().len().max(1) as u32;
     board::print_cost_per_token(div::div_rem(spent, n_tokens).0);
     let macs = macs::per_prompt(session.model().config(), prompt.tokens().len());
@@ -217,6 +227,30 @@ fn ablate(
         ablated.correct,
         ablated.total
     );
+    Ok(())
+}
+
+/// On a board whose context is capped ([`model::WINDOW`] > 0): the prompt twice through a window of the
+/// cap, printing `window=` and the hash of every position's logits (`window_logits_hash=`), which
+/// `microlens run --window` reproduces on the host. Through the same `&mut dyn Hooks` copy of the forward
+/// pass as the other passes.
+#[inline(never)]
+fn window_pass(session: &mut Session<'_, '_>, prompt: &Prompt) -> Result<(), FirmwareError> {
+    if model::WINDOW == 0 {
+        return Ok(());
+    }
+    let (tokens, kept) = (WINDOW_TOKENS.try_take(), WINDOW_KEPT.try_take());
+    let (Some(tokens), Some(kept)) = (tokens, kept) else {
+        return Err(FirmwareError::BuffersTaken);
+    };
+    let mut window = Window::new(session, model::WINDOW, tokens, kept)?;
+    let mut hooks: &mut dyn Hooks = &mut ();
+    let mut hash = Fnv1a64::new();
+    for &token in prompt.tokens().iter().chain(prompt.tokens()) {
+        hash.write_f32s(window.step_with(u32::from(token), &mut hooks)?);
+    }
+    defmt::println!("window={=usize}", model::WINDOW);
+    defmt::println!("window_logits_hash={=u64:016x}", hash.finish());
     Ok(())
 }
 

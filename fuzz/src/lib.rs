@@ -179,9 +179,10 @@ pub fn config(u: &mut Unstructured<'_>) -> Result<Config> {
     };
     cfg.act_fn = *u.choose(&ActFn::ALL)?;
     cfg.normalization = *u.choose(&Normalization::ALL)?;
-    cfg.positional = match u.int_in_range(0..=2)? {
+    cfg.positional = match u.int_in_range(0..=3)? {
         0 => Positional::Standard,
         1 => Positional::Shortformer,
+        2 => Positional::Sinusoidal,
         _ => Positional::Rotary {
             dim: if u.ratio(3, 4)? {
                 2 * u.int_in_range(1..=d_head.clamp(2, 8) / 2)?
@@ -207,7 +208,7 @@ pub fn sizes(cfg: &Config) {
     let _ = cfg.validate();
     let _ = cfg.d_attn();
     let _ = microlens::Workspace::len(cfg);
-    for act in [Activations::F32, Activations::I8] {
+    for act in Activations::ALL {
         let _ = KvCache::len(cfg, act);
         let _ = KvCache::len(&cfg.with_context(4), act);
     }
@@ -242,7 +243,7 @@ fn encode_tensor(
 /// with the blob writer; `None` if a value cannot be encoded.
 pub fn model_bytes(u: &mut Unstructured<'_>, cfg: &Config) -> Result<Option<Vec<u8>>> {
     let dtype = *u.choose(&[DType::F32, DType::F16, DType::I8, DType::I4])?;
-    let activations = *u.choose(&[Activations::F32, Activations::I8])?;
+    let activations = *u.choose(&Activations::ALL)?;
     let mut tensors = Vec::new();
     for id in Catalogue::new(cfg).ids() {
         let shape = id.shape(cfg);

@@ -35,6 +35,15 @@ enum Command {
     Run(cli::run::Args),
     /// Train the tiny attention-only induction model on the CPU with candle.
     TrainInduction(cli::train_induction::Args),
+    /// Train the tiny fact model (subject tokens + relation token -> object, attention + MLP) for causal
+    /// tracing and memory editing.
+    TrainFacts(cli::train_facts::Args),
+    /// Causal tracing (ROME): corrupt the subject's embeddings, restore each layer's residual stream, MLP
+    /// and attention output at each position, report the clean answer's probability restored.
+    Trace(cli::trace::Args),
+    /// Memory editing: write `prompt -> target` into an MLP's W_out (ROME; MEMIT with --facts), report
+    /// efficacy, unrelated KL and the edit's survival at f16/i8/i4.
+    Edit(cli::edit::Args),
     /// Circuit analysis: head detectors, copying and composition scores, attribution, the ablation table,
     /// skip-trigram and bigram tables.
     Circuits(cli::circuits::Args),
@@ -96,6 +105,9 @@ fn main() -> ExitCode {
         Command::Fidelity(a) => cli::fidelity::run(a),
         Command::Run(a) => cli::run::run(a),
         Command::TrainInduction(a) => cli::train_induction::run(a),
+        Command::TrainFacts(a) => cli::train_facts::run(a),
+        Command::Trace(a) => cli::trace::run(a),
+        Command::Edit(a) => cli::edit::run(a),
         Command::Circuits(a) => cli::circuits::run(a),
         Command::EvalInduction(a) => cli::eval_induction::run(a),
         Command::Generate(a) => cli::generate::run(a),

@@ -203,3 +203,48 @@ fn bad_calibration_input_is_refused() {
         "replaces",
     );
 }
+
+/// `--activations` and `--kv` write the arithmetic they name into the blob (W8A16, its int16 KV cache,
+/// int8 weights with float activations); the pairs the core cannot run are refused.
+#[test]
+fn activations_and_kv_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cases: [(&[&str], Activations); 4] = [
+        (&["--dtype", "i8"], Activations::I8),
+        (&["--dtype", "i8", "--activations", "i16"], Activations::I16),
+        (
+            &["--dtype", "i8", "--activations", "i16", "--kv", "i16"],
+            Activations::I16Kv16,
+        ),
+        (&["--dtype", "i4", "--activations", "f32"], Activations::F32),
+    ];
+    for (extra, want) in cases {
+        let args: Vec<&str> = extra
+            .iter()
+            .copied()
+            .chain(["--rounding", "nearest"])
+            .collect();
+        let blob = converted(d, "w.mlb", &args);
+        assert_eq!(
+            Model::from_bytes(&blob).unwrap().activations(),
+            want,
+            "{extra:?}"
+        );
+    }
+    refused(
+        d,
+        &["--activations", "i16"],
+        "i16 activations need i8 or i4 matrices, not f32",
+    );
+    refused(
+        d,
+        &["--dtype", "i8", "--kv", "i16"],
+        "--kv needs --activations i16",
+    );
+    refused(
+        d,
+        &["--dtype", "i8", "--activations", "i16", "--kv", "i4"],
+        "invalid value 'i4' for '--kv <KV>'",
+    );
+}

@@ -132,6 +132,12 @@ fn shipped_model_hashes_equal_the_device_ones() {
         let hash = microlens_host::hash::logits_hash(out.logits.iter().map(Vec::as_slice));
         assert_eq!(format!("{hash:016x}"), device, "{} (host)", dtype.name());
     }
+    // W8A16 (`cargo xtask firmware --dtype i8 --activations i16`).
+    let rounding = Rounding::default_for(DType::I8);
+    let blob = requantize_blob(&model, DType::I8, Activations::I16, &rounding).unwrap();
+    let out = microlens_host::eval::run::run_blob(&blob, &tokens).unwrap();
+    let hash = microlens_host::hash::logits_hash(out.logits.iter().map(Vec::as_slice));
+    assert_eq!(format!("{hash:016x}"), "be614df3f5f6b2d6", "W8A16");
 }
 
 /// The int8 emulation is what the device does: the int8-weight model with `f32` activations, run with
@@ -159,4 +165,68 @@ fn int8_emulation_matches_the_real_int8_model() {
             "emulated {e:.3e} vs real {r:.3e}"
         );
     }
+}
+
+/// W8A16 (`convert --dtype i8 --activations i16`, and with `--kv i16`) on every model: better than W8A8
+/// everywhere, within 25% of today's mean KL per model, induction scores within the issue's 1e-3; the
+/// shipped model meets the issue's goals (mean KL <= 1e-4; with the int16 KV cache, top-1 on the
+/// repeated part >= 99.9%). hf_gpt2 and nonorm_1l stay above 1e-4: their int8 weights alone cost that
+/// (docs/device-speed.md, W8A16).
+#[test]
+fn w8a16_fidelity_does_not_regress() {
+    // Mean KL against f32 measured with `microlens fidelity` (200 sequences, seed 0): W8A16, and
+    // W8A16 with the int16 KV cache.
+    let measured: [(&str, f64, f64); 9] = [
+        ("attn_only_2l", 6.78e-5, 4.94e-5),
+        ("gpt2_like", 6.33e-5, 4.68e-5),
+        ("shortformer", 9.26e-5, 6.97e-5),
+        ("lnpre_relu_3l", 5.10e-5, 3.62e-5),
+        ("nonorm_1l", 2.13e-4, 1.66e-4),
+        ("rotary_rms", 6.51e-5, 4.82e-5),
+        ("rotary_adjacent_rmspre", 3.41e-5, 2.79e-5),
+        ("hf_gpt2", 3.92e-4, 3.17e-4),
+        ("induction-2l", 5.62e-5, 3.22e-5),
+    ];
+    let mut misses = Vec::new();
+    for (name, blob) in common::fidelity::models() {
+        let reference = Model::from_bytes(&blob).unwrap();
+        let seqs = common::fidelity::evaluation_sequences(reference.config());
+        let report = |activations| {
+            let rounding = Rounding::default_for(DType::I8);
+            let blob = requantize_blob(&reference, DType::I8, activations, &rounding).unwrap();
+            compare(&reference, &Model::from_bytes(&blob).unwrap(), &seqs, || {}).unwrap()
+        };
+        let a8 = report(Activations::I8);
+        let &(_, kl16, kl16kv) = measured.iter().find(|m| m.0 == name).unwrap();
+        for (act, limit) in [(Activations::I16, kl16), (Activations::I16Kv16, kl16kv)] {
+            let r = report(act);
+            let m = &r.model;
+            println!(
+                "{name:24} {:9}: mean KL {:.2e} (W8A8 {:.2e}) top-1 {:.4} (repeated part {:.4}; flips at \
+                 margins <= {:.1e}) attention {:.2e} induction {:.1e}",
+                act.name(),
+                m.mean_kl,
+                a8.model.mean_kl,
+                m.top1_agreement,
+                m.top1_agreement_repeated,
+                m.top1_flip_max_margin,
+                r.pattern_max_abs_diff,
+                r.induction_score_max_change
+            );
+            let shipped = name == "induction-2l";
+            let checks = [
+                ("mean KL", m.mean_kl <= 1.25 * limit),
+                ("below W8A8", m.mean_kl < a8.model.mean_kl),
+                ("induction", r.induction_score_max_change <= 1e-3),
+                ("goal KL", !shipped || m.mean_kl <= 1e-4),
+                (
+                    "goal top-1",
+                    !shipped || act != Activations::I16Kv16 || m.top1_agreement_repeated >= 0.999,
+                ),
+            ];
+            let missed = checks.iter().filter(|(_, ok)| !ok);
+            misses.extend(missed.map(|(what, _)| format!("{name} {} {what}", act.name())));
+        }
+    }
+    assert!(misses.is_empty(), "{misses:#?}");
 }

@@ -23,6 +23,9 @@ pub enum BlobSource {
         config: Option<PathBuf>,
         /// Storage type of the matrices: `f32`, `f16`, `i8` or `i4`.
         dtype: String,
+        /// Activation arithmetic (`--activations`: `i8` or `i16` with integer matrices); `None`: the
+        /// dtype's default.
+        activations: Option<String>,
     },
 }
 
@@ -32,7 +35,8 @@ impl BlobSource {
         matches!(self, BlobSource::Convert { .. })
     }
 
-    /// The blob's path, after converting if needed (into `<target>/firmware/<name>-<dtype>.mlb`).
+    /// The blob's path, after converting if needed (into `<target>/firmware/<name>-<dtype>.mlb`, or
+    /// `<name>-<dtype>-a<activations>.mlb`).
     pub fn resolve(&self, host_tool: Option<&Path>) -> Result<PathBuf> {
         match self {
             BlobSource::Given(path) => path
@@ -42,6 +46,7 @@ impl BlobSource {
                 checkpoint,
                 config,
                 dtype,
+                activations,
             } => {
                 let tool = host_tool.context("converting needs the host tool")?;
                 let stem = checkpoint
@@ -51,9 +56,13 @@ impl BlobSource {
                 let dir = workspace_target_dir().join("firmware");
                 std::fs::create_dir_all(&dir)
                     .with_context(|| format!("cannot create {}", dir.display()))?;
-                let out = dir.join(format!("{stem}-{dtype}.mlb"));
+                let (suffix, flag) = match activations {
+                    Some(a) => (format!("-a{a}"), format!(" --activations {a}")),
+                    None => (String::new(), String::new()),
+                };
+                let out = dir.join(format!("{stem}-{dtype}{suffix}.mlb"));
                 eprintln!(
-                    "xtask: microlens convert {} --dtype {dtype}",
+                    "xtask: microlens convert {} --dtype {dtype}{flag}",
                     checkpoint.display()
                 );
                 let mut convert = Command::new(tool);
@@ -63,6 +72,9 @@ impl BlobSource {
                     .arg("--output")
                     .arg(&out)
                     .args(["--dtype", dtype]);
+                if let Some(a) = activations {
+                    convert.args(["--activations", a]);
+                }
                 let beside = checkpoint.with_extension("json");
                 match config {
                     Some(config) => convert.arg("--config").arg(config),

@@ -36,6 +36,10 @@ pub struct Args {
     /// Storage type of the converted matrices (f32, f16, i8, i4).
     #[arg(long, default_value = "i8", conflicts_with = "blob")]
     dtype: String,
+    /// Activation arithmetic of the converted blob with i8/i4 matrices: i8 (W8A8) or i16 (W8A16)
+    /// [default: the dtype's, i8].
+    #[arg(long, conflicts_with = "blob")]
+    activations: Option<String>,
     /// Board to build for: an emulated one (its QEMU machine) is run and checked, a real one built and
     /// measured.
     #[arg(long, value_enum, default_value_t = Board::Mps2An386)]
@@ -92,6 +96,7 @@ pub fn run(args: Args) -> Result<Outcome> {
                 .unwrap_or_else(|| root().join(DEFAULT_CHECKPOINT)),
             config: args.config.clone(),
             dtype: args.dtype.clone(),
+            activations: args.activations.clone(),
         },
     };
 
@@ -171,6 +176,14 @@ pub fn run(args: Args) -> Result<Outcome> {
             eprintln!("{}", run.stderr.trim_end());
         }
         failures.extend(check(&run.report, &blob, tool.as_deref(), &args));
+        let capped = budget.context < budget.n_ctx;
+        failures.extend(check_window(
+            &run.report,
+            &blob,
+            tool.as_deref(),
+            &args,
+            capped,
+        ));
     } else {
         print_sizes(&sizes);
         failures.extend(checked_budget(&budget, &sizes, &args));
@@ -382,6 +395,45 @@ fn check_stack(report: &Report, sizes: &elf_size::Sizes) -> Option<String> {
             sizes.stack_reserve
         )
     })
+}
+
+/// On a board whose context is capped, the device streams its prompt twice through a sliding window of
+/// the cap: the same logits hash as the host's window over the same stream. Returns what failed.
+fn check_window(
+    report: &Report,
+    blob: &Path,
+    tool: Option<&Path>,
+    args: &Args,
+    capped: bool,
+) -> Option<String> {
+    let width = match (report.parse::<usize>("window"), capped) {
+        (Ok(width), _) => width,
+        (Err(_), false) => return None,
+        (Err(e), true) => return Some(format!("context capped, but {e:#}")),
+    };
+    let hashes = report.prompt().and_then(|prompt| {
+        let stream: Vec<u32> = prompt.iter().chain(&prompt).copied().collect();
+        let text = report
+            .value("window_logits_hash")
+            .context("the device printed no window_logits_hash=")?;
+        let device = u64::from_str_radix(text, 16)
+            .with_context(|| format!("bad window_logits_hash={text}"))?;
+        let host = match (args.reference, tool) {
+            (Reference::HostTool, Some(tool)) => {
+                reference::host_tool_window_hash(tool, blob, &stream, width)?
+            }
+            _ => reference::core_window_hash(blob, &stream, width)?,
+        };
+        println!("host_window_logits_hash={host:016x}");
+        Ok((device, host))
+    });
+    match hashes {
+        Ok((device, host)) if device != host => Some(format!(
+            "window logits hashes differ: device {device:016x}, host {host:016x}"
+        )),
+        Ok(_) => None,
+        Err(e) => Some(format!("{e:#}")),
+    }
 }
 
 /// The device against the host: the same logits hash for its prompt, and accuracy at least the minimum.

@@ -54,6 +54,7 @@ fn shipped_blob(dtype: &str) -> Result<PathBuf> {
         checkpoint: root().join(firmware::DEFAULT_CHECKPOINT),
         config: None,
         dtype: dtype.into(),
+        activations: None,
     }
     .resolve(Some(&tool))?;
     blobs.insert(dtype.into(), blob.clone());

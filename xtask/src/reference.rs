@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
-use microlens::{Model, Session};
+use microlens::{Model, Session, Window};
 
 /// Who computes the host side.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -31,13 +31,49 @@ pub fn core_hash(blob: &Path, tokens: &[u32]) -> Result<u64> {
     Ok(hash)
 }
 
+/// [`core_hash`] of `tokens` streamed through a sliding window of `width` tokens.
+pub fn core_window_hash(blob: &Path, tokens: &[u32], width: usize) -> Result<u64> {
+    let bytes = std::fs::read(blob).with_context(|| format!("cannot read {}", blob.display()))?;
+    let model = Model::from_bytes(&bytes)?;
+    let mut kv = vec![0.0; model.kv_cache_len_at(width)];
+    let mut ws = vec![0.0; model.workspace_len_at(width)];
+    let mut session = Session::with_context(&model, width, &mut kv, &mut ws)?;
+    let (mut ring, mut kept) = (
+        vec![0; width],
+        vec![0.0; Window::kept_len(model.config(), width)],
+    );
+    let mut window = Window::new(&mut session, width, &mut ring, &mut kept)?;
+    let mut hash = microlens::hash::Fnv1a64::new();
+    for &t in tokens {
+        hash.write_f32s(window.step(t)?);
+    }
+    Ok(hash.finish())
+}
+
 /// The hash printed by `microlens run BLOB --tokens ... --hash` (its `logits_hash=` line).
 pub fn host_tool_hash(tool: &Path, blob: &Path, tokens: &[u32]) -> Result<u64> {
+    tool_hash(tool, blob, tokens, &[])
+}
+
+/// The hash printed by `microlens run BLOB --tokens ... --window WIDTH --hash`.
+pub fn host_tool_window_hash(
+    tool: &Path,
+    blob: &Path,
+    tokens: &[u32],
+    width: usize,
+) -> Result<u64> {
+    tool_hash(tool, blob, tokens, &["--window", &width.to_string()])
+}
+
+/// `microlens run BLOB --tokens ... EXTRA --hash`'s `logits_hash=`.
+fn tool_hash(tool: &Path, blob: &Path, tokens: &[u32], extra: &[&str]) -> Result<u64> {
     let list: Vec<String> = tokens.iter().map(u32::to_string).collect();
     let out = Command::new(tool)
         .arg("run")
         .arg(blob)
-        .args(["--tokens", &list.join(","), "--hash"])
+        .args(["--tokens", &list.join(",")])
+        .args(extra)
+        .arg("--hash")
         .output()
         .with_context(|| format!("cannot run {}", tool.display()))?;
     if !out.status.success() {

@@ -3,7 +3,7 @@
 //! Formatting, clippy with warnings denied, the workspace's tests, the core crate without `std` or
 //! `alloc`, the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every emulated board
 //! checked against the host (the shipped model as int8 and as f32), two fixtures with norms and MLPs on
-//! the Cortex-M4F and M55, the real boards' builds with their sizes and budgets, and a short run of every
+//! the Cortex-M4F and M55, the shipped model as W8A16 on the Cortex-M4F, the real boards' builds with their sizes and budgets, and a short run of every
 //! fuzz target. Every step runs even if an earlier one failed; the last line counts them.
 
 use std::process::Command;
@@ -99,6 +99,7 @@ fn fixtures_on_qemu() -> Result<()> {
             checkpoint,
             config: None,
             dtype: "i8".into(),
+            activations: None,
         }
         .resolve(Some(&tool))?;
         for board in FIXTURE_BOARDS {
@@ -115,6 +116,19 @@ fn fixtures_on_qemu() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `cargo xtask firmware --dtype i8 --activations i16` on the Cortex-M4F: W8A16's device hash against the
+/// host's, with the shipped model's accuracy, ablation and RAM budget.
+fn w8a16_on_qemu() -> Result<()> {
+    let blob = BlobSource::Convert {
+        checkpoint: root().join(firmware::DEFAULT_CHECKPOINT),
+        config: None,
+        dtype: "i8".into(),
+        activations: Some("i16".into()),
+    }
+    .resolve(Some(&host_tool::build()?))?;
+    firmware::run(matrix::firmware_args(Board::Mps2An386, &blob, &[])).map(|_| ())
 }
 
 /// Seconds each fuzz target runs in CI (the long campaigns: `cargo xtask fuzz --seconds 600`).
@@ -161,6 +175,10 @@ fn steps() -> Vec<Step> {
         Step {
             name: "firmware on QEMU mps2-an386 and mps3-an547, norm and MLP models".into(),
             run: Box::new(fixtures_on_qemu),
+        },
+        Step {
+            name: "firmware on QEMU mps2-an386, W8A16 (--activations i16)".into(),
+            run: Box::new(w8a16_on_qemu),
         },
         Step {
             name: "fuzz smoke run".into(),

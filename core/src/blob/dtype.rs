@@ -188,14 +188,31 @@ pub enum Activations {
     /// int8 activations quantised per token (W8A8 matmuls with i32 accumulation) and an int8 KV cache
     /// with one scale per position and head.
     I8,
+    /// int16 activations quantised per token (`scale = max|x| / 32767`: the inputs of the matmuls and
+    /// the queries; W8A16 on the same `SMLAD` kernel, whose lanes are 16-bit anyway) and the int8 KV
+    /// cache of [`Activations::I8`]. Added after `I8`, so older blobs read as before.
+    I16,
+    /// [`Activations::I16`] with an int16 KV cache (one scale `max|x| / 32767` per position and
+    /// head; scores and mix summed exactly in `i64`): twice the int8 cache's values in RAM.
+    I16Kv16,
 }
 
 impl Activations {
-    /// Short lower-case name (`f32`, `i8`).
+    /// Every activation arithmetic, in declaration (and postcard variant) order.
+    pub const ALL: [Activations; 4] = [
+        Activations::F32,
+        Activations::I8,
+        Activations::I16,
+        Activations::I16Kv16,
+    ];
+
+    /// Short lower-case name (`f32`, `i8`, `i16`, `i16+kv16`).
     pub const fn name(self) -> &'static str {
         match self {
             Activations::F32 => "f32",
             Activations::I8 => "i8",
+            Activations::I16 => "i16",
+            Activations::I16Kv16 => "i16+kv16",
         }
     }
 
@@ -204,6 +221,7 @@ impl Activations {
         match self {
             Activations::F32 => "activations-f32",
             Activations::I8 => "activations-i8",
+            Activations::I16 | Activations::I16Kv16 => "activations-i16",
         }
     }
 
@@ -212,7 +230,13 @@ impl Activations {
         match self {
             Activations::F32 => cfg!(feature = "activations-f32"),
             Activations::I8 => cfg!(feature = "activations-i8"),
+            Activations::I16 | Activations::I16Kv16 => cfg!(feature = "activations-i16"),
         }
+    }
+
+    /// Whether activations are quantised per token (int8 or int16) and the KV cache is an integer one.
+    pub const fn integer(self) -> bool {
+        !matches!(self, Activations::F32)
     }
 }
 

@@ -10,7 +10,7 @@ use crate::features;
 use crate::hooks::{HookKind, Hooks};
 use crate::kv_cache::KvCache;
 use crate::math::{rotary, softmax};
-use crate::quant::linear::Input;
+use crate::quant::linear::{width, Input};
 use crate::weights::{Matrix, Vector};
 use crate::workspace::Workspace;
 
@@ -71,13 +71,14 @@ pub(crate) fn forward<H: Hooks>(
     kv.store(layer, pos, ws.k, ws.v);
 
     let scale = cfg.layer_attn_scale(layer);
+    let wide_q = width(activations) == Some(true);
     let row = &mut ws.scores[..=pos.min(cfg.n_ctx - 1)];
     for (h, (q, z)) in
         ws.q.chunks_exact(dh)
             .zip(ws.z.chunks_exact_mut(dh))
             .enumerate()
     {
-        let mut max = kv.scores(layer, h, q, ws.quant, scale, row);
+        let mut max = kv.scores(layer, h, q, wide_q, ws.quant, scale, row);
         if s.wants(HookKind::AttnScores) {
             s.hook(HookKind::AttnScores, h, row);
             max = softmax::max(row);

@@ -1,14 +1,17 @@
-//! Token and positional embedding: `resid = W_E[token] (+ W_pos[pos])`.
+//! Token and positional embedding: `resid = W_E[token] (+ W_pos[pos] or the sinusoids of pos)`.
 
 use super::Step;
 use crate::config::Positional;
+use crate::features;
 use crate::hooks::{HookKind, Hooks};
+use crate::math::sinusoidal::sinusoidal;
 use crate::tensors::{TensorId, TensorKind};
 use crate::workspace::Workspace;
 
-/// Writes the embedding of `token` at the step's position into `ws.resid`, using `ws.normed` for
-/// `W_pos[pos]`. Shortformer models fire `hook_pos_embed` too, but their positions enter through the
-/// per-layer `pos_Q`/`pos_K` tables, so a write there has no effect.
+/// Writes the embedding of `token` at the step's position into `ws.resid`, using `ws.normed` for the
+/// positional vector (`W_pos[pos]`, or [`sinusoidal`] computed on the fly). Shortformer models fire
+/// `hook_pos_embed` too, but their positions enter through the per-layer `pos_Q`/`pos_K` tables, so a
+/// write there has no effect.
 pub(crate) fn forward<H: Hooks>(s: &mut Step<'_, '_, H>, token: usize, ws: &mut Workspace<'_>) {
     let (resid, tmp) = (&mut *ws.resid, &mut *ws.normed);
     if let Some(w_e) = s.model.matrix(TensorId::global(TensorKind::WE)) {
@@ -16,14 +19,17 @@ pub(crate) fn forward<H: Hooks>(s: &mut Step<'_, '_, H>, token: usize, ws: &mut 
     }
     s.hook(HookKind::Embed, 0, resid);
     let positional = s.cfg.positional;
-    if matches!(positional, Positional::Rotary { .. }) {
-        return;
-    }
-    if let Some(w_pos) = s.model.matrix(TensorId::global(TensorKind::WPos)) {
-        w_pos.row_into(s.pos, tmp);
+    match positional {
+        Positional::Rotary { .. } => return,
+        Positional::Sinusoidal if features::SINUSOIDAL => sinusoidal(s.pos, tmp),
+        _ => {
+            if let Some(w_pos) = s.model.matrix(TensorId::global(TensorKind::WPos)) {
+                w_pos.row_into(s.pos, tmp);
+            }
+        }
     }
     s.hook(HookKind::PosEmbed, 0, tmp);
-    if matches!(positional, Positional::Standard) {
+    if positional.adds_to_residual() {
         resid.iter_mut().zip(tmp.iter()).for_each(|(r, p)| *r += p);
     }
 }

@@ -1,4 +1,5 @@
-//! Scalar and vector maths shared by the components: norms, activations, softmax, rotary.
+//! Scalar and vector maths shared by the components: norms, activations, softmax, rotary and sinusoidal
+//! positions.
 //! Transcendental functions come from `libm` (or `micromath` with `fast-math`), so every target computes
 //! the same bits.
 
@@ -6,6 +7,7 @@ pub(crate) mod activation;
 pub mod norm;
 pub(crate) mod rotary;
 pub(crate) mod rows;
+pub mod sinusoidal;
 pub(crate) mod softmax;
 
 /// The largest of `values` and `init`, NaNs ignored: `values.fold(init, f32::max)` as comparisons

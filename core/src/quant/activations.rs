@@ -1,8 +1,11 @@
-//! Per-token symmetric int8 quantisation of an activation vector: `scale = max|x| / 127`,
-//! `q = round(x / scale)` (half away from zero), so `x ~ q * scale`.
+//! Per-token symmetric quantisation of an activation vector: int8 (`scale = max|x| / 127`) or int16
+//! (`scale = max|x| / 32767`), `q = round(x / scale)` (half away from zero), so `x ~ q * scale`.
 
 /// Largest magnitude of a quantised value: the range is symmetric, `-127..=127`.
 pub const Q_MAX: f32 = 127.0;
+
+/// Largest magnitude of an int16 activation: `-32767..=32767`.
+pub const Q16_MAX: f32 = 32767.0;
 
 /// One int8 value, for activations and for the weight encoders alike: `x / scale` rounded half away
 /// from zero (the integer `libm::roundf` gives, without its call), clamped to `-127..=127`. A non-finite
@@ -38,16 +41,39 @@ pub fn quantize_one(x: f32, scale: f32) -> i8 {
     }
 }
 
+/// One int16 value: `x * inv` (`inv = 32767 / max|x|`, [`scale16`]) rounded to nearest, ties to even
+/// (the FPU's own rounding through `1.5 * 2^23`: at 1/65534 of the vector's range the tie rule does
+/// not matter, and no division or tie fix is spent), clamped to `-32767..=32767` (a NaN to the clamp).
+#[inline(always)]
+pub fn quantize_one16(x: f32, inv: f32) -> i16 {
+    const MAGIC: f32 = 12_582_912.0;
+    let r = x * inv + MAGIC;
+    (r.to_bits() as i32 - MAGIC.to_bits() as i32).clamp(-32767, 32767) as i16
+}
+
+/// The int16 scale of a vector and its inverse: `(max|x| / 32767, 32767 / max|x|)`, `(0, 0)` for an
+/// all-zero vector (NaNs ignored).
+#[inline]
+pub fn scale16(x: &[f32]) -> (f32, f32) {
+    let max = crate::math::max_of(x.iter().map(|v| libm::fabsf(*v)), 0.0);
+    match max > 0.0 {
+        true => (max / Q16_MAX, Q16_MAX / max),
+        false => (0.0, 0.0),
+    }
+}
+
 /// The scale of a vector: `max|x| / 127` (0 for an all-zero vector; NaNs are ignored).
 pub fn scale_of(x: &[f32]) -> f32 {
     crate::math::max_of(x.iter().map(|v| libm::fabsf(*v)), 0.0) / Q_MAX
 }
 
-/// A vector quantised to int8 with one scale: `x[i] ~ q[i] * scale`.
+/// A vector quantised to int8 or int16 with one scale: `x[i] ~ q[i] * scale`.
 #[derive(Clone, Copy, Debug)]
 pub struct Quantized<'q> {
-    /// The int8 values.
+    /// The int8 values (empty for int16).
     pub q: &'q [i8],
+    /// The int16 values (empty for int8).
+    pub wide: Wide<'q>,
     /// Their common scale.
     pub scale: f32,
     /// `q` as the 16-bit lanes of the four-row kernel ([`super::dsp::dot4_strided`]): per group of four
@@ -75,6 +101,7 @@ pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     }
     Quantized {
         q,
+        wide: Wide(&[]),
         scale,
         lanes: words,
     }
@@ -87,7 +114,86 @@ pub(crate) fn quantized(buf: &[i8], n: usize, scale: f32) -> Quantized<'_> {
         Ok(words) if q.len() % 4 == 0 => words.get(..q.len() / 2).unwrap_or(&[]),
         _ => &[],
     };
-    Quantized { q, scale, lanes }
+    Quantized {
+        q,
+        wide: Wide(&[]),
+        scale,
+        lanes,
+    }
+}
+
+/// int16 values stored in the order of the kernels' 16-bit lanes: per whole group of four values
+/// `[x0, x2, x1, x3]` (the words `[x0, x2]` and `[x1, x3]`, as [`Quantized::lanes`] pairs int8
+/// values), the last `len % 4` values in order after them.
+#[derive(Clone, Copy, Debug)]
+pub struct Wide<'q>(pub &'q [i16]);
+
+impl Wide<'_> {
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Value `c` (0 beyond the end).
+    #[inline(always)]
+    pub fn get(&self, c: usize) -> i32 {
+        let at = match (c | 3) < self.0.len() {
+            // Within a whole group: slots 1 and 2 swapped.
+            true => c ^ (((c ^ (c >> 1)) & 1) * 3),
+            false => c,
+        };
+        self.0.get(at).map_or(0, |&v| v as i32)
+    }
+}
+
+/// The int16 words of `buf` (its first whole, aligned words), as values.
+fn wide_words(buf: &mut [i8]) -> &mut [u32] {
+    let whole = buf.len() / 4 * 4;
+    bytemuck::try_cast_slice_mut::<i8, u32>(&mut buf[..whole]).unwrap_or(&mut [])
+}
+
+/// Quantises `x` to int16 into the front of `buf` (word-aligned, `2 * x.len()` bytes; any excess of
+/// `x` is ignored) in lane order ([`Wide`]), with the scale `max|x| / 32767`. The lanes are the values
+/// themselves, given when `x` is whole groups of four.
+pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
+    let words = wide_words(buf);
+    let values: &mut [i16] = bytemuck::cast_slice_mut(words);
+    let n = x.len().min(values.len());
+    let x = &x[..n];
+    let (scale, inv) = scale16(x);
+    let groups = n / 4;
+    for (v, x) in values.chunks_exact_mut(4).zip(x.chunks_exact(4)) {
+        for (v, k) in v.iter_mut().zip([0, 2, 1, 3]) {
+            *v = quantize_one16(x[k], inv);
+        }
+    }
+    for (v, &x) in values[4 * groups..n].iter_mut().zip(&x[4 * groups..]) {
+        *v = quantize_one16(x, inv);
+    }
+    quantized16(buf, n, scale)
+}
+
+/// The [`Quantized`] that [`quantize16`] of `n` values with `scale` left in `buf`, read again.
+pub(crate) fn quantized16(buf: &[i8], n: usize, scale: f32) -> Quantized<'_> {
+    let whole = buf.len() / 4 * 4;
+    let words = bytemuck::try_cast_slice::<i8, u32>(&buf[..whole]).unwrap_or(&[]);
+    let values: &[i16] = bytemuck::cast_slice(words);
+    let values = &values[..n.min(values.len())];
+    let lanes = match values.len() % 4 {
+        0 => &words[..values.len() / 2],
+        _ => &[],
+    };
+    Quantized {
+        q: &[],
+        wide: Wide(values),
+        scale,
+        lanes,
+    }
 }
 
 /// `q[i] = round(x[i] / scale)` ([`quantize_one`]) for as many values as `q` yields.
@@ -120,6 +226,51 @@ mod tests {
         for (a, b) in x.iter().zip(&back) {
             assert!((a - b).abs() <= 0.5 * qx.scale * 1.0001, "{a} vs {b}");
         }
+    }
+
+    #[test]
+    fn int16_values_are_in_lane_order_and_read_back_in_column_order() {
+        let x: std::vec::Vec<f32> = (0..11).map(|i| i as f32 - 5.0).collect();
+        let mut words = [0u32; 8];
+        let q = quantize16(&x, bytemuck::cast_slice_mut(&mut words));
+        assert_eq!(scale16(&x), (5.0 / 32767.0, 32767.0 / 5.0));
+        assert_eq!(q.scale, 5.0 / 32767.0);
+        assert!(q.lanes.is_empty() && q.q.is_empty());
+        for (c, &x) in x.iter().enumerate() {
+            assert_eq!(
+                q.wide.get(c),
+                quantize_one16(x, 32767.0 / 5.0) as i32,
+                "{c}"
+            );
+            assert!((q.wide.get(c) as f32 * q.scale - x).abs() <= 0.5 * q.scale * 1.001);
+        }
+        assert_eq!(
+            (q.wide.get(0), q.wide.get(10), q.wide.get(11)),
+            (-32767, 32767, 0)
+        );
+        // Whole groups: the words are the kernel's lanes, [x0, x2] and [x1, x3].
+        let q = quantize16(&x[..8], bytemuck::cast_slice_mut(&mut words));
+        let lane = |a: i32, b: i32| (a as u16 as u32) | (b as u16 as u32) << 16;
+        let v = |c| q.wide.get(c);
+        assert_eq!(
+            q.lanes,
+            &[
+                lane(v(0), v(2)),
+                lane(v(1), v(3)),
+                lane(v(4), v(6)),
+                lane(v(5), v(7))
+            ]
+        );
+        assert!(quantize16(&x, &mut [0i8; 6]).wide.len() == 2);
+        assert_eq!(quantize_one16(1e9, 1.0), 32767);
+        assert_eq!(quantize_one16(-1e9, 1.0), -32767);
+        assert_eq!(
+            (quantize_one16(-2.5, 1.0), quantize_one16(3.5, 1.0)),
+            (-2, 4)
+        );
+        assert_eq!(quantize_one16(f32::NAN, 1.0), 32767);
+        assert_eq!(quantize_one16(7.0, 0.0), 0);
+        assert_eq!(scale16(&[0.0, f32::NAN]), (0.0, 0.0));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The int4 x int8 dot product: packed symmetric int4 weights (two per byte, low nibble first) in groups
-//! of [`I4_GROUP`] along a row, each group with its own scale, against int8 activations.
+//! of [`I4_GROUP`] along a row, each group with its own scale, against int8 or int16 activations.
 
+use super::activations::Wide;
 use super::dsp::{smlad, sxtb16, sxtb16_ror8};
 use crate::blob::{decode_finite_scale, I4_GROUP, SCALE_BYTES};
 
@@ -24,6 +25,21 @@ pub fn dot(row: &[u8], c0: usize, x: &[i8], scale: impl Fn(usize) -> f32) -> f32
         let end = (x.len()).min(start + I4_GROUP - c % I4_GROUP);
         total += dot_i32(row, c, &x[start..end]) as f32 * scale(c / I4_GROUP);
         start = end;
+    }
+    total
+}
+
+/// [`dot`] against int16 activations: columns `c0 .. c0 + n` of one packed row times `x.get(c0 + i)`
+/// ([`Wide`]), each group's sum exact in `i32` (`32 * 8 * 32767 < 2^23`), scaled and added in order.
+pub fn dot_wide(row: &[u8], c0: usize, n: usize, x: Wide<'_>, scale: impl Fn(usize) -> f32) -> f32 {
+    let mut total = 0.0f32;
+    let mut start = c0;
+    let end = c0.saturating_add(n);
+    while start < end {
+        let stop = end.min((start / I4_GROUP + 1) * I4_GROUP);
+        let acc = (start..stop).fold(0i32, |acc, c| acc + nibble(row, c) * x.get(c));
+        total += acc as f32 * scale(start / I4_GROUP);
+        start = stop;
     }
     total
 }
@@ -52,7 +68,7 @@ fn dot_i32(row: &[u8], c: usize, x: &[i8]) -> i32 {
 }
 
 /// `out[r] = (sum_g acc_g * s_w[r][g]) * s_x` for two rows at a time of an int4 matrix of `cols`
-/// columns (whole groups, `cols % I4_GROUP == 0`) against int8 activations given as their
+/// columns (whole groups, `cols % I4_GROUP == 0`) against int8 (or int16) activations given as their
 /// [`Quantized::lanes`](super::activations::Quantized::lanes) (`[x0, x2]`, `[x1, x3]` per four columns),
 /// exactly as [`dot`] of every row; returns the rows done (a multiple of 2; the caller does the rest).
 ///

@@ -6,12 +6,31 @@
 //! 1.5 instructions per multiply-accumulate for four rows at once). Integer sums are exact in any
 //! order, so every target computes the same bits.
 
+use super::activations::{Quantized, Wide};
 use super::dsp::{self, mac_lanes, sxtb16, sxtb16_ror8, word};
 use crate::blob::{decode_finite_scale as decode_scale, scale_bits_pair, SCALE_UNIT};
 
 /// Columns per `i32` partial sum: `2^16 * 128 * 128 = 2^30`, so no partial sum can overflow whatever the
 /// bytes are.
 pub const CHUNK: usize = 1 << 16;
+
+/// Columns an `i32` sum of int8 weights times int16 activations holds whatever the values are:
+/// `512 * 128 * 32767 < 2^31`.
+pub const WIDE_CHUNK: usize = 512;
+
+/// `sum_i w[i] * x[from + i]` of int8 weights (raw blob bytes) and int16 activations ([`Wide`]), over
+/// `w`'s length, exact, rounded once to `f32`.
+#[inline(never)]
+pub fn dot_wide_f32(w: &[u8], x: Wide<'_>, from: usize) -> f32 {
+    let term = |(i, &w): (usize, &u8)| (w as i8) as i32 * x.get(from + i);
+    if w.len() <= WIDE_CHUNK {
+        w.iter().enumerate().fold(0i32, |acc, t| acc + term(t)) as f32
+    } else {
+        w.iter()
+            .enumerate()
+            .fold(0i64, |acc, t| acc + term(t) as i64) as f32
+    }
+}
 
 /// `sum_i w[i] * x[i]`, exact: `i32` partial sums over [`CHUNK`] columns, added in `i64`. `w` holds raw
 /// blob bytes (two's-complement int8). Extra elements of the longer slice are ignored.
@@ -80,21 +99,21 @@ fn tail(w: &[u8], x: &[u8]) -> i32 {
 /// row scales `scales` (as [`rescale`]), over the first `x.len()` columns of each row: four rows at a
 /// time on [`dsp::dot4_strided`] when `lanes` are `x`'s ([`Quantized::lanes`](super::Quantized::lanes)),
 /// else (and for the last `rows % 4`) one at a time.
-/// A row or scale missing from `w` or `scales` leaves its output alone.
-pub fn matvec(
-    w: &[u8],
-    cols: usize,
-    scales: &[u8],
-    x: &[i8],
-    lanes: &[u32],
-    s_x: f32,
-    out: &mut [f32],
-) {
-    let n = x.len();
-    let xb: &[u8] = bytemuck::cast_slice(x);
+/// A row or scale missing from `w` or `scales` leaves its output alone. `x` is int8 ([`Quantized::q`])
+/// or int16 ([`Quantized::wide`], on the same kernel for up to [`WIDE_CHUNK`] columns).
+pub fn matvec(w: &[u8], cols: usize, scales: &[u8], x: &Quantized<'_>, out: &mut [f32]) {
+    // An int8-only build (no `activations-i16`) keeps no int16 branch.
+    let wide = match crate::blob::Activations::I16.compiled() {
+        true => x.wide,
+        false => Wide(&[]),
+    };
+    let (lanes, s_x) = (x.lanes, x.scale);
+    let n = x.q.len().max(wide.len());
+    let xb: &[u8] = bytemuck::cast_slice(x.q);
     let mut done = 0;
     // `s_w * s_x` as `scale_bits(s_w) * (s_x * 2^112)`, the same bits while that stays finite.
-    let fits = cols != 0 && n <= cols.min(CHUNK);
+    let chunk = if wide.is_empty() { CHUNK } else { WIDE_CHUNK };
+    let fits = cols != 0 && n <= cols.min(chunk);
     if fits && n % 4 == 0 && lanes.len() == n / 2 && s_x < 65_536.0 {
         let rows = out.len().min(w.len() / cols).min(scales.len() / 2);
         let quads = &mut out[..rows - rows % 4];
@@ -110,7 +129,12 @@ pub fn matvec(
     // The other rows one at a time (all of them without the lanes), as [`rescale`] of [`dot`].
     let rest = w.chunks_exact(cols.max(1)).zip(scales.chunks_exact(2));
     for (o, (row, s)) in out.iter_mut().zip(rest).skip(done) {
-        *o = dot_f32(row.get(..n).unwrap_or(&[]), xb) * (decode_scale(s) * s_x);
+        let row = row.get(..n).unwrap_or(&[]);
+        let acc = match wide.is_empty() {
+            true => dot_f32(row, xb),
+            false => dot_wide_f32(row, wide, 0),
+        };
+        *o = acc * (decode_scale(s) * s_x);
     }
 }
 
@@ -129,6 +153,7 @@ pub fn rescale(acc: i64, s_w: f32, s_x: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::activations::{Quantized, Wide};
 
     #[test]
     fn dot_is_exact_and_sign_extends_bytes() {
@@ -185,7 +210,13 @@ mod tests {
                 for lanes in [&lanes[..], &[]] {
                     let mut out = [7.0f32; 10];
                     for s_x in [0.25, 1e-41, 7e4] {
-                        matvec(&w, cols, &scales, &x[..n], lanes, s_x, &mut out[..rows]);
+                        let q = Quantized {
+                            q: &x[..n],
+                            wide: Wide(&[]),
+                            scale: s_x,
+                            lanes,
+                        };
+                        matvec(&w, cols, &scales, &q, &mut out[..rows]);
                         for r in 0..rows {
                             let row = &w[r * cols..r * cols + n];
                             let want = rescale(dot(row, &x[..n]), 0.5 + r as f32, s_x);
@@ -195,6 +226,40 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn int16_inputs_equal_the_exact_row_sums_on_the_kernel_and_off_it() {
+        use crate::quant::activations::quantize16;
+        for (rows, cols) in [(9, 12), (8, 64), (5, 7), (4, 520), (3, 1)] {
+            let w: std::vec::Vec<u8> = (0..rows * cols).map(|i| (i * 89 + 5) as u8).collect();
+            let scales: std::vec::Vec<u8> = (0..rows)
+                .flat_map(|r| crate::blob::encode_scale(0.125 + r as f32).unwrap())
+                .collect();
+            // Extremes of both ranges: the kernel's sums must not overflow.
+            let x: std::vec::Vec<f32> = (0..cols)
+                .map(|i| {
+                    if i % 5 == 0 {
+                        -3.0
+                    } else {
+                        (i as f32 * 0.37).sin()
+                    }
+                })
+                .collect();
+            let mut buf = std::vec![0u32; cols];
+            let q = quantize16(&x, bytemuck::cast_slice_mut(&mut buf));
+            assert_eq!(q.lanes.len(), if cols % 4 == 0 { cols / 2 } else { 0 });
+            let mut out = std::vec![7.0f32; rows + 1];
+            matvec(&w, cols, &scales, &q, &mut out[..rows]);
+            for r in 0..rows {
+                let exact: i64 = (0..cols)
+                    .map(|c| (w[r * cols + c] as i8) as i64 * q.wide.get(c) as i64)
+                    .sum();
+                let want = rescale(exact, 0.125 + r as f32, q.scale);
+                assert_eq!(out[r].to_bits(), want.to_bits(), "{rows}x{cols} row {r}");
+            }
+            assert_eq!(out[rows], 7.0);
         }
     }
 

@@ -1,7 +1,7 @@
 //! A matrix applied to an activation vector in the arithmetic the model asks for: `f32`, or (with int8
 //! activations and an integer matrix) int8 x int8 or int4 x int8 with integer accumulation.
 
-use super::activations::{quantize, quantized, Quantized};
+use super::activations::{quantize, quantize16, quantized, quantized16, Quantized};
 use super::{int4, int8, offset};
 use crate::blob::{Activations, DType};
 use crate::weights::Matrix;
@@ -15,58 +15,83 @@ const FLOAT_PATH: bool = cfg!(any(
     feature = "activations-f32"
 ));
 
+/// How a build quantises the inputs of a model computing with `activations`: `None` for `f32`, else
+/// int16 (`true`) or int8 (`false`). A build without `activations-f32` only ever meets integer
+/// models, and one with a single integer width only that one, so the others are not compiled in.
+#[inline(always)]
+pub(crate) fn width(activations: Activations) -> Option<bool> {
+    let (i8, i16) = (Activations::I8.compiled(), Activations::I16.compiled());
+    let integer = activations.integer() || !Activations::F32.compiled();
+    let wide = match (i8, i16) {
+        (true, true) => matches!(activations, Activations::I16 | Activations::I16Kv16),
+        (_, i16) => i16,
+    };
+    (integer && (i8 || i16)).then_some(wide)
+}
+
+/// Quantises `x` into `scratch` as [`width`] says (`wide`: int16).
+#[inline(always)]
+pub(crate) fn quantize_as<'q>(x: &[f32], wide: bool, scratch: &'q mut [i8]) -> Quantized<'q> {
+    match wide {
+        true => quantize16(x, scratch),
+        false => quantize(x, scratch),
+    }
+}
+
 /// An activation vector ready to be multiplied, the one way into a matrix: the `f32` values, plus
-/// their per-token int8 quantisation (held in the caller's scratch) when the model computes with int8
-/// activations. Quantised once, it serves every matrix that reads the same vector (`W_Q`, `W_K` and
-/// `W_V` share one). A vector mostly of one sign meets its matrix as a [`Centred`] input instead.
+/// their per-token int8 or int16 quantisation (held in the caller's scratch) when the model computes
+/// with integer activations. Quantised once, it serves every matrix that reads the same vector (`W_Q`,
+/// `W_K` and `W_V` share one). A vector mostly of one sign meets its matrix as a [`Centred`] input
+/// instead.
 #[derive(Debug)]
 pub(crate) struct Input<'x> {
     x: &'x [f32],
     scratch: &'x mut [i8],
-    /// The scale of the int8 values in `scratch`, for int8 activations.
-    scale: Option<f32>,
+    /// The scale of the integer values in `scratch` and whether they are int16, for integer
+    /// activations.
+    scale: Option<(f32, bool)>,
 }
 
 impl<'x> Input<'x> {
-    /// `x` as `activations` dictate: quantised into `scratch` (at least `x.len()` long) for
-    /// [`Activations::I8`].
+    /// `x` as `activations` dictate: quantised into `scratch` (at least `3 * x.len()` bytes) for integer
+    /// activations.
     pub(crate) fn new(x: &'x [f32], activations: Activations, scratch: &'x mut [i8]) -> Self {
-        // A build without `activations-f32` only ever meets int8-activation models: it quantises
-        // unconditionally, so the float path is not compiled in.
-        let int8 = activations == Activations::I8 || !Activations::F32.compiled();
-        let scale = (int8 && Activations::I8.compiled()).then(|| quantize(x, scratch).scale);
+        let scale = width(activations).map(|wide| (quantize_as(x, wide, scratch).scale, wide));
         Input { x, scratch, scale }
     }
 
-    /// The int8 values, if quantised.
+    /// The integer values, if quantised.
     fn q(&self) -> Option<Quantized<'_>> {
         let n = self.x.len();
-        self.scale.map(|scale| quantized(self.scratch, n, scale))
+        self.scale.map(|(scale, wide)| match wide {
+            true => quantized16(self.scratch, n, scale),
+            false => quantized(self.scratch, n, scale),
+        })
     }
 
-    /// `W[r][c0 .. c0 + n] . x[c0 .. c0 + n]`: integer for an `i8`/`i4` matrix and int8 input, `f32`
-    /// otherwise.
+    /// `W[r][c0 .. c0 + n] . x[c0 .. c0 + n]`: integer for an `i8`/`i4` matrix and quantised input,
+    /// `f32` otherwise.
     pub(crate) fn dot(&self, w: &Matrix<'_>, r: usize, c0: usize, n: usize) -> f32 {
         let range = c0..c0.saturating_add(n);
         match self.q() {
-            Some(q) if matches!(w.dtype(), DType::I8 | DType::I4) => {
-                w.dot_q(r, c0, q.q.get(range).unwrap_or(&[]), q.scale)
-            }
+            Some(q) if matches!(w.dtype(), DType::I8 | DType::I4) => match q.wide.is_empty() {
+                true => w.dot_q(r, c0, q.q.get(range).unwrap_or(&[]), q.scale),
+                false => w.dot_wide(r, c0, n, q.wide, q.scale),
+            },
             _ if FLOAT_PATH => w.dot(r, c0, self.x.get(range).unwrap_or(&[])),
             _ => 0.0,
         }
     }
 
     /// `out[r] = W[r] . x` for every row, as [`Input::dot`] with the arithmetic chosen once per matrix:
-    /// an `i8` matrix meets int8 inputs in [`int8::matvec`], four rows at a time.
+    /// an `i8` matrix meets integer inputs in [`int8::matvec`], four rows at a time.
     pub(crate) fn matvec(&self, w: &Matrix<'_>, out: &mut [f32]) {
         let n = self.x.len();
         let rows = out.len().min(w.rows());
         let out = &mut out[..rows];
         match self.q() {
             Some(q) if w.dtype() == DType::I8 && DType::I8.compiled() => {
-                let x = q.q.get(..n).unwrap_or(&[]);
-                int8::matvec(w.data(), w.cols(), w.scales(), x, q.lanes, q.scale, out);
+                int8::matvec(w.data(), w.cols(), w.scales(), &q, out);
             }
             Some(q) if w.dtype() == DType::I4 && DType::I4.compiled() => {
                 // Two rows at a time where the input spans whole groups, the rest row by row.
@@ -94,7 +119,7 @@ pub(crate) struct Centred<'x> {
 }
 
 impl<'x> Centred<'x> {
-    /// `x` for the matrix `w`: with int8 activations and an integer `w`, centred in place on its
+    /// `x` for the matrix `w`: with integer activations and an integer `w`, centred in place on its
     /// mid-range `c` before it is quantised as [`Input::new`] does; otherwise `x` as it is.
     pub(crate) fn new(
         x: &'x mut [f32],
@@ -103,7 +128,7 @@ impl<'x> Centred<'x> {
         scratch: &'x mut [i8],
     ) -> Self {
         let integer = matches!(w.dtype(), DType::I8 | DType::I4);
-        let offset = if activations == Activations::I8 && integer {
+        let offset = if width(activations).is_some() && integer {
             offset::centre(x)
         } else {
             0.0

@@ -129,6 +129,20 @@ pub fn mix(weights: &mut [f32], max: f32, values: &[i8], stride: usize, z: &mut 
     }
 }
 
+/// [`mix`] over an int16 value cache: the same int16 weights `q_j` (with [`W_MAX`]), each output an
+/// exact `i64` sum `sum_j q_j v_i[j]` times `S`. `weights` is left as it was.
+pub fn mix16(weights: &mut [f32], max: f32, values: &[i16], stride: usize, z: &mut [f32]) {
+    let (scale, inv) = (max / W_MAX, W_MAX / max);
+    for (i, z) in z.iter_mut().enumerate() {
+        let row = values.get(i.saturating_mul(stride)..).unwrap_or(&[]);
+        let acc = weights
+            .iter()
+            .zip(row)
+            .fold(0i64, |acc, (&w, &v)| acc + fixed(w, inv) as i64 * v as i64);
+        *z = acc as f32 * scale;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! Circuit analysis on the host ("A Mathematical Framework for Transformer Circuits", causal mediation):
 //! token-space QK/OV circuits with skip-trigram tables, eigenvalue copying scores, the zero-layer bigram
 //! table, composition scores with their random baseline, head detectors, direct logit attribution, the
-//! ablation table and activation patching.
+//! ablation table, activation patching and causal tracing ([`tracing`]).
 //!
 //! The weight maths are plain functions on TransformerLens-shaped matrices ([`HeadWeights`]: `W_Q` is
 //! `[d_model, d_head]`, `W_O` is `[d_head, d_model]`, right-multiplying), in `f64`, with low-rank products
@@ -18,6 +18,7 @@ mod detectors;
 mod factored;
 mod patching;
 mod token_circuits;
+pub mod tracing;
 mod weights;
 
 pub use ablation::{ablation_table, loss_with_ablation, mean_loss, AblationTable};

@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
-use anyhow::{ensure, Result};
+use anyhow::{bail, ensure, Result};
 use microlens::blob::Processing;
-use microlens::{DType, Normalization, Positional};
+use microlens::{Activations, DType, Normalization, Positional};
 
 use microlens_host::convert::fold::ProcessingOptions;
 use microlens_host::convert::{config_path, convert_to_file, ConvertOptions};
@@ -28,6 +28,15 @@ pub struct Args {
     /// Storage type of the matrices; i8 and i4 run with int8 activations and KV cache (W8A8, W4A8).
     #[arg(long, value_enum, default_value_t = DTypeName::F32)]
     pub dtype: DTypeName,
+    /// Activation arithmetic with i8/i4 matrices: i8 (per-token int8 inputs and queries, W8A8), i16
+    /// (per-token int16 inputs and queries, W8A16, same kernel; both with the int8 KV cache), or f32
+    /// (the weights' rounding alone) [default: i8; f32 for f32/f16 matrices].
+    #[arg(long, value_enum)]
+    pub activations: Option<ActivationsName>,
+    /// KV cache of a W8A16 model (--activations i16): i8 (one scale per position and head) or i16
+    /// (twice its values' RAM, for attention patterns within 1/256 of float) [default: i8].
+    #[arg(long, value_enum)]
+    pub kv: Option<KvName>,
     /// Do not fold the norms into the weights that read them.
     #[arg(long)]
     pub no_fold_ln: bool,
@@ -81,6 +90,40 @@ impl From<DTypeName> for DType {
             DTypeName::I4 => DType::I4,
         }
     }
+}
+
+/// The values of `--activations`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ActivationsName {
+    /// 32-bit floats.
+    F32,
+    /// Per-token int8 (W8A8).
+    I8,
+    /// Per-token int16 (W8A16).
+    I16,
+}
+
+/// The values of `--kv`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum KvName {
+    /// int8 values, one scale per position and head.
+    I8,
+    /// int16 values, one scale per position and head.
+    I16,
+}
+
+/// The `--activations` and `--kv` options as one [`Activations`] (`None`: the dtype's default).
+fn activations(args: &Args) -> Result<Option<Activations>> {
+    let asked = args.activations.map(|a| match a {
+        ActivationsName::F32 => Activations::F32,
+        ActivationsName::I8 => Activations::I8,
+        ActivationsName::I16 => Activations::I16,
+    });
+    Ok(match (asked, args.kv) {
+        (asked, None) | (asked @ Some(Activations::I16), Some(KvName::I8)) => asked,
+        (Some(Activations::I16), Some(KvName::I16)) => Some(Activations::I16Kv16),
+        (_, Some(_)) => bail!("--kv needs --activations i16"),
+    })
 }
 
 /// The values of `--rounding`.
@@ -173,10 +216,12 @@ fn describe(p: &Processing, asked: &ProcessingOptions, after: Normalization) -> 
 pub fn run(args: Args) -> Result<()> {
     let dtype = DType::from(args.dtype);
     let rounding = rounding(&args, dtype)?;
+    let activations = activations(&args)?;
     let opts = ConvertOptions {
         config: args.config,
         dtype,
         rounding,
+        activations,
         processing: ProcessingOptions {
             fold_ln: !args.no_fold_ln,
             center_writing_weights: !args.no_center_writing_weights,
@@ -184,6 +229,7 @@ pub fn run(args: Args) -> Result<()> {
             fold_value_biases: !args.no_fold_value_biases,
         },
     };
+    let activations = opts.activations()?;
     let config = config_path(&args.checkpoint, &opts);
     microlens_host::io::files::check_output(&args.output, &[&args.checkpoint, &config])?;
     let c = convert_to_file(&args.checkpoint, &args.output, &opts)?;
@@ -197,7 +243,7 @@ pub fn run(args: Args) -> Result<()> {
             DType::I8 | DType::I4 => format!(" rounded {}", opts.rounding().name()),
             _ => String::new(),
         },
-        microlens_host::quantize::encode::default_activations(opts.dtype).name(),
+        activations.name(),
         config.display()
     );
     if c.config.positional == Positional::Shortformer {

@@ -2,10 +2,13 @@
 
 pub mod circuits;
 pub mod convert;
+pub mod edit;
 pub mod eval_induction;
 pub mod fidelity;
 pub mod generate;
 pub mod inspect;
 pub mod patch;
 pub mod run;
+pub mod trace;
+pub mod train_facts;
 pub mod train_induction;

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use microlens::Model;
 
-use microlens_host::eval::run::run_model;
+use microlens::WindowMode;
+use microlens_host::eval::run::{run_model, RunOutput};
+use microlens_host::eval::window::run_window;
 use microlens_host::hash::{hash_line, logits_hash};
 use microlens_host::io::tokens::parse_tokens;
 use microlens_host::report::run::print_table;
@@ -20,7 +22,7 @@ pub struct Args {
     #[arg(long, allow_hyphen_values = true)]
     pub tokens: String,
     /// Print one JSON object: "logits" indexed by position then vocab, "patterns" by layer, head,
-    /// query, key.
+    /// query, key (without --window).
     #[arg(long)]
     pub json: bool,
     /// Print only `logits_hash=<16 hex digits>` (FNV-1a 64 of every logit's f32 bytes); with --json, add a
@@ -31,6 +33,10 @@ pub struct Args {
     /// without the batch dimension (`blocks.0.attn.hook_q` [pos, head, d_head], ...).
     #[arg(long)]
     pub cache: Option<PathBuf>,
+    /// Slide a context window of W tokens (1..=n_ctx) over the tokens, which may then be longer than n_ctx:
+    /// at every position the logits of a fresh run over the last W tokens (docs/window.md).
+    #[arg(long, value_name = "W", conflicts_with = "cache")]
+    pub window: Option<usize>,
     /// With --cache: only the hook names this regular expression matches (e.g. `hook_pattern|resid`).
     #[arg(long, requires = "cache")]
     pub names: Option<String>,
@@ -40,7 +46,10 @@ pub struct Args {
 #[derive(serde::Serialize)]
 struct RunJson<'a> {
     logits: &'a [Vec<f32>],
-    patterns: &'a [Vec<Vec<Vec<f32>>>],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patterns: Option<&'a [Vec<Vec<Vec<f32>>>]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    window: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     logits_hash: Option<String>,
 }
@@ -67,7 +76,29 @@ pub fn run(args: Args) -> Result<()> {
     // The host's column-blocked weights: the same bits, faster.
     let host = microlens::host::HostWeights::new(&model);
     let model = model.with_host(&host);
-    let out = run_model(&model, &tokens)?;
+    let out = match args.window {
+        Some(width) => {
+            let (logits, mode) = run_window(&model, &tokens, width)?;
+            if !args.json && !args.hash {
+                println!("window: {width} tokens, sliding by {}", mode_name(mode));
+            }
+            RunOutput {
+                logits,
+                patterns: Vec::new(),
+            }
+        }
+        None => {
+            if tokens.len() > model.config().n_ctx {
+                anyhow::bail!(
+                    "{} tokens given, but the model's context is n_ctx = {}: --window W (at most n_ctx) \
+                     slides a context window over a longer stream",
+                    tokens.len(),
+                    model.config().n_ctx
+                );
+            }
+            run_model(&model, &tokens)?
+        }
+    };
     if let Some(path) = &args.cache {
         let written =
             microlens_host::eval::cache::write_cache(&model, &tokens, names.as_ref(), path)?;
@@ -78,7 +109,8 @@ pub fn run(args: Args) -> Result<()> {
         (true, hash_too) => {
             let json = RunJson {
                 logits: &out.logits,
-                patterns: &out.patterns,
+                patterns: args.window.is_none().then_some(&out.patterns[..]),
+                window: args.window,
                 logits_hash: hash_too.then(|| format!("{hash:016x}")),
             };
             println!("{}", serde_json::to_string(&json)?);
@@ -87,4 +119,12 @@ pub fn run(args: Args) -> Result<()> {
         (false, false) => print_table(&tokens, &out),
     }
     Ok(())
+}
+
+/// How a window slides, in words.
+fn mode_name(mode: WindowMode) -> &'static str {
+    match mode {
+        WindowMode::ReEncode => "re-encoding the window",
+        WindowMode::Restore => "re-rotating the cached keys (one-layer rotary)",
+    }
 }

@@ -26,6 +26,9 @@ pub enum PositionalArg {
     Standard,
     /// `resid = W_E[tok]`; `W_pos[pos]` is added to the query and key inputs of every layer only.
     Shortformer,
+    /// `resid = W_E[tok] + PE(pos)`, fixed sinusoids computed on the fly (no `W_pos` trained or stored;
+    /// an extension of TransformerLens's config, `"sinusoidal"`).
+    Sinusoidal,
 }
 
 impl From<PositionalArg> for Positional {
@@ -33,6 +36,7 @@ impl From<PositionalArg> for Positional {
         match arg {
             PositionalArg::Standard => Positional::Standard,
             PositionalArg::Shortformer => Positional::Shortformer,
+            PositionalArg::Sinusoidal => Positional::Sinusoidal,
         }
     }
 }

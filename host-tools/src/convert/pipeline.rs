@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
-use microlens::blob::Processing;
+use anyhow::{ensure, Context, Result};
+use microlens::blob::{Processing, TensorData};
 use microlens::tensors::Catalogue;
-use microlens::{Config, DType, Model, Positional, TensorKind};
+use microlens::{Activations, Config, DType, Model, Positional, TensorId, TensorKind};
 
 use crate::convert::fold::{process_weights, ProcessingOptions};
 use crate::convert::shortformer;
@@ -15,7 +15,7 @@ use crate::import::layout::{check_tl_shape, tl_to_blob};
 use crate::import::state_dict::StateDict;
 use crate::import::tl_config;
 use crate::io::atomic::write_atomically;
-use crate::quantize::encode::{encode_tensor, F32Encoder, MatrixEncoder};
+use crate::quantize::encode::{default_activations, encode_tensor, F32Encoder, MatrixEncoder};
 use crate::quantize::encoder_for;
 use crate::quantize::{requantize, Rounding};
 
@@ -30,6 +30,9 @@ pub struct ConvertOptions {
     pub processing: ProcessingOptions,
     /// How integer weights are rounded; `None`: [`Rounding::default_for`] the dtype.
     pub rounding: Option<Rounding>,
+    /// Activation arithmetic; `None`: [`default_activations`] of the dtype. Integer matrices take
+    /// int8 (W8A8) or int16 (W8A16) activations, float ones `f32`.
+    pub activations: Option<Activations>,
 }
 
 impl Default for ConvertOptions {
@@ -39,6 +42,7 @@ impl Default for ConvertOptions {
             dtype: DType::F32,
             processing: ProcessingOptions::default(),
             rounding: None,
+            activations: None,
         }
     }
 }
@@ -72,6 +76,20 @@ pub fn config_path(checkpoint: &Path, opts: &ConvertOptions) -> PathBuf {
 }
 
 impl ConvertOptions {
+    /// The activation arithmetic asked for, or the dtype's default; an error for integer activations
+    /// with float matrices (integer matrices with `f32` activations are the weights' error alone).
+    pub fn activations(&self) -> Result<Activations> {
+        let default = default_activations(self.dtype);
+        let asked = self.activations.unwrap_or(default);
+        ensure!(
+            !asked.integer() || default.integer(),
+            "{} activations need i8 or i4 matrices, not {}",
+            asked.name(),
+            self.dtype.name()
+        );
+        Ok(asked)
+    }
+
     /// The rounding asked for, or the dtype's default.
     pub fn rounding(&self) -> Rounding {
         self.rounding
@@ -83,7 +101,11 @@ impl ConvertOptions {
 /// Converts a checkpoint file to blob bytes (nothing is written). GPTQ rounding converts to `f32` first,
 /// calibrates on that model and re-encodes its matrices.
 pub fn convert(checkpoint: &Path, opts: &ConvertOptions) -> Result<Conversion> {
-    let encoder = encoder_for(opts.dtype)?;
+    let encoder = WithActivations {
+        encoder: encoder_for(opts.dtype)?,
+        activations: opts.activations()?,
+    };
+    let encoder = &encoder;
     std::fs::metadata(checkpoint)
         .with_context(|| format!("cannot read checkpoint {}", checkpoint.display()))?;
     let cfg = tl_config::load(&config_path(checkpoint, opts))?.config;
@@ -91,13 +113,31 @@ pub fn convert(checkpoint: &Path, opts: &ConvertOptions) -> Result<Conversion> {
         .with_context(|| format!("checkpoint {}", checkpoint.display()))?;
     let rounding = opts.rounding();
     if rounding == Rounding::Nearest || opts.dtype == DType::F32 {
-        return convert_state_dict(sd, &cfg, &opts.processing, encoder.as_ref());
+        return convert_state_dict(sd, &cfg, &opts.processing, encoder);
     }
     let float = convert_state_dict(sd, &cfg, &opts.processing, &F32Encoder)?;
     let model = Model::from_bytes(&float.blob).context("the written blob does not read back")?;
     let blob = requantize(&model, opts.dtype, encoder.activations(), &rounding)?;
     Model::from_bytes(&blob).context("the written blob does not read back")?;
     Ok(Conversion { blob, ..float })
+}
+
+/// A matrix encoder with the activation arithmetic the options ask for.
+struct WithActivations {
+    encoder: Box<dyn MatrixEncoder>,
+    activations: Activations,
+}
+
+impl MatrixEncoder for WithActivations {
+    fn dtype(&self) -> DType {
+        self.encoder.dtype()
+    }
+    fn encode(&self, id: TensorId, shape: [usize; 2], values: &[f32]) -> Result<TensorData> {
+        self.encoder.encode(id, shape, values)
+    }
+    fn activations(&self) -> Activations {
+        self.activations
+    }
 }
 
 /// Converts a TL state dict of `cfg` (unprocessed, TL names and shapes) to blob bytes.

@@ -103,7 +103,14 @@ fn every_variant_preserves_log_probs_and_patterns() {
             };
             let pat = max_diff(&flat(&out), &flat(&reference));
             let what = format!("{norm:?} {pos:?} mlp={mlp} {name}");
-            if lp >= 1e-5 || pat >= 1e-6 {
+            // Sinusoidal positions are computed on the fly, never centred: the norm subtracts a mean of
+            // order 1 from the residual stream, and the patterns round to 1.3e-6 rather than 1e-6.
+            let pat_tol = if pos == Positional::Sinusoidal {
+                2e-6
+            } else {
+                1e-6
+            };
+            if lp >= 1e-5 || pat >= pat_tol {
                 failures.push(format!(
                     "{what}: |d log-prob| {lp:.2e}, |d pattern| {pat:.2e}"
                 ));
@@ -207,7 +214,7 @@ fn processed_tensors_are_centred_and_recorded() {
                     get(TensorKind::WPos, 0),
                     *sd.get("pos_embed.W_pos").unwrap()
                 ),
-                Positional::Rotary { .. } => {
+                Positional::Rotary { .. } | Positional::Sinusoidal => {
                     assert!(model.matrix(TensorId::global(TensorKind::WPos)).is_none())
                 }
             }

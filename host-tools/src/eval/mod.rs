@@ -1,6 +1,7 @@
 //! Running blobs on the host with the core crate's own forward pass: logits and patterns ([`run`]), every
 //! activation ([`cache`]), with int8 roundings emulated ([`emulation`]); next-token metrics
-//! ([`metrics`]) and the generated token sequences ([`sequences`]).
+//! ([`metrics`]) and the generated token sequences ([`sequences`]); streams longer than the context
+//! through a sliding window ([`window`]).
 
 pub mod cache;
 pub mod emulation;
@@ -8,3 +9,4 @@ pub mod generate;
 pub mod metrics;
 pub mod run;
 pub mod sequences;
+pub mod window;

@@ -15,9 +15,10 @@ use crate::import::state_dict::{StateDict, Tensor};
 use crate::import::tl_config::{act_fn_name, normalization_name};
 
 /// Every positional scheme (rotary over part of the head).
-pub const POSITIONALS: [Positional; 3] = [
+pub const POSITIONALS: [Positional; 4] = [
     Positional::Standard,
     Positional::Shortformer,
+    Positional::Sinusoidal,
     Positional::Rotary {
         dim: 4,
         base: 10000.0,
@@ -87,6 +88,7 @@ pub fn tl_json(cfg: &Config) -> serde_json::Value {
     match cfg.positional {
         Positional::Standard => {}
         Positional::Shortformer => v["positional_embedding_type"] = "shortformer".into(),
+        Positional::Sinusoidal => v["positional_embedding_type"] = "sinusoidal".into(),
         Positional::Rotary {
             dim,
             base,
@@ -132,4 +134,36 @@ pub fn write_checkpoint(
     write_safetensors(sd, &path);
     std::fs::write(dir.join("config.json"), cfg_json.to_string()).unwrap();
     path
+}
+
+/// Configuration and seed of `tests/fixtures/sinusoidal` (TransformerLens has no sinusoidal positions, so
+/// this fixture comes from here, not from `gen_tl.py`).
+fn sinusoidal_fixture() -> (Config, StateDict) {
+    let cfg = config(Normalization::LN, Positional::Sinusoidal, true);
+    let sd = state_dict(&cfg, 19);
+    (cfg, sd)
+}
+
+/// `tests/fixtures/sinusoidal` is what [`sinusoidal_fixture`] writes (`MICROLENS_WRITE_FIXTURES=1`
+/// rewrites it).
+#[test]
+fn the_sinusoidal_fixture_is_reproducible() {
+    let (cfg, sd) = sinusoidal_fixture();
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sinusoidal");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = if std::env::var_os("MICROLENS_WRITE_FIXTURES").is_some() {
+        std::fs::create_dir_all(&committed).unwrap();
+        committed.clone()
+    } else {
+        tmp.path().to_path_buf()
+    };
+    write_checkpoint(&sd, &tl_json(&cfg), &out);
+    for file in ["model.safetensors", "config.json"] {
+        let (a, b) = (committed.join(file), out.join(file));
+        assert_eq!(
+            std::fs::read(&a).unwrap(),
+            std::fs::read(&b).unwrap(),
+            "{file}"
+        );
+    }
 }

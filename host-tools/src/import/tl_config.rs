@@ -161,6 +161,7 @@ pub fn positional_name(positional: Positional) -> &'static str {
         Positional::Standard => "standard",
         Positional::Shortformer => "shortformer",
         Positional::Rotary { .. } => "rotary",
+        Positional::Sinusoidal => "sinusoidal",
     }
 }
 
@@ -235,8 +236,9 @@ fn tl_positional(obj: &Map<String, Value>, d_head: usize) -> Result<Positional> 
             base: number(obj, "rotary_base")?.unwrap_or(10000.0) as f32,
             adjacent_pairs: flag(obj, "rotary_adjacent_pairs", false)?,
         },
+        "sinusoidal" => Positional::Sinusoidal,
         "alibi" => return Err(unsupported("positional_embedding_type", &obj["positional_embedding_type"], "ALiBi")),
-        other => bail!("config option `positional_embedding_type: {other:?}` is not supported (standard, shortformer or rotary)"),
+        other => bail!("config option `positional_embedding_type: {other:?}` is not supported (standard, shortformer, rotary, or this project's extension sinusoidal)"),
     })
 }
 

@@ -72,10 +72,13 @@ pub enum InputPrecision {
 }
 
 impl InputPrecision {
-    /// How a model computing with `activations` multiplies its matrix inputs.
+    /// How a model computing with `activations` multiplies its matrix inputs (int16 rounding, at most
+    /// 1/65534 of a vector's largest value, is taken as float).
     pub fn of(activations: microlens::Activations) -> InputPrecision {
         match activations {
-            microlens::Activations::F32 => InputPrecision::Float,
+            microlens::Activations::F32
+            | microlens::Activations::I16
+            | microlens::Activations::I16Kv16 => InputPrecision::Float,
             microlens::Activations::I8 => InputPrecision::Int8,
         }
     }

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use anyhow::Result;
-use microlens::{Config, Model, Positional};
+use microlens::blob::SCALE_BYTES;
+use microlens::{Config, Model, Positional, TensorId, TensorKind};
 use serde_json::json;
 
 use crate::import::layout::tl_shape;
@@ -36,6 +37,7 @@ pub fn config_json(cfg: &Config) -> serde_json::Value {
     let pos = match cfg.positional {
         Positional::Standard => json!({"positional_embedding_type": "standard"}),
         Positional::Shortformer => json!({"positional_embedding_type": "shortformer"}),
+        Positional::Sinusoidal => json!({"positional_embedding_type": "sinusoidal"}),
         Positional::Rotary {
             dim,
             base,
@@ -49,6 +51,19 @@ pub fn config_json(cfg: &Config) -> serde_json::Value {
         v.extend(p);
     }
     v
+}
+
+/// Bytes of flash a sinusoidal model saves against a learned `W_pos [n_ctx, d_model]` stored as its `W_E`
+/// is (its data and scales, as the `bytes` of `inspect`'s tensor list), `None` for other positional schemes.
+pub fn sinusoidal_saving(model: &Model<'_>) -> Option<usize> {
+    let cfg = model.config();
+    if cfg.positional != Positional::Sinusoidal {
+        return None;
+    }
+    let dtype = model.entry(TensorId::global(TensorKind::WE))?.dtype;
+    let data = dtype.data_len(cfg.n_ctx, cfg.d_model)?;
+    let scales = dtype.n_scales(cfg.n_ctx, cfg.d_model)? * SCALE_BYTES;
+    Some(data + scales)
 }
 
 /// Everything `inspect` reports, as one JSON object.
@@ -78,6 +93,7 @@ pub fn summary(model: &Model<'_>) -> Result<serde_json::Value> {
         "activations": model.activations().name(),
         "tensors": tensors,
         "flash_bytes": model.blob_len(),
+        "positions_flash_saved_bytes": sinusoidal_saving(model),
         "bytes_per_dtype": per_dtype,
         "ram_bytes": {"workspace": ws, "kv_cache": kv, "total": ws + kv},
         "as_dtype": footprints(model)?,
@@ -117,6 +133,11 @@ pub fn print_text(s: &serde_json::Value) {
         s["flash_bytes"],
         line(&s["bytes_per_dtype"])
     );
+    if let Some(saved) = s["positions_flash_saved_bytes"].as_u64() {
+        println!(
+            "sinusoidal positions computed on the fly: no W_pos in flash, {saved} bytes saved"
+        );
+    }
     let ram = &s["ram_bytes"];
     println!(
         "RAM at full context: {} bytes (workspace {} + KV cache {})",

@@ -32,7 +32,16 @@ pub fn export(model: &Model, dir: &Path, name: &str, seed: u64) -> Result<Export
     let weights = dir.join(format!("{name}.safetensors"));
     let config = dir.join(format!("{name}.json"));
     write_safetensors(model, &weights)?;
-    let text = serde_json::to_string_pretty(&tl_config(&model.cfg, name, seed))? + "\n";
+    let mut config_json = tl_config(&model.cfg, name, seed);
+    if let Some(d_mlp) = model.d_mlp() {
+        super::mlp::set_tl_config(
+            &mut config_json,
+            model.cfg.n_layers,
+            model.cfg.d_model,
+            d_mlp,
+        );
+    }
+    let text = serde_json::to_string_pretty(&config_json)? + "\n";
     std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
     Ok(Exported { weights, config })
 }
@@ -105,7 +114,8 @@ pub fn tl_config(cfg: &ModelConfig, name: &str, seed: u64) -> Value {
     )
 }
 
-/// Reads an attention-only TransformerLens model (standard or shortformer positions, no norm or `"LN"`):
+/// Reads an attention-only TransformerLens model (standard, shortformer or sinusoidal positions, no norm
+/// or `"LN"`):
 /// the config JSON and a safetensors state dict (buffers such as `attn.mask` are ignored).
 pub fn load(weights: &Path, config: &Path) -> Result<Model> {
     let text =
@@ -158,6 +168,7 @@ fn model_config(json: &Value) -> Result<ModelConfig> {
     {
         "standard" => Positional::Standard,
         "shortformer" => Positional::Shortformer,
+        "sinusoidal" => Positional::Sinusoidal,
         other => bail!("positional_embedding_type `{other}` is not supported"),
     };
     let norm = match json.get("normalization_type").map(|v| v.as_str()) {

@@ -1,4 +1,4 @@
-//! Attention-only transformer in candle with TransformerLens's `HookedTransformer` forward pass, parameters
+//! Transformer in candle (attention-only, or with MLPs: [`Model::with_mlp`]) with TransformerLens's `HookedTransformer` forward pass, parameters
 //! stored under TransformerLens names and shapes (right-multiplying, `y = x @ W + b`).
 
 use anyhow::{ensure, Result};
@@ -8,6 +8,7 @@ use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
 
 use super::causal_softmax::causal_softmax;
+use super::mlp::Mlp;
 
 /// Standard deviation of the initial token and positional embeddings (candle's default 1.0 stalls training).
 pub const EMBED_INIT_STD: f64 = 0.5;
@@ -27,7 +28,7 @@ pub struct ModelConfig {
     pub d_vocab: usize,
     /// Context length.
     pub n_ctx: usize,
-    /// Positional embedding type (`Standard` or `Shortformer`).
+    /// Positional embedding type (`Standard`, `Shortformer` or `Sinusoidal`).
     pub positional: Positional,
     /// Normalisation type (`None`, or `LN`: TransformerLens LayerNorm,
     /// `(x - mean) / sqrt(mean((x - mean)^2) + eps) * w + b`).
@@ -96,7 +97,8 @@ pub struct Model {
     pub cfg: ModelConfig,
     /// `embed.W_E [d_vocab, d_model]`.
     pub w_e: Var,
-    /// `pos_embed.W_pos [n_ctx, d_model]`.
+    /// `pos_embed.W_pos [n_ctx, d_model]`; for sinusoidal positions the fixed table of the core's
+    /// [`microlens::sinusoidal`] (not trained, not exported).
     pub w_pos: Var,
     /// `blocks.*`.
     pub blocks: Vec<Block>,
@@ -106,6 +108,8 @@ pub struct Model {
     pub w_u: Var,
     /// `unembed.b_U [d_vocab]`.
     pub b_u: Var,
+    /// `blocks.*.mlp` (and `ln2`): one per block, or none (attention-only).
+    pub mlps: Vec<Mlp>,
 }
 
 /// What a forward pass returns.
@@ -116,7 +120,7 @@ pub struct Forward {
     pub patterns: Vec<Tensor>,
 }
 
-fn normal(rng: &mut impl Rng, shape: &[usize], std: f64) -> Result<Var> {
+pub(crate) fn normal(rng: &mut impl Rng, shape: &[usize], std: f64) -> Result<Var> {
     let n = shape.iter().product();
     let data: Vec<f32> = (0..n)
         .map(|_| {
@@ -131,7 +135,7 @@ fn normal(rng: &mut impl Rng, shape: &[usize], std: f64) -> Result<Var> {
     )?)?)
 }
 
-fn constant(shape: &[usize], value: f32) -> Result<Var> {
+pub(crate) fn constant(shape: &[usize], value: f32) -> Result<Var> {
     Ok(Var::from_tensor(&Tensor::full(
         value,
         shape,
@@ -139,7 +143,21 @@ fn constant(shape: &[usize], value: f32) -> Result<Var> {
     )?)?)
 }
 
-fn layer_norm_params(d: usize) -> Result<LayerNorm> {
+/// The sinusoidal positions `[n_ctx, d_model]`, row by row from the core's own function: the values the
+/// device adds.
+fn sinusoidal_table(n_ctx: usize, d_model: usize) -> Result<Var> {
+    let mut data = vec![0.0f32; n_ctx * d_model];
+    for (pos, row) in data.chunks_exact_mut(d_model).enumerate() {
+        microlens::sinusoidal(pos, row);
+    }
+    Ok(Var::from_tensor(&Tensor::from_vec(
+        data,
+        &[n_ctx, d_model],
+        &Device::Cpu,
+    )?)?)
+}
+
+pub(crate) fn layer_norm_params(d: usize) -> Result<LayerNorm> {
     Ok(LayerNorm {
         w: constant(&[d], 1.0)?,
         b: constant(&[d], 0.0)?,
@@ -147,7 +165,7 @@ fn layer_norm_params(d: usize) -> Result<LayerNorm> {
 }
 
 /// TransformerLens LayerNorm over the last dim: `x -= mean(x)`, `x / sqrt(mean(x^2) + eps) * w + b`.
-fn layer_norm(x: &Tensor, ln: &LayerNorm, eps: f64) -> Result<Tensor> {
+pub(crate) fn layer_norm(x: &Tensor, ln: &LayerNorm, eps: f64) -> Result<Tensor> {
     let x = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
     let scale = (x.sqr()?.mean_keepdim(D::Minus1)? + eps)?.sqrt()?;
     Ok(x.broadcast_div(&scale)?
@@ -162,7 +180,10 @@ impl Model {
         cfg.validate()?;
         let (d, h, dh, v) = (cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_vocab);
         let w_e = normal(rng, &[v, d], EMBED_INIT_STD)?;
-        let w_pos = normal(rng, &[cfg.n_ctx, d], EMBED_INIT_STD)?;
+        let w_pos = match cfg.positional {
+            Positional::Sinusoidal => sinusoidal_table(cfg.n_ctx, d)?,
+            _ => normal(rng, &[cfg.n_ctx, d], EMBED_INIT_STD)?,
+        };
         let in_std = 1.0 / (d as f64).sqrt();
         let mut blocks = Vec::with_capacity(cfg.n_layers);
         for _ in 0..cfg.n_layers {
@@ -190,15 +211,32 @@ impl Model {
                 .transpose()?,
             w_u: normal(rng, &[d, v], in_std)?,
             b_u: constant(&[v], 0.0)?,
+            mlps: Vec::new(),
         })
+    }
+
+    /// [`Model::new`] with an MLP of width `d_mlp` in every block (drawn from `rng` after the rest).
+    pub fn with_mlp(cfg: ModelConfig, d_mlp: usize, rng: &mut impl Rng) -> Result<Self> {
+        ensure!(d_mlp > 0, "d_mlp must be positive");
+        let mut model = Self::new(cfg, rng)?;
+        let norm = cfg.norm == Normalization::LN;
+        model.mlps = (0..cfg.n_layers)
+            .map(|_| Mlp::new(cfg.d_model, d_mlp, norm, rng))
+            .collect::<Result<_>>()?;
+        Ok(model)
+    }
+
+    /// The MLPs' width, `None` for an attention-only model.
+    pub fn d_mlp(&self) -> Option<usize> {
+        self.mlps.first().map(Mlp::d_mlp)
     }
 
     /// Every parameter with its TransformerLens state-dict name.
     pub fn named_vars(&self) -> Vec<(String, &Var)> {
-        let mut out = vec![
-            ("embed.W_E".to_string(), &self.w_e),
-            ("pos_embed.W_pos".to_string(), &self.w_pos),
-        ];
+        let mut out = vec![("embed.W_E".to_string(), &self.w_e)];
+        if self.cfg.positional.has_table() {
+            out.push(("pos_embed.W_pos".to_string(), &self.w_pos));
+        }
         for (l, b) in self.blocks.iter().enumerate() {
             if let Some(ln) = &b.ln1 {
                 out.push((format!("blocks.{l}.ln1.w"), &ln.w));
@@ -218,6 +256,9 @@ impl Model {
                 attn.into_iter()
                     .map(|(n, v)| (format!("blocks.{l}.attn.{n}"), v)),
             );
+            if let Some(mlp) = self.mlps.get(l) {
+                out.extend(mlp.named_vars(l));
+            }
         }
         if let Some(ln) = &self.ln_final {
             out.push(("ln_final.w".to_string(), &ln.w));
@@ -255,17 +296,17 @@ impl Model {
             .w_e
             .index_select(&tokens.flatten_all()?, 0)?
             .reshape((b, t, d))?;
-        if self.cfg.positional == Positional::Standard {
+        if self.cfg.positional.adds_to_residual() {
             resid = resid.broadcast_add(&w_pos)?;
         }
         let mut patterns = Vec::with_capacity(self.blocks.len());
-        for block in &self.blocks {
+        for (l, block) in self.blocks.iter().enumerate() {
             let x = match &block.ln1 {
                 Some(ln) => layer_norm(&resid, ln, self.cfg.eps)?,
                 None => resid.clone(),
             };
             let xqk = match self.cfg.positional {
-                Positional::Standard => x.clone(),
+                Positional::Standard | Positional::Sinusoidal => x.clone(),
                 Positional::Shortformer => x.broadcast_add(&w_pos)?,
                 Positional::Rotary { .. } => anyhow::bail!("training has no rotary embedding"),
             };
@@ -282,6 +323,9 @@ impl Model {
                 .matmul(&self.w_o_flat(&block.w_o)?)?
                 .broadcast_add(block.b_o.as_tensor())?;
             resid = (resid + out.reshape((b, t, d))?)?;
+            if let Some(mlp) = self.mlps.get(l) {
+                resid = (&resid + mlp.forward(&resid, self.cfg.eps)?)?;
+            }
             patterns.push(pattern);
         }
         if let Some(ln) = &self.ln_final {

@@ -314,3 +314,56 @@ fn repeated_part_starts_after_the_first_copy() {
     let predictable: Vec<usize> = (0..8).filter(|&i| s.is_predictable(i)).collect();
     assert_eq!(predictable, vec![4, 5, 6]);
 }
+
+/// Sinusoidal positions: the trainer adds exactly the core's values (not trained, not exported), and the
+/// exported model, converted, runs through the core as the candle forward pass computes it.
+#[test]
+fn sinusoidal_model_adds_the_cores_values_and_the_core_runs_it_as_trained() -> Result<()> {
+    let cfg = small(2, Positional::Sinusoidal, Normalization::LN);
+    let trained = train(&config(cfg, 10, 3), |_| {})?;
+    let model = &trained.model;
+    let table = values(&model.w_pos)?;
+    let mut row = vec![0.0f32; cfg.d_model];
+    for (pos, got) in table.chunks_exact(cfg.d_model).enumerate() {
+        microlens::sinusoidal(pos, &mut row);
+        assert_eq!(got, &row[..], "position {pos}");
+    }
+    assert!(model
+        .named_vars()
+        .iter()
+        .all(|(n, _)| n != "pos_embed.W_pos"));
+
+    let dir = scratch_dir("sinusoidal");
+    let out = export(model, &dir, "m", 3)?;
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&out.config)?)?;
+    assert_eq!(json["positional_embedding_type"], "sinusoidal");
+    let opts = crate::convert::ConvertOptions {
+        config: Some(out.config.clone()),
+        ..Default::default()
+    };
+    let blob = crate::convert::convert(&out.weights, &opts)?.blob;
+    let core = microlens::Model::from_bytes(&blob)?;
+    assert!(core
+        .matrix(microlens::TensorId::global(microlens::TensorKind::WPos))
+        .is_none());
+    let tokens: Vec<u32> = (0..16).map(|i| (i * 5 + 2) % 16).collect();
+    let ours = crate::eval::run::run_model(&core, &tokens)?;
+    let fwd = model.forward(&Tensor::from_vec(tokens.clone(), (1, 16), &Device::Cpu)?)?;
+    let logp = candle_nn::ops::log_softmax(&fwd.logits.squeeze(0)?, 1)?.to_vec2::<f32>()?;
+    let core_logp: Vec<Vec<f32>> = ours
+        .logits
+        .iter()
+        .map(|l| crate::eval::run::log_softmax(l))
+        .collect();
+    assert_close(
+        core_logp.iter().flatten(),
+        logp.iter().flatten(),
+        1e-4,
+        "sinusoidal",
+    );
+    // And back: the files read into the same model.
+    let back = load(&out.weights, &out.config)?;
+    assert_eq!(values(&back.w_pos)?, table);
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}

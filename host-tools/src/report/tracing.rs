@@ -1,0 +1,100 @@
+//! `microlens trace`'s output: the restored-probability tables (layer x position) as text, one JSON
+//! object, and a PNG of heatmaps.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use microlens::HookKind;
+use serde_json::{json, Value};
+
+use super::plot::{save, Heatmap, Scale};
+use crate::analysis::tracing::{Trace, TRACED};
+
+/// What each traced kind restores, for captions.
+fn describe(kind: HookKind) -> &'static str {
+    match kind {
+        HookKind::ResidPost => "residual stream (hook_resid_post)",
+        HookKind::MlpOut => "MLP output (hook_mlp_out)",
+        _ => "attention output (hook_attn_out)",
+    }
+}
+
+/// The trace as one JSON object (`--json`): probabilities and indirect effects `[layer][pos]` per kind.
+pub fn to_json(t: &Trace, prompt: &[u32], subject: &std::ops::Range<usize>) -> Value {
+    let mut tables = serde_json::Map::new();
+    for (k, kind) in TRACED.iter().enumerate() {
+        tables.insert(
+            kind.suffix().to_string(),
+            json!({
+                "restored_prob": t.restored[k],
+                "indirect_effect": t.indirect_effect(*kind),
+                "argmax": t.argmax(*kind),
+            }),
+        );
+    }
+    json!({
+        "prompt": prompt, "subject": [subject.start, subject.end], "answer": t.answer,
+        "clean_prob": t.clean, "corrupted_prob": t.corrupted, "noise": t.noise,
+        "tables": tables,
+    })
+}
+
+/// Prints the probabilities and the three indirect-effect tables.
+pub fn print_text(t: &Trace, prompt: &[u32], subject: &std::ops::Range<usize>) {
+    println!(
+        "answer {}: p = {:.4} clean, {:.4} with the subject (positions {}..{}) corrupted (noise {:.3})",
+        t.answer, t.clean, t.corrupted, subject.start, subject.end, t.noise
+    );
+    let header: Vec<String> = prompt
+        .iter()
+        .enumerate()
+        .map(|(i, tok)| {
+            let mark = if subject.contains(&i) { "*" } else { "" };
+            format!("{:>8}", format!("{i}:{tok}{mark}"))
+        })
+        .collect();
+    for kind in TRACED {
+        let (l, p) = t.argmax(kind);
+        println!(
+            "\nindirect effect of restoring the {} (layer x position:token, * = subject; max at layer {l}, position {p}):",
+            describe(kind)
+        );
+        println!("          {}", header.join(""));
+        for (layer, row) in t.indirect_effect(kind).iter().enumerate() {
+            let cells: Vec<String> = row.iter().map(|x| format!("{x:>8.3}")).collect();
+            println!("  layer {layer:<2}{}", cells.join(""));
+        }
+    }
+}
+
+/// Writes `trace.png` into `dir` (`--plot DIR`): one heatmap of restored probability per kind.
+pub fn write_plots(
+    t: &Trace,
+    prompt: &[u32],
+    subject: &std::ops::Range<usize>,
+    dir: &Path,
+) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let positions: Vec<String> = prompt
+        .iter()
+        .enumerate()
+        .map(|(i, tok)| format!("{i}:{tok}{}", if subject.contains(&i) { "*" } else { "" }))
+        .collect();
+    let panels: Vec<Heatmap> = TRACED
+        .iter()
+        .enumerate()
+        .map(|(k, &kind)| {
+            let layers = (0..t.restored[k].len()).map(|l| l.to_string()).collect();
+            Heatmap::new(
+                format!("p({}) restoring the {}", t.answer, describe(kind)),
+                t.restored[k].clone(),
+                Scale::Unit(1.0),
+            )
+            .axes("layer", "position:token")
+            .labels(layers, positions.clone())
+        })
+        .collect();
+    let file = dir.join("trace.png");
+    save(&file, &panels, 3, 420)?;
+    Ok(vec![file])
+}
