@@ -12,10 +12,12 @@
 //! - `cargo xtask thumbv6m`: checks that the core crate builds for Cortex-M0+ (no FPU, no DSP).
 //! - `cargo xtask core32`: the core's tests on i686, where `usize` is 32 bits.
 //! - `cargo xtask fuzz [--seconds N] [--target T]`: coverage-guided fuzzing (cargo-fuzz, libFuzzer).
+//! - `cargo xtask bench-peers [--runs N] [--python P]`: host speed beside candle and TransformerLens.
 //!
 //! The firmware's toolchain is chosen by itself: the rustup target when installed, otherwise Debian's Rust
 //! with `-Zbuild-std=core` (installed with apt-get when running as root); see [`toolchain`].
 
+mod bench_peers;
 mod blob_source;
 mod boards;
 mod core32;
@@ -69,6 +71,9 @@ enum Command {
     /// Where a token's instructions go on QEMU, per inlined function and source file (run after
     /// `cargo xtask firmware`, whose ELF it traces).
     Profile(profile::Args),
+    /// Host speed beside the peers in one run: microlens, candle and (where the Python has it)
+    /// TransformerLens on the shipped model, with the ratios.
+    BenchPeers(bench_peers::Args),
 }
 
 fn main() -> ExitCode {
@@ -81,6 +86,7 @@ fn main() -> ExitCode {
         Command::Fuzz(args) => fuzz::run(args),
         Command::Core32 => core32::run(),
         Command::Profile(args) => profile::run(args),
+        Command::BenchPeers(args) => bench_peers::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,7 +9,7 @@ use anyhow::Result;
 use microlens::analysis::{Head, HeadAblation};
 use microlens::Model;
 
-use crate::eval::run::{log_softmax, run_with_hooks};
+use crate::eval::run::{log_softmax, par_map, run_with_hooks};
 
 /// Mean next-token cross-entropy (nats) of `logits` (`[pos][vocab]`) on `tokens`, over the predictions
 /// made at positions `from_pos..len - 1` (0 if there are none).
@@ -32,11 +32,12 @@ pub fn loss_with_ablation(
     from_pos: usize,
     heads: &[Head],
 ) -> Result<f64> {
-    let mut total = 0.0;
-    for tokens in seqs {
+    // Sequences in parallel, their losses summed in sequence order.
+    let losses = par_map(seqs, |tokens| {
         let logits = run_with_hooks(model, tokens, &mut HeadAblation::zero(heads))?;
-        total += mean_loss(&logits, tokens, from_pos);
-    }
+        Ok(mean_loss(&logits, tokens, from_pos))
+    })?;
+    let total = losses.into_iter().fold(0.0, |t, l| t + l);
     Ok(total / seqs.len().max(1) as f64)
 }
 

@@ -6,7 +6,7 @@ use anyhow::Result;
 use microlens::analysis::{Head, HeadDetector, HeadPattern, Ratio};
 use microlens::Model;
 
-use crate::eval::run::run_with_hooks;
+use crate::eval::run::{par_map, run_with_hooks};
 
 /// The three detector scores of every head.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,8 +45,8 @@ impl HeadScores {
 pub fn head_scores(model: &Model<'_>, seqs: &[Vec<u32>]) -> Result<HeadScores> {
     let cfg = model.config();
     let n = cfg.n_layers * cfg.n_heads;
-    let mut sums: [Vec<f64>; 4] = std::array::from_fn(|_| vec![0.0; n]);
-    for tokens in seqs {
+    // Sequences in parallel, their scores summed in sequence order.
+    let per_sequence = par_map(seqs, |tokens| {
         let mut acc: [Vec<Ratio>; 4] = std::array::from_fn(|_| vec![Ratio::default(); n]);
         let [a0, a1, a2, a3] = &mut acc;
         let [p0, p1, p2] = HeadPattern::ALL;
@@ -61,10 +61,12 @@ pub fn head_scores(model: &Model<'_>, seqs: &[Vec<u32>]) -> Result<HeadScores> {
             ),
         );
         run_with_hooks(model, tokens, &mut detectors)?;
-        for (sum, acc) in sums.iter_mut().zip(&acc) {
-            sum.iter_mut()
-                .zip(acc)
-                .for_each(|(s, r)| *s += r.value() as f64);
+        Ok(acc.map(|a| a.iter().map(|r| r.value() as f64).collect::<Vec<f64>>()))
+    })?;
+    let mut sums: [Vec<f64>; 4] = std::array::from_fn(|_| vec![0.0; n]);
+    for acc in &per_sequence {
+        for (sum, acc) in sums.iter_mut().zip(acc) {
+            sum.iter_mut().zip(acc).for_each(|(s, v)| *s += v);
         }
     }
     let count = seqs.len().max(1) as f64;

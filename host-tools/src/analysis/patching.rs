@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use microlens::{HookKind, HookKinds, HookPoint, Hooks, Model};
 
 use crate::eval::cache::ActivationCache;
-use crate::eval::run::run_with_hooks;
+use crate::eval::run::{par_map, run_with_hooks};
 
 /// `logits[last][answer] - logits[last][wrong]`.
 pub fn logit_diff(logits: &[Vec<f32>], answer: u32, wrong: u32) -> f64 {
@@ -92,7 +92,7 @@ pub fn activation_patching(
         HookKinds::of(&[HookKind::ResidPre, HookKind::Z]),
     )?;
     let corrupt_logits = run_with_hooks(model, corrupt, &mut ())?;
-    let patched = |kind, select: &dyn Fn(&HookPoint) -> bool| -> Result<f64> {
+    let patched = |kind, select: &(dyn Fn(&HookPoint) -> bool + Sync)| -> Result<f64> {
         let logits = run_with_hooks(
             model,
             corrupt,
@@ -105,11 +105,20 @@ pub fn activation_patching(
         Ok(logit_diff(&logits, answer, wrong))
     };
     let (layers, heads, positions) = (0..cfg.n_layers, 0..cfg.n_heads, 0..clean.len());
+    // Every cell its own patched run, in parallel; the table in row order.
     let table = |rows: std::ops::Range<usize>,
                  cols: std::ops::Range<usize>,
-                 f: &dyn Fn(usize, usize) -> Result<f64>| {
-        rows.map(|r| cols.clone().map(|c| f(r, c)).collect::<Result<Vec<f64>>>())
-            .collect::<Result<Vec<_>>>()
+                 f: &(dyn Fn(usize, usize) -> Result<f64> + Sync)|
+     -> Result<Vec<Vec<f64>>> {
+        let cells: Vec<(usize, usize)> = rows
+            .clone()
+            .flat_map(|r| cols.clone().map(move |c| (r, c)))
+            .collect();
+        let values = par_map(&cells, |&(r, c)| f(r, c))?;
+        Ok(match cols.len() {
+            0 => vec![Vec::new(); rows.len()],
+            n => values.chunks(n).map(<[f64]>::to_vec).collect(),
+        })
     };
     let resid_pre = table(layers.clone(), positions.clone(), &|layer, pos| {
         patched(HookKind::ResidPre, &|p| p.layer == layer && p.pos == pos)

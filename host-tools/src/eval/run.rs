@@ -4,6 +4,7 @@
 use anyhow::{bail, Context, Result};
 use microlens::analysis::PatternRecorder;
 use microlens::{Hooks, Model, Session};
+use rayon::prelude::*;
 
 /// Logits and patterns of one run.
 #[derive(Clone, Debug, PartialEq)]
@@ -93,6 +94,17 @@ pub fn check_finite(logits: &[Vec<f32>]) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `f` of every item (a sequence, a patched run), in parallel on rayon's threads; the results in item
+/// order, or the first error in item order. What a command computes from them, in that order, does not
+/// depend on the thread count.
+pub fn par_map<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> Result<R> + Sync + Send,
+) -> Result<Vec<R>> {
+    let all: Vec<Result<R>> = items.par_iter().map(f).collect();
+    all.into_iter().collect()
 }
 
 /// Runs `tokens` from position 0 through `model` with `hooks`, returning every position's logits (an
