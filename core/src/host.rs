@@ -262,7 +262,7 @@ fn dot4_rows(rows: &[u8], stride: usize, x: &[i32], out: &mut [i32]) {
     }
 }
 
-/// A model's matrices, column-blocked for the host ([`Blocked`]): build once per model with
+/// A model's matrices, column-blocked for the host (16 rows per block): build once per model with
 /// [`HostWeights::new`], attach with [`Model::with_host`]. About the size of the model in `f32`.
 #[derive(Debug)]
 pub struct HostWeights {

@@ -89,9 +89,62 @@ pub struct Outcome {
     pub macs_per_token: Option<u64>,
 }
 
+/// What a firmware build produced, and what it is checked against.
+struct Built {
+    /// The embedded blob.
+    blob: PathBuf,
+    /// The host tool, if one was built (the host's reference for the checks).
+    tool: Option<PathBuf>,
+    /// The firmware ELF.
+    elf: PathBuf,
+    /// Its sizes.
+    sizes: elf_size::Sizes,
+    /// Its RAM budget.
+    budget: RamBudget,
+    /// A named model's own stack reserve (`None` for the board's).
+    model_reserve: Option<u32>,
+}
+
 /// Runs `cargo xtask firmware`.
 pub fn run(args: Args) -> Result<Outcome> {
     let started = Instant::now();
+    let spec = args.board.spec();
+    let built = prepare(&args, spec)?;
+    println!("board={} ({})", args.board.name(), spec.core);
+    println!("blob={}", built.blob.display());
+    let mut outcome = Outcome {
+        flash: built.sizes.flash(),
+        ram: built.sizes.ram(),
+        context: built.sizes.context,
+        instructions_per_token: None,
+        macs_per_token: None,
+    };
+    let failures = match spec.runs {
+        Runs::Qemu { .. } => run_emulated(&args, spec.runs, &built, &mut outcome)?,
+        Runs::Probe { chip } => {
+            print_sizes(&built.sizes);
+            eprintln!(
+                "xtask: built {}; flash and run it with `probe-rs run --chip {chip} {}`",
+                built.elf.display(),
+                built.elf.display()
+            );
+            checked_budget(&built.budget, &built.sizes, &args, built.model_reserve)
+                .into_iter()
+                .collect()
+        }
+    };
+    eprintln!(
+        "xtask: firmware done in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    if !failures.is_empty() {
+        bail!("{}", failures.join("; "));
+    }
+    Ok(outcome)
+}
+
+/// Packages, the host tool, the blob (converted or given), the thumbv6m check and the firmware build.
+fn prepare(args: &Args, spec: Spec) -> Result<Built> {
     let named = models::by_name(&args.model)?;
     // A named model's own stack reserve, unless a blob or checkpoint replaces it or one is given.
     let model_reserve = match (&args.blob, &args.checkpoint) {
@@ -112,7 +165,6 @@ pub fn run(args: Args) -> Result<Outcome> {
         },
     };
 
-    let spec = args.board.spec();
     let toolchain = Toolchain::detect(spec.target, &firmware_dir());
     let mut packages = toolchain.packages().to_vec();
     if let Runs::Qemu { system, .. } = spec.runs {
@@ -120,9 +172,8 @@ pub fn run(args: Args) -> Result<Outcome> {
     }
     timed("packages", || ensure_packages(&packages))?;
 
-    let run_on_qemu = args.board.emulated();
-    let needs_tool =
-        source.needs_host_tool() || (run_on_qemu && args.reference == Reference::HostTool);
+    let needs_tool = source.needs_host_tool()
+        || (args.board.emulated() && args.reference == Reference::HostTool);
     let tool = if needs_tool {
         Some(timed("host tool", host_tool::build)?)
     } else {
@@ -145,76 +196,65 @@ pub fn run(args: Args) -> Result<Outcome> {
     })?;
     let sizes = elf_size::read(&elf)?;
     let budget = RamBudget::of(&blob, &sizes, spec.ram_allowance)?;
+    Ok(Built {
+        blob,
+        tool,
+        elf,
+        sizes,
+        budget,
+        model_reserve,
+    })
+}
 
-    println!("board={} ({})", args.board.name(), spec.core);
-    println!("blob={}", blob.display());
-    let mut failures = Vec::new();
-    let mut outcome = Outcome {
-        flash: sizes.flash(),
-        ram: sizes.ram(),
-        context: sizes.context,
-        instructions_per_token: None,
-        macs_per_token: None,
-    };
-    if let Runs::Qemu {
+/// Runs the firmware on QEMU and checks it: budget, stack, exit, the host's hashes and accuracy, the
+/// window pass. Returns the failures; fills in the outcome's instruction counts.
+fn run_emulated(
+    args: &Args,
+    runs: Runs,
+    built: &Built,
+    outcome: &mut Outcome,
+) -> Result<Vec<String>> {
+    let Runs::Qemu {
         system,
         machine,
         cpu,
         args: extra,
-    } = spec.runs
-    {
-        timed("defmt-print", defmt_print::ensure)?;
-        let system = system_binary(system.name);
-        let command = qemu::command(system, machine, cpu, extra, &elf);
-        eprintln!("xtask: running {} on QEMU {machine}", elf.display());
-        let run = timed("QEMU run", || {
-            qemu::run(command, &elf, Duration::from_secs(args.timeout))
-        })?;
-        print_sizes(&sizes);
-        print_per_mac(&run.report);
-        outcome.instructions_per_token = run.report.parse("instructions_per_token").ok();
-        outcome.macs_per_token = run.report.parse("macs_per_token").ok();
-        failures.extend(checked_budget(&budget, &sizes, &args, model_reserve));
-        failures.extend(check_stack(&run.report, &sizes));
-        match run.ending {
-            Ending::Exited(status) if status.success() => {}
-            Ending::Exited(status) => failures.push(format!("the firmware failed ({status})")),
-            Ending::TimedOut => failures.push(format!(
-                "the firmware did not exit within {} s",
-                args.timeout
-            )),
-        }
-        if !failures.is_empty() && !run.stderr.trim().is_empty() {
-            eprintln!("{}", run.stderr.trim_end());
-        }
-        failures.extend(check(&run.report, &blob, tool.as_deref(), &args));
-        let capped = budget.context < budget.n_ctx;
-        failures.extend(check_window(
-            &run.report,
-            &blob,
-            tool.as_deref(),
-            &args,
-            capped,
-        ));
-    } else {
-        print_sizes(&sizes);
-        failures.extend(checked_budget(&budget, &sizes, &args, model_reserve));
-        if let Runs::Probe { chip } = spec.runs {
-            eprintln!(
-                "xtask: built {}; flash and run it with `probe-rs run --chip {chip} {}`",
-                elf.display(),
-                elf.display()
-            );
-        }
+    } = runs
+    else {
+        bail!("not an emulated board");
+    };
+    timed("defmt-print", defmt_print::ensure)?;
+    let system = system_binary(system.name);
+    let command = qemu::command(system, machine, cpu, extra, &built.elf);
+    eprintln!("xtask: running {} on QEMU {machine}", built.elf.display());
+    let run = timed("QEMU run", || {
+        qemu::run(command, &built.elf, Duration::from_secs(args.timeout))
+    })?;
+    print_sizes(&built.sizes);
+    print_per_mac(&run.report);
+    outcome.instructions_per_token = run.report.parse("instructions_per_token").ok();
+    outcome.macs_per_token = run.report.parse("macs_per_token").ok();
+    let mut failures: Vec<String> =
+        checked_budget(&built.budget, &built.sizes, args, built.model_reserve)
+            .into_iter()
+            .collect();
+    failures.extend(check_stack(&run.report, &built.sizes));
+    match run.ending {
+        Ending::Exited(status) if status.success() => {}
+        Ending::Exited(status) => failures.push(format!("the firmware failed ({status})")),
+        Ending::TimedOut => failures.push(format!(
+            "the firmware did not exit within {} s",
+            args.timeout
+        )),
     }
-    eprintln!(
-        "xtask: firmware done in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    if !failures.is_empty() {
-        bail!("{}", failures.join("; "));
+    if !failures.is_empty() && !run.stderr.trim().is_empty() {
+        eprintln!("{}", run.stderr.trim_end());
     }
-    Ok(outcome)
+    let tool = built.tool.as_deref();
+    failures.extend(check(&run.report, &built.blob, tool, args));
+    let capped = built.budget.context < built.budget.n_ctx;
+    failures.extend(check_window(&run.report, &built.blob, tool, args, capped));
+    Ok(failures)
 }
 
 /// The RAM budget's failures: the first model's (KV cache + workspace + allowance) with the board's

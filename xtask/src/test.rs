@@ -1,7 +1,7 @@
 //! `cargo xtask test`: every test the project has, as CI runs it (`.ci/run` calls exactly this).
 //!
 //! Formatting, clippy with warnings denied, the workspace's tests, the shipped induction model trained
-//! again from its recipe (byte for byte), the core crate without `std` or
+//! again from its recipe (byte for byte), the core's docs with warnings denied, the core crate without `std` or
 //! `alloc`, the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every emulated board
 //! checked against the host (the shipped model as int8 and as f32), two fixtures with norms and MLPs on
 //! the Cortex-M4F and M55, the shipped model as W8A16 and the byte-level model (its continuation
@@ -161,6 +161,23 @@ fn steps() -> Vec<Step> {
         Step {
             name: "the shipped induction model reproduces from its recipe".into(),
             run: Box::new(crate::reproduce::shipped_model),
+        },
+        Step {
+            name: "core docs (every public item documented, no broken links)".into(),
+            run: Box::new(|| {
+                run_status(
+                    cargo_command()
+                        .args([
+                            "doc",
+                            "-p",
+                            "microlens",
+                            "--no-deps",
+                            "--features",
+                            "std,encode",
+                        ])
+                        .env("RUSTDOCFLAGS", "-D warnings"),
+                )
+            }),
         },
         Step {
             name: "core without std".into(),

@@ -1,7 +1,7 @@
 //! The integer side of quantised models: per-token int8 quantisation of activations
-//! ([`activations`]), the int8 x int8 ([`int8`]) and int4 x int8 ([`int4`]) dot products with integer
-//! accumulation, a matrix applied in the model's arithmetic ([`linear`]), the attention's fixed-point
-//! value mix ([`mix`]), the centring of one-signed inputs ([`offset`]), and (feature `encode`) the weight
+//! ([`activations`]), the int8 x int8 (`int8`) and int4 x int8 (`int4`) dot products with integer
+//! accumulation, a matrix applied in the model's arithmetic (`linear`), the attention's fixed-point
+//! value mix (`mix`), the centring of one-signed inputs ([`offset`]), and (feature `encode`) the weight
 //! row encoders the converter uses.
 //!
 //! Every float operation here happens in one fixed order (no reassociation, no FMA), and rounding gives
