@@ -5,6 +5,7 @@
 
 mod hf_gpt2;
 pub mod layout;
+mod pickle_check;
 mod pth;
 mod safetensors;
 pub mod state_dict;

@@ -27,13 +27,15 @@ pub(super) fn read(bytes: &[u8]) -> Result<BTreeMap<String, RawTensor>> {
         .map(|n| n.into_owned())
         .context("no data.pkl in the .pth file (not a torch.save file)")?;
     let dir = std::path::PathBuf::from(pkl.trim_end_matches(".pkl"));
+    let mut pickle = Vec::new();
+    zip.by_name(&pkl)?
+        .read_to_end(&mut pickle)
+        .context("cannot read the pickle in the .pth file")?;
+    super::pickle_check::check(&pickle)?;
     let mut stack = Stack::empty();
-    {
-        let mut reader = std::io::BufReader::new(zip.by_name(&pkl)?);
-        stack
-            .read_loop(&mut reader)
-            .context("cannot parse the pickle in the .pth file")?;
-    }
+    stack
+        .read_loop(&mut Cursor::new(&pickle))
+        .context("cannot parse the pickle in the .pth file")?;
     let Object::Dict(items) = stack.finalize()? else {
         bail!("the .pth file does not hold a state dict (a dict of tensors)");
     };
