@@ -1,12 +1,13 @@
 //! `cargo xtask test`: every test the project has, as CI runs it (`.ci/run` calls exactly this).
 //!
 //! Formatting, clippy with warnings denied, the workspace's tests, the shipped induction model trained
-//! again from its recipe (byte for byte), the core's docs with warnings denied, the core crate without `std` or
-//! `alloc`, the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every emulated board
-//! checked against the host (the shipped model as int8 and as f32), two fixtures with norms and MLPs on
-//! the Cortex-M4F and M55, the shipped model as W8A16 and the byte-level model (its continuation
-//! checked too) on the Cortex-M4F, the real boards' builds with their sizes and budgets, and a short
-//! run of every fuzz target. Every step runs even if an earlier one failed; the last line counts them.
+//! again from its recipe (byte for byte), the core's docs with warnings denied, the core crate without
+//! `std` or `alloc`, the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every
+//! emulated board checked against the host (the shipped model as int8 and as f32), two fixtures with
+//! norms and MLPs on the Cortex-M4F and M55, the shipped model as W8A16, the byte-level model (its
+//! continuation checked too) and a ROME-edited fact model (its recall checked) on the Cortex-M4F, the
+//! real boards' builds with their sizes and budgets, and a short run of every fuzz target. Every step
+//! runs even if an earlier one failed; the last line counts them.
 
 use std::process::Command;
 use std::time::Instant;
@@ -133,6 +134,43 @@ fn w8a16_on_qemu() -> Result<()> {
     firmware::run(matrix::firmware_args(Board::Mps2An386, &blob, &[])).map(|_| ())
 }
 
+/// The fact prompt of [`edited_facts_on_qemu`] (`s1 s2 r`) and the object the edit writes for it (the
+/// model recalls 44 before the edit).
+const FACT_EDIT: (&str, &str) = ("2,21,33", "40");
+
+/// The shipped fact model, ROME-edited by `microlens edit` to recall [`FACT_EDIT`]'s new object, on the
+/// Cortex-M4F: the device recalls the edited fact, as the host does.
+fn edited_facts_on_qemu() -> Result<()> {
+    let tool = host_tool::build()?;
+    let blob = BlobSource::Convert {
+        checkpoint: root().join("firmware-example/model/facts-4l.safetensors"),
+        config: None,
+        dtype: "f32".into(),
+        activations: None,
+    }
+    .resolve(Some(&tool))?;
+    let edited = blob.with_file_name("facts-4l-edited.mlb");
+    let (prompt, target) = FACT_EDIT;
+    run_status(
+        Command::new(&tool)
+            .arg("edit")
+            .arg(&blob)
+            .args([
+                "--prompt", prompt, "--target", target, "--dtypes", "i8", "-o",
+            ])
+            .arg(&edited),
+    )?;
+    let extra = [
+        "--fact-prompt",
+        prompt,
+        "--expect-recall",
+        target,
+        "--stack-reserve",
+        "4096",
+    ];
+    firmware::run(matrix::firmware_args(Board::Mps2An386, &edited, &extra)).map(|_| ())
+}
+
 /// Seconds each fuzz target runs in CI (the long campaigns: `cargo xtask fuzz --seconds 600`).
 const FUZZ_SMOKE_SECONDS: u64 = 20;
 
@@ -209,6 +247,10 @@ fn steps() -> Vec<Step> {
         Step {
             name: "firmware on QEMU mps2-an386, W8A16 (--activations i16)".into(),
             run: Box::new(w8a16_on_qemu),
+        },
+        Step {
+            name: "firmware on QEMU mps2-an386, a ROME-edited fact model".into(),
+            run: Box::new(edited_facts_on_qemu),
         },
         Step {
             name: "fuzz smoke run".into(),
