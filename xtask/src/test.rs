@@ -80,10 +80,11 @@ fn no_std_no_alloc() -> Result<()> {
 
 /// Fixtures whose int8 paths the shipped attention-only model does not reach, run on QEMU for the
 /// device-equals-host hash: LayerNorm with a GELU MLP (the centred hidden input), RMSNorm with rotary
-/// and a SiLU MLP. They are random models (no accuracy to ask for) with deeper stacks.
-const QEMU_FIXTURES: [&str; 2] = ["gpt2_like", "rotary_rms"];
+/// and a SiLU MLP, and sinusoidal positions (computed on the device in software `f64`). They are random
+/// models (no accuracy to ask for) with deeper stacks.
+const QEMU_FIXTURES: [&str; 3] = ["gpt2_like", "rotary_rms", "sinusoidal"];
 
-/// Stack reserve for [`QEMU_FIXTURES`] (their high-water marks: 1,912 and 2,520 B).
+/// Stack reserve for [`QEMU_FIXTURES`] (their high-water marks: 1,912, 2,520 and 1,944 B).
 const FIXTURE_STACK_RESERVE: &str = "2800";
 
 /// Boards the fixtures run on: the Cortex-M4F (the DSP kernels) and the Cortex-M55 (the Helium kernel).
@@ -234,7 +235,8 @@ fn steps() -> Vec<Step> {
             run: Box::new(thumbv6m::check),
         },
         Step {
-            name: "firmware on QEMU mps2-an386 and mps3-an547, norm and MLP models".into(),
+            name: "firmware on QEMU mps2-an386 and mps3-an547, norm, MLP and sinusoidal models"
+                .into(),
             run: Box::new(fixtures_on_qemu),
         },
         Step {
