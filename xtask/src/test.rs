@@ -84,7 +84,7 @@ fn no_std_no_alloc() -> Result<()> {
 /// models (no accuracy to ask for) with deeper stacks.
 const QEMU_FIXTURES: [&str; 3] = ["gpt2_like", "rotary_rms", "sinusoidal"];
 
-/// Stack reserve for [`QEMU_FIXTURES`] (their high-water marks: 1,912, 2,520 and 1,944 B).
+/// Stack reserve for [`QEMU_FIXTURES`] (their high-water marks on the M4F: 1,912, 2,520 and 2,224 B).
 const FIXTURE_STACK_RESERVE: &str = "2800";
 
 /// Boards the fixtures run on: the Cortex-M4F (the DSP kernels) and the Cortex-M55 (the Helium kernel).
@@ -110,8 +110,8 @@ fn fixtures_on_qemu() -> Result<()> {
             let extra = [
                 "--min-accuracy",
                 "0",
-                "--min-ablation-drop",
-                "0",
+                // Random models: ablating their "induction heads" may as well help (the sinusoidal one).
+                "--min-ablation-drop=-1",
                 "--stack-reserve",
                 FIXTURE_STACK_RESERVE,
             ];
