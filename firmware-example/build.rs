@@ -166,6 +166,7 @@ fn with_stack_reserve(map: &str, bytes: &str) -> Result<String, String> {
 fn model_consts(manifest_dir: &Path, out: &Path, map: &str) -> Result<(), String> {
     println!("cargo:rerun-if-env-changed=MICROLENS_BLOB");
     println!("cargo:rerun-if-env-changed=MICROLENS_SEED");
+    println!("cargo:rerun-if-env-changed=MICROLENS_FACT_PROMPT");
     let blob = env::var_os("MICROLENS_BLOB").ok_or(
         "MICROLENS_BLOB is not set: point it at a model blob (`cargo xtask firmware` from the repository root does)",
     )?;
@@ -198,6 +199,7 @@ fn model_consts(manifest_dir: &Path, out: &Path, map: &str) -> Result<(), String
         Ok(s) => parse_seed(&s).ok_or(format!("MICROLENS_SEED={s}: not a u64"))?,
         Err(_) => DEFAULT_SEED,
     };
+    let fact_prompt = fact_prompt(cfg.d_vocab, n_ctx)?;
     let path = blob
         .to_str()
         .ok_or(format!("{}: path is not UTF-8", blob.display()))?;
@@ -224,7 +226,10 @@ fn model_consts(manifest_dir: &Path, out: &Path, map: &str) -> Result<(), String
          /// below the model's, 0 otherwise: its token ring's length.\n\
          pub const WINDOW: usize = {window};\n\
          /// `f32` words of the window's kept keys and values ([`microlens::Window::kept_len`]).\n\
-         pub const WINDOW_KEPT: usize = {kept};\n",
+         pub const WINDOW_KEPT: usize = {kept};\n\
+         /// A fact model's prompt (`s1 s2 r`, from `MICROLENS_FACT_PROMPT`): the firmware also prints the\n\
+         /// token it recalls. Empty for the induction demo.\n\
+         pub const FACT_PROMPT: &[Token] = &{fact_prompt:?};\n",
         kv = model.kv_cache_len_at(n_ctx),
         ws = model.workspace_len_at(n_ctx),
         layers = cfg.n_layers,
@@ -278,6 +283,25 @@ fn check_features(model: &microlens::Model<'_>) -> Result<(), String> {
         missing.join(", "),
         needed.names().join(",")
     ))
+}
+
+/// The fact prompt of `MICROLENS_FACT_PROMPT` (comma-separated token ids), empty if unset: every token
+/// below `d_vocab`, at most `n_ctx` of them.
+fn fact_prompt(d_vocab: usize, n_ctx: usize) -> Result<Vec<u32>, String> {
+    let Ok(text) = env::var("MICROLENS_FACT_PROMPT") else {
+        return Ok(Vec::new());
+    };
+    let tokens = text
+        .split(',')
+        .map(|t| match t.trim().parse::<u32>() {
+            Ok(t) if (t as usize) < d_vocab => Ok(t),
+            _ => Err(format!("MICROLENS_FACT_PROMPT={text}: {t:?} is not a token below {d_vocab}")),
+        })
+        .collect::<Result<Vec<u32>, String>>()?;
+    if tokens.is_empty() || tokens.len() > n_ctx {
+        return Err(format!("MICROLENS_FACT_PROMPT={text}: 1 to {n_ctx} tokens"));
+    }
+    Ok(tokens)
 }
 
 fn parse_seed(s: &str) -> Option<u64> {

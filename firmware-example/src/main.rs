@@ -13,6 +13,7 @@
 //!    per token and the stack high-water mark;
 //! 6. on a board whose RAM caps the context below the model's, streams the prompt twice (longer than the
 //!    cap) through a sliding [`Window`] of the cap and reports the hash of its logits;
+//! 7. for a fact model built with a fact prompt (`MICROLENS_FACT_PROMPT`), prints the token it recalls;
 //!
 //! then exits with success, or with failure on any error. Every result is a `key=value` line on defmt.
 //! The blob is chosen at build time (`MICROLENS_BLOB`, see `build.rs`); every buffer is a `static` sized
@@ -26,6 +27,7 @@ mod board;
 mod div;
 mod error;
 mod eval;
+mod facts;
 mod line;
 mod macs;
 mod prompt;
@@ -107,6 +109,10 @@ fn run() -> Result<(), FirmwareError> {
     defmt::println!("logits_hash={=u64:016x}", hash);
     // 6. A stream longer than a capped context, through a sliding window.
     window_pass(session, &prompt)?;
+    // 7. A fact model's recall of its fact prompt.
+    if !model::FACT_PROMPT.is_empty() {
+        facts::recall(session)?;
+    }
     let n_tokens = prompt.tokens().len().max(1) as u32;
     board::print_cost_per_token(div::div_rem(spent, n_tokens).0);
     let macs = macs::per_prompt(session.model().config(), prompt.tokens().len());

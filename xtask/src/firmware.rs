@@ -72,6 +72,14 @@ pub struct Args {
     /// but not checked. The stack margin is still checked.
     #[arg(long)]
     stack_reserve: Option<u32>,
+    /// A fact model's prompt (token ids `s1,s2,r`): the firmware also runs it and prints the token it
+    /// recalls, checked against the host's `microlens generate` (instead of the induction accuracy and
+    /// ablation thresholds, which a fact model does not meet).
+    #[arg(long)]
+    fact_prompt: Option<String>,
+    /// Fail unless the recalled token (`--fact-prompt`) is this one.
+    #[arg(long, requires = "fact_prompt")]
+    expect_recall: Option<u32>,
 }
 
 /// What a passing `cargo xtask firmware` measured.
@@ -192,6 +200,7 @@ fn prepare(args: &Args, spec: Spec) -> Result<Built> {
             &blob,
             args.seed.as_deref(),
             stack_reserve,
+            args.fact_prompt.as_deref(),
         )
     })?;
     let sizes = elf_size::read(&elf)?;
@@ -325,6 +334,7 @@ fn build(
     blob: &Path,
     seed: Option<&str>,
     stack_reserve: Option<u32>,
+    fact_prompt: Option<&str>,
 ) -> Result<PathBuf> {
     let dir = firmware_dir();
     let target_dir = dir.join("target");
@@ -359,6 +369,10 @@ fn build(
     match seed {
         Some(seed) => cmd.env("MICROLENS_SEED", seed),
         None => cmd.env_remove("MICROLENS_SEED"),
+    };
+    match fact_prompt {
+        Some(tokens) => cmd.env("MICROLENS_FACT_PROMPT", tokens),
+        None => cmd.env_remove("MICROLENS_FACT_PROMPT"),
     };
     match stack_reserve {
         Some(bytes) => cmd.env("MICROLENS_STACK_RESERVE", bytes.to_string()),
@@ -548,6 +562,11 @@ fn check(report: &Report, blob: &Path, tool: Option<&Path>, args: &Args) -> Vec<
             Err(e) => failures.push(format!("{e:#}")),
         }
     }
+    failures.extend(check_recall(report, blob, tool, args));
+    if args.fact_prompt.is_some() {
+        // A fact model: its recall is the check; the induction prompt's figures are only reported.
+        return failures;
+    }
     match report.parse::<f32>("accuracy") {
         Ok(a) if a < args.min_accuracy => failures.push(format!(
             "accuracy {a} is below --min-accuracy {}",
@@ -568,4 +587,32 @@ fn check(report: &Report, blob: &Path, tool: Option<&Path>, args: &Args) -> Vec<
         Err(e) => failures.push(format!("{e:#}")),
     }
     failures
+}
+
+/// With `--fact-prompt`: the device's `recalled=` token against the host's greedy next token for its
+/// `fact_prompt=`, and against `--expect-recall`.
+fn check_recall(report: &Report, blob: &Path, tool: Option<&Path>, args: &Args) -> Option<String> {
+    args.fact_prompt.as_ref()?;
+    let checked = (|| {
+        let device = report.parse::<u32>("recalled")?;
+        let prompt = report
+            .tokens("fact_prompt")
+            .context("the device printed no fact_prompt=")??;
+        let host = match tool {
+            Some(tool) => reference::host_tool_continuation(tool, blob, &prompt, 1)?,
+            None => reference::core_continuation(blob, &prompt, 1)?,
+        };
+        println!(
+            "host_recalled={}",
+            host.first().copied().unwrap_or(u32::MAX)
+        );
+        if host != [device] {
+            bail!("recalled tokens differ: device {device}, host {host:?}");
+        }
+        match args.expect_recall {
+            Some(want) if want != device => bail!("recalled {device}, not --expect-recall {want}"),
+            _ => Ok(()),
+        }
+    })();
+    checked.err().map(|e| format!("{e:#}"))
 }

@@ -1,12 +1,13 @@
 //! `cargo xtask test`: every test the project has, as CI runs it (`.ci/run` calls exactly this).
 //!
 //! Formatting, clippy with warnings denied, the workspace's tests, the shipped induction model trained
-//! again from its recipe (byte for byte), the core's docs with warnings denied, the core crate without `std` or
-//! `alloc`, the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every emulated board
-//! checked against the host (the shipped model as int8 and as f32), two fixtures with norms and MLPs on
-//! the Cortex-M4F and M55, the shipped model as W8A16 and the byte-level model (its continuation
-//! checked too) on the Cortex-M4F, the real boards' builds with their sizes and budgets, and a short
-//! run of every fuzz target. Every step runs even if an earlier one failed; the last line counts them.
+//! again from its recipe (byte for byte), the core's docs with warnings denied, the core crate without
+//! `std` or `alloc`, the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every
+//! emulated board checked against the host (the shipped model as int8 and as f32), two fixtures with
+//! norms and MLPs on the Cortex-M4F and M55, the shipped model as W8A16, the byte-level model (its
+//! continuation checked too) and a ROME-edited fact model (its recall checked) on the Cortex-M4F, the
+//! real boards' builds with their sizes and budgets, and a short run of every fuzz target. Every step
+//! runs even if an earlier one failed; the last line counts them.
 
 use std::process::Command;
 use std::time::Instant;
@@ -79,10 +80,11 @@ fn no_std_no_alloc() -> Result<()> {
 
 /// Fixtures whose int8 paths the shipped attention-only model does not reach, run on QEMU for the
 /// device-equals-host hash: LayerNorm with a GELU MLP (the centred hidden input), RMSNorm with rotary
-/// and a SiLU MLP. They are random models (no accuracy to ask for) with deeper stacks.
-const QEMU_FIXTURES: [&str; 2] = ["gpt2_like", "rotary_rms"];
+/// and a SiLU MLP, and sinusoidal positions (computed on the device in software `f64`). They are random
+/// models (no accuracy to ask for) with deeper stacks.
+const QEMU_FIXTURES: [&str; 3] = ["gpt2_like", "rotary_rms", "sinusoidal"];
 
-/// Stack reserve for [`QEMU_FIXTURES`] (their high-water marks: 1,912 and 2,520 B).
+/// Stack reserve for [`QEMU_FIXTURES`] (their high-water marks on the M4F: 1,912, 2,520 and 2,224 B).
 const FIXTURE_STACK_RESERVE: &str = "2800";
 
 /// Boards the fixtures run on: the Cortex-M4F (the DSP kernels) and the Cortex-M55 (the Helium kernel).
@@ -108,8 +110,8 @@ fn fixtures_on_qemu() -> Result<()> {
             let extra = [
                 "--min-accuracy",
                 "0",
-                "--min-ablation-drop",
-                "0",
+                // Random models: ablating their "induction heads" may as well help (the sinusoidal one).
+                "--min-ablation-drop=-1",
                 "--stack-reserve",
                 FIXTURE_STACK_RESERVE,
             ];
@@ -131,6 +133,43 @@ fn w8a16_on_qemu() -> Result<()> {
     }
     .resolve(Some(&host_tool::build()?))?;
     firmware::run(matrix::firmware_args(Board::Mps2An386, &blob, &[])).map(|_| ())
+}
+
+/// The fact prompt of [`edited_facts_on_qemu`] (`s1 s2 r`) and the object the edit writes for it (the
+/// model recalls 44 before the edit).
+const FACT_EDIT: (&str, &str) = ("2,21,33", "40");
+
+/// The shipped fact model, ROME-edited by `microlens edit` to recall [`FACT_EDIT`]'s new object, on the
+/// Cortex-M4F: the device recalls the edited fact, as the host does.
+fn edited_facts_on_qemu() -> Result<()> {
+    let tool = host_tool::build()?;
+    let blob = BlobSource::Convert {
+        checkpoint: root().join("firmware-example/model/facts-4l.safetensors"),
+        config: None,
+        dtype: "f32".into(),
+        activations: None,
+    }
+    .resolve(Some(&tool))?;
+    let edited = blob.with_file_name("facts-4l-edited.mlb");
+    let (prompt, target) = FACT_EDIT;
+    run_status(
+        Command::new(&tool)
+            .arg("edit")
+            .arg(&blob)
+            .args([
+                "--prompt", prompt, "--target", target, "--dtypes", "i8", "-o",
+            ])
+            .arg(&edited),
+    )?;
+    let extra = [
+        "--fact-prompt",
+        prompt,
+        "--expect-recall",
+        target,
+        "--stack-reserve",
+        "4096",
+    ];
+    firmware::run(matrix::firmware_args(Board::Mps2An386, &edited, &extra)).map(|_| ())
 }
 
 /// Seconds each fuzz target runs in CI (the long campaigns: `cargo xtask fuzz --seconds 600`).
@@ -196,7 +235,8 @@ fn steps() -> Vec<Step> {
             run: Box::new(thumbv6m::check),
         },
         Step {
-            name: "firmware on QEMU mps2-an386 and mps3-an547, norm and MLP models".into(),
+            name: "firmware on QEMU mps2-an386 and mps3-an547, norm, MLP and sinusoidal models"
+                .into(),
             run: Box::new(fixtures_on_qemu),
         },
         Step {
@@ -209,6 +249,10 @@ fn steps() -> Vec<Step> {
         Step {
             name: "firmware on QEMU mps2-an386, W8A16 (--activations i16)".into(),
             run: Box::new(w8a16_on_qemu),
+        },
+        Step {
+            name: "firmware on QEMU mps2-an386, a ROME-edited fact model".into(),
+            run: Box::new(edited_facts_on_qemu),
         },
         Step {
             name: "fuzz smoke run".into(),
