@@ -2,7 +2,7 @@
 //! activations and an integer matrix) int8 x int8 or int4 x int8 with integer accumulation.
 
 use super::activations::{quantize, quantize16, quantized, quantized16, Quantized};
-use super::{int4, int8, offset};
+use super::{int4_rows, int8, offset};
 use crate::blob::{Activations, DType};
 use crate::weights::Matrix;
 
@@ -96,7 +96,7 @@ impl<'x> Input<'x> {
             Some(q) if w.dtype() == DType::I4 && DType::I4.compiled() => {
                 // Two rows at a time where the input spans whole groups, the rest row by row.
                 let done = match n == w.cols() {
-                    true => int4::matvec4(w.data(), n, w.scales(), q.lanes, q.scale, out),
+                    true => int4_rows::matvec4(w.data(), n, w.scales(), &q, out),
                     false => 0,
                 };
                 for (r, o) in out.iter_mut().enumerate().skip(done) {
