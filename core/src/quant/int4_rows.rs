@@ -52,6 +52,15 @@ pub(crate) fn arrange(l: [u32; 4]) -> [u32; 4] {
     ]
 }
 
+/// [`arrange`] of every whole eight columns' lanes in place: from the int8 kernel's order to this
+/// kernel's, or back.
+pub(crate) fn rearrange(lanes: &mut [u32]) {
+    for l in lanes.chunks_exact_mut(4) {
+        let a = arrange([l[0], l[1], l[2], l[3]]);
+        l.copy_from_slice(&a);
+    }
+}
+
 /// The eight nibbles `w_k` of a packed word as four words of signed 16-bit lanes `4096 * w_k`:
 /// `[w0, w4]`, `[w1, w5]`, `[w2, w6]`, `[w3, w7]`. Each is the word shifted left by 12, 8, 4 or 0 and
 /// masked to the top nibble of each lane, whose sign bit is then the nibble's.
@@ -66,14 +75,20 @@ pub(crate) fn unpack(w: u32) -> [u32; 4] {
 #[inline(always)]
 pub(crate) fn unpack16(w: u32) -> [u32; 4] {
     let (even, odd) = ((w << 4) & 0xf0f0_f0f0, w & 0xf0f0_f0f0);
-    [sxtb16(even), sxtb16(odd), sxtb16_ror8(even), sxtb16_ror8(odd)]
+    [
+        sxtb16(even),
+        sxtb16(odd),
+        sxtb16_ror8(even),
+        sxtb16_ror8(odd),
+    ]
 }
 
 /// `out[r] = (sum_g acc_g * s_w[r][g]) * s_x` for the rows of an int4 matrix of `cols` columns (whole
-/// groups, `cols % I4_GROUP == 0`) against `x`, int8 or int16 activations with their
-/// [`Quantized::lanes`], two rows per pass: exactly what `int4::dot` gives for each row, for every scale
-/// `Model::from_bytes` accepts (finite, positive). Returns the rows done (a multiple of 2, 0 without
-/// lanes; the caller does the rest).
+/// groups, `cols % I4_GROUP == 0`) against `x`, two rows per pass: exactly what `int4::dot` gives for
+/// each row, for every scale `Model::from_bytes` accepts (finite, positive). `x` is int8 with its
+/// [`Quantized::lanes`] [`rearrange`]d into this kernel's order, or int16 with its lanes as they are
+/// (arranged here, eight columns at a time). Returns the rows done (a multiple of 2, 0 without lanes;
+/// the caller does the rest).
 pub(crate) fn matvec4(
     data: &[u8],
     cols: usize,
@@ -106,7 +121,7 @@ pub(crate) fn matvec4(
     }
     let (words, out) = (&words[..rows * row_words], &mut out[..rows]);
     if !x.wide.is_empty() {
-        rows2(words, groups, scales, x, out, unpack16, 4);
+        rows2(words, groups, scales, x, out, (arrange, unpack16, 4));
         return rows;
     }
     #[cfg(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))]
@@ -116,13 +131,17 @@ pub(crate) fn matvec4(
     }
     #[allow(unreachable_code)]
     {
-        rows2(words, groups, scales, x, out, unpack, 12);
+        rows2(words, groups, scales, x, out, (|l| l, unpack, 12));
         rows
     }
 }
 
+/// How [`rows2`] meets a word: the lanes of its eight columns put in order, the word split into
+/// lanes `2^shift * w_k`, and `shift`.
+type Split<A, U> = (A, U, u32);
+
 /// The portable kernel: two rows per pass over `words` (whole rows of `groups` groups, `out.len()` of
-/// them, even), each word split by `unpack` into lanes `2^shift * w_k`.
+/// them, even).
 #[inline(always)]
 fn rows2(
     words: &[u32],
@@ -130,22 +149,20 @@ fn rows2(
     scales: &[u8],
     x: &Quantized<'_>,
     out: &mut [f32],
-    unpack: impl Fn(u32) -> [u32; 4],
-    shift: u32,
+    (order, unpack, shift): Split<impl Fn([u32; 4]) -> [u32; 4], impl Fn(u32) -> [u32; 4]>,
 ) {
     let row_words = groups * GROUP_WORDS;
     let rows = words.chunks_exact(ROWS * row_words);
     for (q, (o, pair)) in out.chunks_exact_mut(ROWS).zip(rows).enumerate() {
         let (r0, r1) = pair.split_at(row_words);
         let mut total = [0.0f32; ROWS];
-        let per_group = r0.chunks_exact(GROUP_WORDS).zip(r1.chunks_exact(GROUP_WORDS));
-        for (g, ((w0, w1), l)) in per_group
-            .zip(x.lanes.chunks_exact(GROUP_LANES))
-            .enumerate()
-        {
+        let per_group = r0
+            .chunks_exact(GROUP_WORDS)
+            .zip(r1.chunks_exact(GROUP_WORDS));
+        for (g, ((w0, w1), l)) in per_group.zip(x.lanes.chunks_exact(GROUP_LANES)).enumerate() {
             let mut acc = [0i32; ROWS];
             for ((&w0, &w1), l) in w0.iter().zip(w1).zip(l.chunks_exact(4)) {
-                let l = arrange([l[0], l[1], l[2], l[3]]);
+                let l = order([l[0], l[1], l[2], l[3]]);
                 for (acc, w) in acc.iter_mut().zip([w0, w1]) {
                     *acc = unpack(w)
                         .into_iter()
@@ -167,15 +184,15 @@ fn rows2(
 
 /// The `asm!` kernel for int8 activations.
 ///
-/// Registers through the loop: `r0-r3` the four activation lanes of eight columns ([`arrange`]d into a
-/// buffer on the stack, `LDMIA` from `lr`), `r4`/`r5` the group sums of rows 0 and 1, `r8` the mask,
+/// Registers through the loop: `r0-r3` the four activation lanes of eight columns (`LDMIA` from
+/// `lr`), `r4`/`r5` the group sums of rows 0 and 1, `r8` the mask,
 /// `r9`/`r10` a word and its lanes, `r11` row 0's next word (row 1 at `r11 + r12`, `r12` the bytes per
 /// row). Below `sp`: the scales of row 0's group, the bytes per row of scales, `out` so far and its
 /// end. FPU: `s0-s3` the group sums as `f32`, `s4-s7` the scales, `s8`/`s9` the rows' totals, `s10`
 /// the factor of the last chunk (`s_x`, else 1).
 #[cfg(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))]
 mod asm {
-    use super::{arrange, GROUP_LANES, GROUP_WORDS, MASK};
+    use super::{GROUP_LANES, GROUP_WORDS, MASK};
 
     /// One word of both rows: the lanes of its eight columns, then per row (1 at `r11 + r12`, then 0,
     /// which steps `r11`) the word, four lanes and four multiply-accumulates; `$m1`/`$m0` the first
@@ -255,11 +272,9 @@ mod asm {
         factor: f32,
         out: &mut [f32],
     ) {
-        let mut buf = [0u32; 2 * GROUP_LANES];
-        let src = lanes.get(g * GROUP_LANES..(g + n) * GROUP_LANES).unwrap_or(&[]);
-        for (b, l) in buf.chunks_exact_mut(4).zip(src.chunks_exact(4)) {
-            b.copy_from_slice(&arrange([l[0], l[1], l[2], l[3]]));
-        }
+        let src = lanes
+            .get(g * GROUP_LANES..(g + n) * GROUP_LANES)
+            .unwrap_or(&[]);
         let row_words = groups * GROUP_WORDS;
         let whole = n <= 2
             && g + n <= groups
@@ -283,8 +298,8 @@ mod asm {
         // SAFETY: every access is in bounds and aligned as required (checked above). The loop runs
         // `out.len() / 2 >= 1` passes (its test follows its body), pass `p` over rows `2p` and `2p + 1`:
         // it reads their `4n` words from group `g` on (`r11` and `r11 + r12`, within `words`, a
-        // `&[u32]`), the `8n` words of `buf` (`LDMIA`, word-aligned; `lr` steps back to the start
-        // after each pass), their `n` scales from group `g` (`LDR` of two `f16` for `n = 2`, which the
+        // `&[u32]`), the `16n` words of `src` (`LDMIA`, word-aligned, within `lanes`; `lr` steps
+        // back to the start after each pass), their `n` scales from group `g` (`LDR` of two `f16` for `n = 2`, which the
         // ARMv7-M/v8-M `LDR` allows unaligned, or `LDRH`; within `scales`), and reads and writes the
         // two words of `out` (`VLDMIA`/`VSTMIA`, `&mut [f32]`, word-aligned), `out.len()` in all. It
         // keeps four words of `state` below `sp` and releases them (the stack, hence no `nostack`),
@@ -341,7 +356,7 @@ mod asm {
                     out("r10") _,
                     inout("r11") p0 => _,
                     in("r12") stride,
-                    inout("lr") buf.as_ptr() => _,
+                    inout("lr") src.as_ptr() => _,
                 ),
                 _ => core::arch::asm!(
                     "vpush {{s0-s10}}",
@@ -379,16 +394,16 @@ mod asm {
                     out("r10") _,
                     inout("r11") p0 => _,
                     in("r12") stride,
-                    inout("lr") buf.as_ptr() => _,
+                    inout("lr") src.as_ptr() => _,
                 ),
             }
         }
     }
 
     /// `out[r] = (sum_g acc_g * s_w[r][g]) * s_x` for the whole rows in `words` (`out.len()` of them,
-    /// even, at least 2, `groups` groups each, their scales in `scales`): chunks of two groups (one
-    /// for an odd last group), each from a copy of its lanes [`arrange`]d on the stack; the totals in
-    /// `out` from 0 in group order, multiplied by `s_x` after the last chunk.
+    /// even, at least 2, `groups` groups each, their scales in `scales`; `lanes` in this kernel's
+    /// order): chunks of two groups (one for an odd last group), the totals in `out` from 0 in group
+    /// order, multiplied by `s_x` after the last chunk.
     pub(super) fn matvec(
         words: &[u32],
         groups: usize,
@@ -411,7 +426,7 @@ mod asm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::activations::{quantize, quantize16};
+    use crate::quant::activations::{quantize, quantize16, quantized};
     use crate::quant::int4::{dot, dot_wide, nibble};
     use std::vec::Vec;
 
@@ -437,7 +452,9 @@ mod tests {
     #[test]
     fn unpacked_lanes_are_the_nibbles_times_4096_and_16() {
         let mut next = stream(0x1234_5678);
-        let words = (0..2000).map(|_| next()).chain([0, u32::MAX, 0x8888_8888, 0x7777_7777]);
+        let words = (0..2000)
+            .map(|_| next())
+            .chain([0, u32::MAX, 0x8888_8888, 0x7777_7777]);
         for w in words {
             let bytes = w.to_le_bytes();
             let n = |k: usize| nibble(&bytes, k);
@@ -448,6 +465,14 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `x` quantised to int8 into `buf`, its lanes in this kernel's order.
+    fn int8_lanes<'q>(x: &[f32], buf: &'q mut [u32]) -> Quantized<'q> {
+        let n = x.len();
+        let scale = quantize(x, bytemuck::cast_slice_mut(buf)).scale;
+        rearrange(&mut buf[n / 4..n / 4 + n / 2]);
+        quantized(bytemuck::cast_slice(buf), n, scale)
     }
 
     /// A random int4 matrix (every nibble value, `-8` and `7` included) with random scales, and
@@ -484,7 +509,7 @@ mod tests {
             for wide in [false, true] {
                 let mut buf = std::vec![0u32; cols];
                 let q = match wide {
-                    false => quantize(&x, bytemuck::cast_slice_mut(&mut buf)),
+                    false => int8_lanes(&x, &mut buf),
                     true => quantize16(&x, bytemuck::cast_slice_mut(&mut buf)),
                 };
                 let mut out = std::vec![9.0f32; rows + 1];
@@ -500,7 +525,11 @@ mod tests {
                         false => dot(row, 0, q.q, scale),
                         true => dot_wide(row, 0, cols, q.wide, scale),
                     } * q.scale;
-                    assert_eq!(o.to_bits(), want.to_bits(), "{rows}x{cols} wide {wide} row {r}");
+                    assert_eq!(
+                        o.to_bits(),
+                        want.to_bits(),
+                        "{rows}x{cols} wide {wide} row {r}"
+                    );
                 }
                 assert!(out[done..].iter().all(|&o| o == 9.0));
             }
@@ -512,11 +541,14 @@ mod tests {
         let (words, scales, x) = case(7, 4, 64);
         let data: &[u8] = bytemuck::cast_slice(&words);
         let mut buf = std::vec![0u32; 64];
-        let q = quantize(&x, bytemuck::cast_slice_mut(&mut buf));
+        let q = int8_lanes(&x, &mut buf);
         let mut out = [0.0f32; 4];
         // 40 columns: not whole groups.
         assert_eq!(matvec4(data, 40, &scales, &q, &mut out), 0);
-        let short = Quantized { lanes: &q.lanes[..8], ..q };
+        let short = Quantized {
+            lanes: &q.lanes[..8],
+            ..q
+        };
         assert_eq!(matvec4(data, 64, &scales, &short, &mut out), 0);
         // Scales for three rows only: one pair.
         assert_eq!(matvec4(data, 64, &scales[..12], &q, &mut out), 2);

@@ -50,6 +50,9 @@ pub(crate) struct Input<'x> {
     /// The scale of the integer values in `scratch` and whether they are int16, for integer
     /// activations.
     scale: Option<(f32, bool)>,
+    /// Whether the int8 values' lanes in `scratch` are in the int4 kernel's order
+    /// ([`int4_rows::rearrange`]) instead of the int8 kernel's.
+    int4_lanes: bool,
 }
 
 impl<'x> Input<'x> {
@@ -57,7 +60,25 @@ impl<'x> Input<'x> {
     /// activations.
     pub(crate) fn new(x: &'x [f32], activations: Activations, scratch: &'x mut [i8]) -> Self {
         let scale = width(activations).map(|wide| (quantize_as(x, wide, scratch).scale, wide));
-        Input { x, scratch, scale }
+        Input {
+            x,
+            scratch,
+            scale,
+            int4_lanes: false,
+        }
+    }
+
+    /// Puts the int8 values' lanes in the order of the int4 kernel (`int4`) or of the int8 one: in
+    /// place, once for all the matrices of one dtype that read this input.
+    fn order_lanes(&mut self, int4: bool) {
+        if self.int4_lanes != int4 {
+            let words = self.q().map_or(0, |q| q.lanes.len());
+            // The lanes follow the `n` values, word-aligned (`quantize`).
+            let n = self.x.len();
+            let lanes = self.scratch.get_mut(n..n + 4 * words).unwrap_or(&mut []);
+            int4_rows::rearrange(bytemuck::try_cast_slice_mut(lanes).unwrap_or(&mut []));
+            self.int4_lanes = int4;
+        }
     }
 
     /// The integer values, if quantised.
@@ -84,11 +105,15 @@ impl<'x> Input<'x> {
     }
 
     /// `out[r] = W[r] . x` for every row, as [`Input::dot`] with the arithmetic chosen once per matrix:
-    /// an `i8` matrix meets integer inputs in [`int8::matvec`], four rows at a time.
-    pub(crate) fn matvec(&self, w: &Matrix<'_>, out: &mut [f32]) {
+    /// an `i8` matrix meets integer inputs in [`int8::matvec`], four rows at a time, an `i4` one in
+    /// [`int4_rows::matvec4`], two at a time.
+    pub(crate) fn matvec(&mut self, w: &Matrix<'_>, out: &mut [f32]) {
         let n = self.x.len();
         let rows = out.len().min(w.rows());
         let out = &mut out[..rows];
+        if matches!(self.scale, Some((_, false))) {
+            self.order_lanes(w.dtype() == DType::I4);
+        }
         match self.q() {
             Some(q) if w.dtype() == DType::I8 && DType::I8.compiled() => {
                 int8::matvec(w.data(), w.cols(), w.scales(), &q, out);
@@ -139,7 +164,7 @@ impl<'x> Centred<'x> {
 
     /// [`Input::matvec`], then `c` times `W`'s row sums added back ([`offset::add_row_sums`], which
     /// reuses the scratch: the input is spent).
-    pub(crate) fn matvec(self, w: &Matrix<'_>, out: &mut [f32]) {
+    pub(crate) fn matvec(mut self, w: &Matrix<'_>, out: &mut [f32]) {
         self.input.matvec(w, out);
         if self.offset != 0.0 {
             offset::add_row_sums(w, self.offset, self.input.scratch, out);
