@@ -49,6 +49,15 @@ pub fn widen_f16(h: u16) -> f32 {
     }
 }
 
+/// Whether every stored scale in `scales` is finite and positive (all that a blob may hold, and all
+/// the integer kernels meet).
+pub fn scales_valid(scales: &[u8]) -> bool {
+    scales.chunks_exact(SCALE_BYTES).all(|b| {
+        let s = decode_scale(b);
+        s.is_finite() && s > 0.0
+    })
+}
+
 /// The stored scale in `b` for the integer kernels (0 if `b` is short): equal to [`decode_scale`] for
 /// every non-negative finite `f16`, all that `Model::from_bytes` accepts (a negative one gives its
 /// magnitude, a non-finite one a finite value): [`scale_bits`] times [`SCALE_UNIT`].

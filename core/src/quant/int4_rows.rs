@@ -237,7 +237,66 @@ mod asm {
         };
     }
 
-    /// The end of a pass: the totals of `out` (`s8`, `s9`) times the factor `s10`, stored; the next
+    /// The scales of both rows for `$n` groups (row 0's at `[sp]`, row 1's a row of scales on, and
+    /// the pointer stepped two rows) widened into `s4-s7` (row 0's first group `s4`, row 1's `s5`,
+    /// their second `s6`, `s7`), and the group sums `s0-s3` converted (`4096 * acc` to `acc`).
+    macro_rules! scales {
+        (2) => {
+            concat!(
+                "ldrd r0, r1, [sp]\n",
+                "ldr r2, [r0]\n",
+                "ldr r3, [r0, r1]\n",
+                "add r0, r0, r1, lsl #1\n",
+                "str r0, [sp]\n",
+                "vmov s4, s5, r2, r3\n",
+                "vcvtt.f32.f16 s6, s4\n",
+                "vcvtb.f32.f16 s4, s4\n",
+                "vcvtt.f32.f16 s7, s5\n",
+                "vcvtb.f32.f16 s5, s5\n",
+                "vcvt.f32.s32 s0, s0, #12\n",
+                "vcvt.f32.s32 s1, s1, #12\n",
+                "vcvt.f32.s32 s2, s2, #12\n",
+                "vcvt.f32.s32 s3, s3, #12\n",
+            )
+        };
+        (1) => {
+            concat!(
+                "ldrd r0, r1, [sp]\n",
+                "ldrh r2, [r0]\n",
+                "ldrh r3, [r0, r1]\n",
+                "add r0, r0, r1, lsl #1\n",
+                "str r0, [sp]\n",
+                "vmov s4, s5, r2, r3\n",
+                "vcvtb.f32.f16 s4, s4\n",
+                "vcvtb.f32.f16 s5, s5\n",
+                "vcvt.f32.s32 s0, s0, #12\n",
+                "vcvt.f32.s32 s1, s1, #12\n",
+            )
+        };
+    }
+
+    /// The rows' totals `s8`, `s9` with the first group's `sum * scale`: the totals so far from `out`
+    /// plus it (`later`), or (`first`) just it, which is `0 + sum * scale` bit for bit (a positive
+    /// scale times an integer is never `-0`).
+    macro_rules! start {
+        (first) => {
+            concat!(
+                "ldr r0, [sp, #8]\n",
+                "vmul.f32 s8, s0, s4\n",
+                "vmul.f32 s9, s1, s5\n",
+            )
+        };
+        (later) => {
+            concat!(
+                "ldr r0, [sp, #8]\n",
+                "vldmia r0, {{s8-s9}}\n",
+                "vmla.f32 s8, s0, s4\n",
+                "vmla.f32 s9, s1, s5\n",
+            )
+        };
+    }
+
+    /// The end of a pass: the totals (`s8`, `s9`) times the factor `s10`, stored at `r0`; the next
     /// pair of rows (`$lanes` bytes of lanes and `$words` bytes of each row were read); the loop.
     macro_rules! next_pass {
         ($lanes:literal, $words:literal) => {
@@ -260,9 +319,70 @@ mod asm {
         };
     }
 
+    /// The whole loop over the passes, its pass body `$pass`: the state (`r0`: row 0's scales, the
+    /// bytes per row of scales, `out`, its end, the factor) below `sp` and in `s10`, the FPU registers
+    /// saved and restored.
+    macro_rules! passes {
+        ($pass:expr, $state:expr, $p0:expr, $stride:expr, $lanes:expr) => {
+            core::arch::asm!(
+                "vpush {{s0-s10}}",
+                "ldmia r0, {{r1, r2, r3, r9, r10}}",
+                "push {{r1, r2, r3, r9}}",
+                "vmov s10, r10",
+                "2:",
+                $pass,
+                "add sp, sp, #16",
+                "vpop {{s0-s10}}",
+                inout("r0") $state => _,
+                out("r1") _,
+                out("r2") _,
+                out("r3") _,
+                out("r4") _,
+                out("r5") _,
+                in("r8") MASK,
+                out("r9") _,
+                out("r10") _,
+                inout("r11") $p0 => _,
+                in("r12") $stride,
+                inout("lr") $lanes => _,
+            )
+        };
+    }
+
+    /// A pass over two groups (`$start`: `first` or `later`).
+    macro_rules! two {
+        ($start:tt) => {
+            concat!(
+                group!(),
+                "vmov s0, s1, r4, r5\n",
+                group!(),
+                "vmov s2, s3, r4, r5\n",
+                scales!(2),
+                start!($start),
+                "vmla.f32 s8, s2, s6\n",
+                "vmla.f32 s9, s3, s7\n",
+                next_pass!("128", "32"),
+            )
+        };
+    }
+
+    /// A pass over one group.
+    macro_rules! one {
+        ($start:tt) => {
+            concat!(
+                group!(),
+                "vmov s0, s1, r4, r5\n",
+                scales!(1),
+                start!($start),
+                next_pass!("64", "16"),
+            )
+        };
+    }
+
     /// `out[r] = (out[r] + sum_g acc_g * s_w[r][g]) * factor` over the chunk of `n` groups (1 or 2)
-    /// from group `g` of every row: `words` holds the whole rows of `groups` groups (`out.len()` of
-    /// them, even, at least 2) and `scales` at least their scales.
+    /// from group `g` of every row, `out[r]` taken as 0 for the first chunk (`g == 0`): `words` holds
+    /// the whole rows of `groups` groups (`out.len()` of them, even, at least 2) and `scales` their
+    /// scales.
     fn chunk(
         words: &[u32],
         groups: usize,
@@ -276,7 +396,7 @@ mod asm {
             .get(g * GROUP_LANES..(g + n) * GROUP_LANES)
             .unwrap_or(&[]);
         let row_words = groups * GROUP_WORDS;
-        let whole = n <= 2
+        let whole = (1..=2).contains(&n)
             && g + n <= groups
             && src.len() == n * GROUP_LANES
             && out.len() >= 2
@@ -293,109 +413,30 @@ mod asm {
             out.as_mut_ptr().wrapping_add(out.len()) as u32,
             factor.to_bits(),
         ];
+        let (state, lanes) = (state.as_ptr(), src.as_ptr());
         let p0 = words.as_ptr().wrapping_add(g * GROUP_WORDS);
         let stride = 4 * row_words;
         // SAFETY: every access is in bounds and aligned as required (checked above). The loop runs
         // `out.len() / 2 >= 1` passes (its test follows its body), pass `p` over rows `2p` and `2p + 1`:
         // it reads their `4n` words from group `g` on (`r11` and `r11 + r12`, within `words`, a
         // `&[u32]`), the `16n` words of `src` (`LDMIA`, word-aligned, within `lanes`; `lr` steps
-        // back to the start after each pass), their `n` scales from group `g` (`LDR` of two `f16` for `n = 2`, which the
-        // ARMv7-M/v8-M `LDR` allows unaligned, or `LDRH`; within `scales`), and reads and writes the
-        // two words of `out` (`VLDMIA`/`VSTMIA`, `&mut [f32]`, word-aligned), `out.len()` in all. It
-        // keeps four words of `state` below `sp` and releases them (the stack, hence no `nostack`),
-        // saves and restores the FPU registers it uses (`s0-s10`; `sreg` operands would need the `vfp2`
-        // target feature, which a single-precision FPU lacks), changes the flags and the sticky Q
-        // flag, which no Rust code reads; every core register it writes is an operand. `VCVTB`/`VCVTT`
-        // widen the scales exactly, `VCVT.F32.S32 #12` divides the multiple of 4096 exactly, and
-        // `VMLA.F32` rounds the product and then the sum (ARMv7E-M's is not fused), with FPSCR at its
-        // reset value (round to nearest, no flush to zero, IEEE half precision).
+        // back to the start after each pass), their `n` scales from group `g` (`LDR` of two `f16`
+        // for `n = 2`, which the ARMv7-M/v8-M `LDR` allows unaligned, or `LDRH`; within `scales`),
+        // and writes (for a later chunk first reads) the two words of `out` (`VLDMIA`/`VSTMIA`,
+        // `&mut [f32]`, word-aligned), `out.len()` in all. It keeps four words of `state` below `sp`
+        // and releases them (the stack, hence no `nostack`), saves and restores the FPU registers it
+        // uses (`s0-s10`; `sreg` operands would need the `vfp2` target feature, which a
+        // single-precision FPU lacks), changes the flags and the sticky Q flag, which no Rust code
+        // reads; every core register it writes is an operand. `VCVTB`/`VCVTT` widen the scales
+        // exactly, `VCVT.F32.S32 #12` divides the multiple of 4096 exactly, and `VMLA.F32` rounds
+        // the product and then the sum (ARMv7E-M's is not fused), with FPSCR at its reset value
+        // (round to nearest, no flush to zero, IEEE half precision).
         unsafe {
-            match n {
-                2 => core::arch::asm!(
-                    "vpush {{s0-s10}}",
-                    "ldmia r0, {{r1, r2, r3, r9, r10}}",
-                    "push {{r1, r2, r3, r9}}",
-                    "vmov s10, r10",
-                    "2:",
-                    group!(),
-                    "vmov s0, s1, r4, r5",
-                    group!(),
-                    "vmov s2, s3, r4, r5",
-                    // Both rows' two scales: row 0's at [sp], row 1's a row of scales on.
-                    "ldrd r0, r1, [sp]",
-                    "ldr r2, [r0]",
-                    "ldr r3, [r0, r1]",
-                    "add r0, r0, r1, lsl #1",
-                    "str r0, [sp]",
-                    "vmov s4, s5, r2, r3",
-                    "vcvtt.f32.f16 s6, s4",
-                    "vcvtb.f32.f16 s4, s4",
-                    "vcvtt.f32.f16 s7, s5",
-                    "vcvtb.f32.f16 s5, s5",
-                    "vcvt.f32.s32 s0, s0, #12",
-                    "vcvt.f32.s32 s1, s1, #12",
-                    "vcvt.f32.s32 s2, s2, #12",
-                    "vcvt.f32.s32 s3, s3, #12",
-                    "ldr r0, [sp, #8]",
-                    "vldmia r0, {{s8-s9}}",
-                    "vmla.f32 s8, s0, s4",
-                    "vmla.f32 s9, s1, s5",
-                    "vmla.f32 s8, s2, s6",
-                    "vmla.f32 s9, s3, s7",
-                    next_pass!("128", "32"),
-                    "add sp, sp, #16",
-                    "vpop {{s0-s10}}",
-                    inout("r0") state.as_ptr() => _,
-                    out("r1") _,
-                    out("r2") _,
-                    out("r3") _,
-                    out("r4") _,
-                    out("r5") _,
-                    in("r8") MASK,
-                    out("r9") _,
-                    out("r10") _,
-                    inout("r11") p0 => _,
-                    in("r12") stride,
-                    inout("lr") src.as_ptr() => _,
-                ),
-                _ => core::arch::asm!(
-                    "vpush {{s0-s10}}",
-                    "ldmia r0, {{r1, r2, r3, r9, r10}}",
-                    "push {{r1, r2, r3, r9}}",
-                    "vmov s10, r10",
-                    "2:",
-                    group!(),
-                    "vmov s0, s1, r4, r5",
-                    "ldrd r0, r1, [sp]",
-                    "ldrh r2, [r0]",
-                    "ldrh r3, [r0, r1]",
-                    "add r0, r0, r1, lsl #1",
-                    "str r0, [sp]",
-                    "vmov s4, s5, r2, r3",
-                    "vcvtb.f32.f16 s4, s4",
-                    "vcvtb.f32.f16 s5, s5",
-                    "vcvt.f32.s32 s0, s0, #12",
-                    "vcvt.f32.s32 s1, s1, #12",
-                    "ldr r0, [sp, #8]",
-                    "vldmia r0, {{s8-s9}}",
-                    "vmla.f32 s8, s0, s4",
-                    "vmla.f32 s9, s1, s5",
-                    next_pass!("64", "16"),
-                    "add sp, sp, #16",
-                    "vpop {{s0-s10}}",
-                    inout("r0") state.as_ptr() => _,
-                    out("r1") _,
-                    out("r2") _,
-                    out("r3") _,
-                    out("r4") _,
-                    out("r5") _,
-                    in("r8") MASK,
-                    out("r9") _,
-                    out("r10") _,
-                    inout("r11") p0 => _,
-                    in("r12") stride,
-                    inout("lr") src.as_ptr() => _,
-                ),
+            match (n, g) {
+                (2, 0) => passes!(two!(first), state, p0, stride, lanes),
+                (2, _) => passes!(two!(later), state, p0, stride, lanes),
+                (_, 0) => passes!(one!(first), state, p0, stride, lanes),
+                _ => passes!(one!(later), state, p0, stride, lanes),
             }
         }
     }
@@ -412,7 +453,6 @@ mod asm {
         s_x: f32,
         out: &mut [f32],
     ) {
-        out.fill(0.0);
         let mut g = 0;
         while g < groups {
             let n = (groups - g).min(2);
