@@ -176,6 +176,51 @@ mod asm_quad {
         };
     }
 
+    /// One group of four columns of `f32` rows: `x` into `s0-s3`, the rows into `s4-s19`, then
+    /// [`vmla16`].
+    macro_rules! group_f32 {
+        () => {
+            concat!(
+                "vldmia {px}!, {{s0-s3}}\n",
+                "vldmia {p0}!, {{s4-s7}}\n",
+                "vldmia {p1}!, {{s8-s11}}\n",
+                "vldmia {p2}!, {{s12-s15}}\n",
+                "vldmia {p3}!, {{s16-s19}}\n",
+                vmla16!(),
+            )
+        };
+    }
+
+    /// One group of four columns of `f16` rows: two words per row, widened in place, then [`vmla16`].
+    macro_rules! group_f16 {
+        () => {
+            concat!(
+                "vldmia {px}!, {{s0-s3}}\n",
+                "vldmia {p0}!, {{s4-s5}}\n",
+                "vldmia {p1}!, {{s8-s9}}\n",
+                "vldmia {p2}!, {{s12-s13}}\n",
+                "vldmia {p3}!, {{s16-s17}}\n",
+                "vcvtt.f32.f16 s7, s5\n",
+                "vcvtb.f32.f16 s6, s5\n",
+                "vcvtt.f32.f16 s5, s4\n",
+                "vcvtb.f32.f16 s4, s4\n",
+                "vcvtt.f32.f16 s11, s9\n",
+                "vcvtb.f32.f16 s10, s9\n",
+                "vcvtt.f32.f16 s9, s8\n",
+                "vcvtb.f32.f16 s8, s8\n",
+                "vcvtt.f32.f16 s15, s13\n",
+                "vcvtb.f32.f16 s14, s13\n",
+                "vcvtt.f32.f16 s13, s12\n",
+                "vcvtb.f32.f16 s12, s12\n",
+                "vcvtt.f32.f16 s19, s17\n",
+                "vcvtb.f32.f16 s18, s17\n",
+                "vcvtt.f32.f16 s17, s16\n",
+                "vcvtb.f32.f16 s16, s16\n",
+                vmla16!(),
+            )
+        };
+    }
+
     /// Whether four rows of `items` items, `stride` apart, lie within `len` items.
     #[inline(always)]
     fn whole(len: usize, stride: usize, items: usize) -> bool {
@@ -212,19 +257,21 @@ mod asm_quad {
             core::arch::asm!(
                 "vpush {{s0-s23}}",
                 "vldmia {acc}, {{s20-s23}}",
+                // Two groups per iteration; an odd count enters at the second (`end` holds
+                // `16 * groups` until it becomes the end of `x`).
+                "tst {end}, #16",
+                "add {end}, {px}, {end}",
+                "bne 3f",
                 "2:",
-                "vldmia {px}!, {{s0-s3}}",
-                "vldmia {p0}!, {{s4-s7}}",
-                "vldmia {p1}!, {{s8-s11}}",
-                "vldmia {p2}!, {{s12-s15}}",
-                "vldmia {p3}!, {{s16-s19}}",
-                vmla16!(),
+                group_f32!(),
+                "3:",
+                group_f32!(),
                 "cmp {px}, {end}",
                 "bne 2b",
                 "vstmia {acc}, {{s20-s23}}",
                 "vpop {{s0-s23}}",
                 px = inout(reg) x.as_ptr() => _,
-                end = in(reg) x.as_ptr().wrapping_add(4 * groups),
+                end = inout(reg) 16 * groups => _,
                 p0 = inout(reg) rows[0] => _,
                 p1 = inout(reg) rows[1] => _,
                 p2 = inout(reg) rows[2] => _,
@@ -252,35 +299,21 @@ mod asm_quad {
             core::arch::asm!(
                 "vpush {{s0-s23}}",
                 "vldmia {acc}, {{s20-s23}}",
+                // Two groups per iteration; an odd count enters at the second (`end` holds
+                // `16 * groups` until it becomes the end of `x`).
+                "tst {end}, #16",
+                "add {end}, {px}, {end}",
+                "bne 3f",
                 "2:",
-                "vldmia {px}!, {{s0-s3}}",
-                "vldmia {p0}!, {{s4-s5}}",
-                "vldmia {p1}!, {{s8-s9}}",
-                "vldmia {p2}!, {{s12-s13}}",
-                "vldmia {p3}!, {{s16-s17}}",
-            "vcvtt.f32.f16 s7, s5\n",
-            "vcvtb.f32.f16 s6, s5\n",
-            "vcvtt.f32.f16 s5, s4\n",
-            "vcvtb.f32.f16 s4, s4\n",
-            "vcvtt.f32.f16 s11, s9\n",
-            "vcvtb.f32.f16 s10, s9\n",
-            "vcvtt.f32.f16 s9, s8\n",
-            "vcvtb.f32.f16 s8, s8\n",
-            "vcvtt.f32.f16 s15, s13\n",
-            "vcvtb.f32.f16 s14, s13\n",
-            "vcvtt.f32.f16 s13, s12\n",
-            "vcvtb.f32.f16 s12, s12\n",
-            "vcvtt.f32.f16 s19, s17\n",
-            "vcvtb.f32.f16 s18, s17\n",
-            "vcvtt.f32.f16 s17, s16\n",
-            "vcvtb.f32.f16 s16, s16\n",
-                vmla16!(),
+                group_f16!(),
+                "3:",
+                group_f16!(),
                 "cmp {px}, {end}",
                 "bne 2b",
                 "vstmia {acc}, {{s20-s23}}",
                 "vpop {{s0-s23}}",
                 px = inout(reg) x.as_ptr() => _,
-                end = in(reg) x.as_ptr().wrapping_add(4 * groups),
+                end = inout(reg) 16 * groups => _,
                 p0 = inout(reg) rows[0] => _,
                 p1 = inout(reg) rows[1] => _,
                 p2 = inout(reg) rows[2] => _,

@@ -47,46 +47,58 @@ pub(crate) fn quantize_as<'q>(x: &[f32], wide: bool, scratch: &'q mut [i8]) -> Q
 pub(crate) struct Input<'x> {
     x: &'x [f32],
     scratch: &'x mut [i8],
-    /// The scale of the integer values in `scratch` and whether they are int16, for integer
-    /// activations.
-    scale: Option<(f32, bool)>,
-    /// Whether the int8 values' lanes in `scratch` are in the int4 kernel's order
-    /// ([`int4_rows::rearrange`]) instead of the int8 kernel's.
-    int4_lanes: bool,
+    /// The scale of the integer values in `scratch` and what they are, for integer activations.
+    scale: Option<(f32, Held)>,
+}
+
+/// What an [`Input`]'s scratch holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Held {
+    /// int8 values, their lanes in the int8 kernel's order.
+    I8,
+    /// int8 values, their lanes in the int4 kernel's order ([`int4_rows::rearrange`]).
+    I8ForI4,
+    /// int16 values.
+    I16,
 }
 
 impl<'x> Input<'x> {
     /// `x` as `activations` dictate: quantised into `scratch` (at least `3 * x.len()` bytes) for integer
     /// activations.
     pub(crate) fn new(x: &'x [f32], activations: Activations, scratch: &'x mut [i8]) -> Self {
-        let scale = width(activations).map(|wide| (quantize_as(x, wide, scratch).scale, wide));
-        Input {
-            x,
-            scratch,
-            scale,
-            int4_lanes: false,
-        }
+        let scale = width(activations).map(|wide| {
+            let held = if wide { Held::I16 } else { Held::I8 };
+            (quantize_as(x, wide, scratch).scale, held)
+        });
+        Input { x, scratch, scale }
     }
 
-    /// Puts the int8 values' lanes in the order of the int4 kernel (`int4`) or of the int8 one: in
+    /// Puts the int8 values' lanes in the order of the int4 kernel (`for_i4`) or of the int8 one: in
     /// place, once for all the matrices of one dtype that read this input.
-    fn order_lanes(&mut self, int4: bool) {
-        if self.int4_lanes != int4 {
-            let words = self.q().map_or(0, |q| q.lanes.len());
-            // The lanes follow the `n` values, word-aligned (`quantize`).
-            let n = self.x.len();
-            let lanes = self.scratch.get_mut(n..n + 4 * words).unwrap_or(&mut []);
-            int4_rows::rearrange(bytemuck::try_cast_slice_mut(lanes).unwrap_or(&mut []));
-            self.int4_lanes = int4;
+    fn order_lanes(&mut self, for_i4: bool) {
+        // Without int4 matrices (or int8 activations) the lanes always stay in the int8 order.
+        if !DType::I4.compiled() {
+            return;
+        }
+        let want = if for_i4 { Held::I8ForI4 } else { Held::I8 };
+        if let Some((scale, held @ (Held::I8 | Held::I8ForI4))) = self.scale {
+            if held != want {
+                let words = self.q().map_or(0, |q| q.lanes.len());
+                // The lanes follow the `n` values, word-aligned (`quantize`).
+                let n = self.x.len();
+                let lanes = self.scratch.get_mut(n..n + 4 * words).unwrap_or(&mut []);
+                int4_rows::rearrange(bytemuck::try_cast_slice_mut(lanes).unwrap_or(&mut []));
+                self.scale = Some((scale, want));
+            }
         }
     }
 
     /// The integer values, if quantised.
     fn q(&self) -> Option<Quantized<'_>> {
         let n = self.x.len();
-        self.scale.map(|(scale, wide)| match wide {
-            true => quantized16(self.scratch, n, scale),
-            false => quantized(self.scratch, n, scale),
+        self.scale.map(|(scale, held)| match held {
+            Held::I16 => quantized16(self.scratch, n, scale),
+            Held::I8 | Held::I8ForI4 => quantized(self.scratch, n, scale),
         })
     }
 
@@ -111,9 +123,7 @@ impl<'x> Input<'x> {
         let n = self.x.len();
         let rows = out.len().min(w.rows());
         let out = &mut out[..rows];
-        if matches!(self.scale, Some((_, false))) {
-            self.order_lanes(w.dtype() == DType::I4);
-        }
+        self.order_lanes(w.dtype() == DType::I4);
         match self.q() {
             Some(q) if w.dtype() == DType::I8 && DType::I8.compiled() => {
                 int8::matvec(w.data(), w.cols(), w.scales(), &q, out);
