@@ -4,11 +4,12 @@
 //! again from its recipe (byte for byte), the core's docs with warnings denied, the core crate without
 //! `std` or `alloc`, the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every
 //! emulated board checked against the host (the shipped model as int8 and as f32), two fixtures with
-//! norms and MLPs on the Cortex-M4F and M55, the shipped model as W8A16, the byte-level model (its
-//! continuation checked too) and a ROME-edited fact model (its recall checked) on the Cortex-M4F, the
-//! real boards' builds with their sizes and budgets, and a short run of every fuzz target. Every step
+//! norms and MLPs on the Cortex-M4F and M55, the shipped model as int4, f16 and W8A16 (and a fixture as
+//! int4), the byte-level model (its continuation checked too) and a ROME-edited fact model (its recall
+//! checked) on the Cortex-M4F, the real boards' builds with their sizes and budgets, and a short run of every fuzz target. Every step
 //! runs even if an earlier one failed; the last line counts them.
 
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
@@ -135,6 +136,39 @@ fn w8a16_on_qemu() -> Result<()> {
     firmware::run(matrix::firmware_args(Board::Mps2An386, &blob, &[])).map(|_| ())
 }
 
+/// The shipped model as int4 and as f16 on the Cortex-M4F, then the `gpt2_like` fixture as int4 (its
+/// 32-column matrices take the int4 kernel's one-group passes): the `asm!` kernels of those dtypes
+/// (`quant/int4_rows.rs`, `math/rows.rs`) against the host's hash.
+fn int4_f16_on_qemu() -> Result<()> {
+    let tool = host_tool::build()?;
+    let convert = |checkpoint: PathBuf, dtype: &str| {
+        BlobSource::Convert {
+            checkpoint,
+            config: None,
+            dtype: dtype.into(),
+            activations: None,
+        }
+        .resolve(Some(&tool))
+    };
+    for dtype in ["i4", "f16"] {
+        let blob = convert(root().join(firmware::DEFAULT_CHECKPOINT), dtype)?;
+        firmware::run(matrix::firmware_args(Board::Mps2An386, &blob, &[]))
+            .with_context(|| format!("the shipped model as {dtype}"))?;
+    }
+    let fixture = root().join("tests/fixtures/gpt2_like/model.safetensors");
+    let blob = convert(fixture, "i4")?;
+    let extra = [
+        "--min-accuracy",
+        "0",
+        "--min-ablation-drop=-1",
+        "--stack-reserve",
+        FIXTURE_STACK_RESERVE,
+    ];
+    firmware::run(matrix::firmware_args(Board::Mps2An386, &blob, &extra))
+        .context("fixture gpt2_like as i4")
+        .map(|_| ())
+}
+
 /// The fact prompt of [`edited_facts_on_qemu`] (`s1 s2 r`) and the object the edit writes for it (the
 /// model recalls 44 before the edit).
 const FACT_EDIT: (&str, &str) = ("2,21,33", "40");
@@ -245,6 +279,11 @@ fn steps() -> Vec<Step> {
                 let args = ["firmware", "--skip-thumbv6m", "--model", "bytes"];
                 firmware::run(matrix::parse_firmware_args(args)).map(|_| ())
             }),
+        },
+        Step {
+            name: "firmware on QEMU mps2-an386, int4 and f16 (and a norm and MLP model as int4)"
+                .into(),
+            run: Box::new(int4_f16_on_qemu),
         },
         Step {
             name: "firmware on QEMU mps2-an386, W8A16 (--activations i16)".into(),
