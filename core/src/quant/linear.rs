@@ -181,3 +181,37 @@ impl<'x> Centred<'x> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec::Vec;
+
+    #[test]
+    fn one_input_meets_int4_and_int8_matrices_in_any_order() {
+        // 6 rows of 64 columns: two int4 groups per row, whole pairs of rows for the int4 kernel.
+        let (rows, cols) = (6, 64);
+        let nibbles: Vec<u8> = (0..rows * cols / 2)
+            .map(|i| (i as u32).wrapping_mul(0x9e37_79b9).to_le_bytes()[3])
+            .collect();
+        let bytes: Vec<u8> = (0..rows * cols).map(|i| (i * 89 % 251) as u8).collect();
+        let scale = |n: usize| -> Vec<u8> {
+            (0..n)
+                .flat_map(|i| crate::blob::encode_scale(0.125 + i as f32 / 16.0).unwrap())
+                .collect()
+        };
+        let (s4, s8) = (scale(rows * cols / 32), scale(rows));
+        let w4 = Matrix::from_parts(DType::I4, rows, cols, &nibbles, &s4).unwrap();
+        let w8 = Matrix::from_parts(DType::I8, rows, cols, &bytes, &s8).unwrap();
+        let x: Vec<f32> = (0..cols).map(|i| ((i * 37) % 23) as f32 - 11.5).collect();
+        let mut scratch = std::vec![0u32; cols];
+        let mut input = Input::new(&x, Activations::I8, bytemuck::cast_slice_mut(&mut scratch));
+        for w in [&w4, &w4, &w8, &w4, &w8, &w8] {
+            let want: Vec<f32> = (0..rows).map(|r| input.dot(w, r, 0, cols)).collect();
+            let mut out = std::vec![0.0f32; rows];
+            input.matvec(w, &mut out);
+            let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&out), bits(&want), "{:?}", w.dtype());
+        }
+    }
+}
