@@ -275,20 +275,21 @@ mod asm {
         };
     }
 
-    /// The rows' totals `s8`, `s9` with the first group's `sum * scale`: the totals so far from `out`
+    /// `r0`, `r1`: `out` so far and its end. The rows' totals `s8`, `s9` with the first group's
+    /// `sum * scale`: the totals so far from `out`
     /// plus it (`later`), or (`first`) just it, which is `0 + sum * scale` bit for bit (a positive
     /// scale times an integer is never `-0`).
     macro_rules! start {
         (first) => {
             concat!(
-                "ldr r0, [sp, #8]\n",
+                "ldrd r0, r1, [sp, #8]\n",
                 "vmul.f32 s8, s0, s4\n",
                 "vmul.f32 s9, s1, s5\n",
             )
         };
         (later) => {
             concat!(
-                "ldr r0, [sp, #8]\n",
+                "ldrd r0, r1, [sp, #8]\n",
                 "vldmia r0, {{s8-s9}}\n",
                 "vmla.f32 s8, s0, s4\n",
                 "vmla.f32 s9, s1, s5\n",
@@ -296,7 +297,8 @@ mod asm {
         };
     }
 
-    /// The end of a pass: the totals (`s8`, `s9`) times the factor `s10`, stored at `r0`; the next
+    /// The end of a pass: the totals (`s8`, `s9`) times the factor `s10`, stored at `r0` (the end of
+    /// `out` in `r1`); the next
     /// pair of rows (`$lanes` bytes of lanes and `$words` bytes of each row were read); the loop.
     macro_rules! next_pass {
         ($lanes:literal, $words:literal) => {
@@ -312,7 +314,6 @@ mod asm {
                 "sub r11, r11, #",
                 $words,
                 "\n",
-                "ldr r1, [sp, #12]\n",
                 "cmp r0, r1\n",
                 "bne 2b\n",
             )
