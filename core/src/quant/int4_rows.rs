@@ -6,13 +6,15 @@
 //! lanes ([`unpack`]: one `AND` of the word shifted by 12, 8, 4 or 0 with `0xf000f000`, which puts
 //! nibbles `k` and `k + 4` in the top four bits of the two lanes, `4096 * w` each) that `SMLAD`
 //! multiplies with the activation lanes of the same columns ([`arrange`]: the int8 kernel's lanes
-//! repacked, once per call, so that lanes four columns apart pair up). The group's sum is `4096 * acc`,
+//! repacked so that lanes four columns apart pair up; in place, once per input vector, by
+//! `quant::linear::Input`, which records their order). The group's sum is `4096 * acc`,
 //! exact (at most `32 * 8 * 128 * 4096 = 2^27`), and `4096` is divided out exactly. Int16 activations
 //! would overflow that factor, so they meet nibbles scaled by 16 ([`unpack16`], `SXTB16` on the
-//! nibbles moved into the high half of their bytes).
+//! nibbles moved into the high half of their bytes), their lanes arranged here, eight columns at a
+//! time (W4A16 is not a speed target).
 //!
 //! With the feature `dsp` on an ARM target with an FPU (`eabihf`), int8 activations run one `asm!`
-//! loop ([`asm`]): per eight columns one `LDMIA` of the four activation lanes for both rows, then per
+//! loop (`asm`): per eight columns one `LDMIA` of the four activation lanes for both rows, then per
 //! row `LDR`, four `AND` and four `SMLAD`: 19 instructions per 16 multiply-accumulates. Per pass it
 //! converts the group sums with `VCVT.F32.S32 #12` (the division by 4096, exact), widens the `f16`
 //! scales with `VCVTB`/`VCVTT` and adds `sum * scale` with `VMLA.F32` (product rounded, then the sum:
