@@ -88,6 +88,16 @@ const QEMU_FIXTURES: [&str; 3] = ["gpt2_like", "rotary_rms", "sinusoidal"];
 /// Stack reserve for [`QEMU_FIXTURES`] (their high-water marks on the M4F: 1,912, 2,520 and 2,224 B).
 const FIXTURE_STACK_RESERVE: &str = "2800";
 
+/// `cargo xtask firmware` arguments for a fixture: random models, so no accuracy to ask for, and
+/// ablating their "induction heads" may as well help (the sinusoidal one); their deeper stacks.
+const FIXTURE_ARGS: [&str; 5] = [
+    "--min-accuracy",
+    "0",
+    "--min-ablation-drop=-1",
+    "--stack-reserve",
+    FIXTURE_STACK_RESERVE,
+];
+
 /// Boards the fixtures run on: the Cortex-M4F (the DSP kernels) and the Cortex-M55 (the Helium kernel).
 const FIXTURE_BOARDS: [Board; 2] = [Board::Mps2An386, Board::Mps3An547];
 
@@ -108,15 +118,7 @@ fn fixtures_on_qemu() -> Result<()> {
         }
         .resolve(Some(&tool))?;
         for board in FIXTURE_BOARDS {
-            let extra = [
-                "--min-accuracy",
-                "0",
-                // Random models: ablating their "induction heads" may as well help (the sinusoidal one).
-                "--min-ablation-drop=-1",
-                "--stack-reserve",
-                FIXTURE_STACK_RESERVE,
-            ];
-            firmware::run(matrix::firmware_args(board, &blob, &extra))
+            firmware::run(matrix::firmware_args(board, &blob, &FIXTURE_ARGS))
                 .with_context(|| format!("fixture {name} on {}", board.name()))?;
         }
     }
@@ -157,16 +159,13 @@ fn int4_f16_on_qemu() -> Result<()> {
     }
     let fixture = root().join("tests/fixtures/gpt2_like/model.safetensors");
     let blob = convert(fixture, "i4")?;
-    let extra = [
-        "--min-accuracy",
-        "0",
-        "--min-ablation-drop=-1",
-        "--stack-reserve",
-        FIXTURE_STACK_RESERVE,
-    ];
-    firmware::run(matrix::firmware_args(Board::Mps2An386, &blob, &extra))
-        .context("fixture gpt2_like as i4")
-        .map(|_| ())
+    firmware::run(matrix::firmware_args(
+        Board::Mps2An386,
+        &blob,
+        &FIXTURE_ARGS,
+    ))
+    .context("fixture gpt2_like as i4")
+    .map(|_| ())
 }
 
 /// The fact prompt of [`edited_facts_on_qemu`] (`s1 s2 r`) and the object the edit writes for it (the
