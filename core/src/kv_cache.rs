@@ -272,6 +272,18 @@ impl<'b> KvCache<'b> {
                 for (s, s_k) in row4.iter_mut().zip(scales4) {
                     *s = score(s.to_bits() as i32 as f32, Some(s_k));
                 }
+                // With int16 queries (no cheap single-key dot product), the last keys as one more
+                // quad when the cache holds the rows after them (stale positions: their sums are
+                // dropped); each kept sum is the same exact integer.
+                let next = keys4.get(quads * stride..).unwrap_or(&[]);
+                if wide_q && whole && !rest.is_empty() && next.len() >= 3 * stride + dh {
+                    let mut sums = [0i32; 4];
+                    dsp::dot4_strided(next, stride, qq.lanes, &mut sums);
+                    for (s, acc) in rest.iter_mut().zip(sums) {
+                        *s = score(acc as f32, scales.next());
+                    }
+                    return max;
+                }
                 for (j, s) in rest.iter_mut().enumerate() {
                     let key = keys.get((quads + j) * stride..).unwrap_or(&[]);
                     let key = key.get(..dh).unwrap_or(&[]);

@@ -25,8 +25,7 @@ fn per_head<H: Hooks>(s: &mut Step<'_, '_, H>, kind: HookKind, buf: &mut [f32]) 
 
 /// `out = W x + b` in the model's arithmetic.
 fn project(w: &Matrix<'_>, b: &Vector<'_>, x: &Input<'_>, out: &mut [f32]) {
-    x.matvec(w, out);
-    b.add_to(out);
+    x.matvec(w, Some(b), out);
 }
 
 /// Adds row `pos` of a shortformer positional table to `out`, using `tmp` as scratch.
