@@ -57,7 +57,11 @@ pub fn quantize_one16(x: f32, inv: f32) -> i16 {
 /// per value instead of the FPU's compare and flag transfer; the same value bit for bit.
 #[inline]
 pub fn max_abs(x: &[f32]) -> f32 {
-    let m = x.iter().fold(0u32, |m, v| m.max(v.to_bits() << 1));
+    let key = |m: u32, v: &f32| m.max(v.to_bits() << 1);
+    // Four values per pass (one loop test, paired loads), then the rest.
+    let fours = x.chunks_exact(4);
+    let rest = fours.remainder().iter().fold(0, key);
+    let m = fours.fold(rest, |m, q| q.iter().fold(m, key));
     match m <= f32::INFINITY.to_bits() << 1 {
         true => f32::from_bits(m >> 1),
         false => crate::math::max_of(x.iter().map(|v| libm::fabsf(*v)), 0.0),
