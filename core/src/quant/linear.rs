@@ -111,8 +111,8 @@ impl<'x> Input<'x> {
             _ => out.fill(0.0),
         }
         if let Some(b) = bias {
-            let rest = all.iter_mut().zip(b.iter()).skip(biased);
-            rest.for_each(|(o, b)| *o += b);
+            let rest = Vector::new(b.bytes().get(4 * biased..).unwrap_or(&[]));
+            rest.add_to(all.get_mut(biased..).unwrap_or(&mut []));
         }
     }
 }
