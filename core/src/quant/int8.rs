@@ -129,28 +129,8 @@ pub fn matvec(
         let rows = out.len().min(w.len() / cols).min(scales.len() / 2);
         let quads = &mut out[..rows - rows % 4];
         dsp::dot4_strided(w, cols, lanes, bytemuck::cast_slice_mut(quads));
-        let s_x = s_x * SCALE_UNIT;
-        // Pairs of rows with their two scales in one word: with the bias where it covers the pair.
-        let biased = quads.len().min(bias.len() / 4) / 2 * 2;
-        let (with, without) = quads.split_at_mut(biased);
-        let (scales_with, scales_without) = scales.split_at(biased.min(scales.len() / 2) * 2);
-        let pairs = with.chunks_exact_mut(2).zip(scales_with.chunks_exact(4));
-        for ((o, s), b) in pairs.zip(bias.chunks_exact(8)) {
-            let (s, b) = (scale_bits_pair(s), [&b[..4], &b[4..]].map(dsp::word));
-            for ((o, s), b) in o.iter_mut().zip(s).zip(b) {
-                *o = o.to_bits() as i32 as f32 * (s * s_x) + f32::from_bits(b);
-            }
-        }
-        for (o, s) in without
-            .chunks_exact_mut(2)
-            .zip(scales_without.chunks_exact(4))
-        {
-            for (o, s) in o.iter_mut().zip(scale_bits_pair(s)) {
-                *o = o.to_bits() as i32 as f32 * (s * s_x);
-            }
-        }
+        fused = rescale_quads(quads, scales, s_x, bias);
         done = quads.len();
-        fused = biased;
     }
     // The other rows one at a time (all of them without the lanes), as [`rescale`] of [`dot`].
     let rest = w.chunks_exact(cols.max(1)).zip(scales.chunks_exact(2));
@@ -166,6 +146,35 @@ pub fn matvec(
     for (o, b) in out.iter_mut().skip(fused).zip(rest.chunks_exact(4)) {
         *o += f32::from_bits(dsp::word(b));
     }
+}
+
+/// [`matvec`]'s epilogue for the four-row part: the kernel's `i32` sums (as bits in `quads`) times
+/// `s_w * s_x` (`s_w` from the `f16` scales, two per word), plus the bias over the pairs of rows it
+/// covers; returns how many rows took the bias. Out of line, so that its registers do not widen the
+/// frame that is live while the kernel runs (the Cortex-M0's deepest stack goes through here).
+#[inline(never)]
+fn rescale_quads(quads: &mut [f32], scales: &[u8], s_x: f32, bias: &[u8]) -> usize {
+    let s_x = s_x * SCALE_UNIT;
+    // Pairs of rows with their two scales in one word: with the bias where it covers the pair.
+    let biased = quads.len().min(bias.len() / 4) / 2 * 2;
+    let (with, without) = quads.split_at_mut(biased);
+    let (scales_with, scales_without) = scales.split_at(biased.min(scales.len() / 2) * 2);
+    let pairs = with.chunks_exact_mut(2).zip(scales_with.chunks_exact(4));
+    for ((o, s), b) in pairs.zip(bias.chunks_exact(8)) {
+        let (s, b) = (scale_bits_pair(s), [&b[..4], &b[4..]].map(dsp::word));
+        for ((o, s), b) in o.iter_mut().zip(s).zip(b) {
+            *o = o.to_bits() as i32 as f32 * (s * s_x) + f32::from_bits(b);
+        }
+    }
+    let pairs = without
+        .chunks_exact_mut(2)
+        .zip(scales_without.chunks_exact(4));
+    for (o, s) in pairs {
+        for (o, s) in o.iter_mut().zip(scale_bits_pair(s)) {
+            *o = o.to_bits() as i32 as f32 * (s * s_x);
+        }
+    }
+    biased
 }
 
 /// `a . b` of two int8 vectors, exact, rounded once to `f32` (as [`dot_i8`]`as f32`).
