@@ -66,6 +66,10 @@ impl<'a> Vector<'a> {
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
     }
+    /// The elements' bytes: little-endian `f32`s, any alignment.
+    pub(crate) fn bytes(&self) -> &'a [u8] {
+        self.data
+    }
     /// The elements.
     pub fn iter(&self) -> impl Iterator<Item = f32> + 'a {
         f32s(self.data)

@@ -5,6 +5,7 @@
 
 use super::block::AttnWeights;
 use super::Step;
+use crate::blob::DType;
 use crate::config::Positional;
 use crate::features;
 use crate::hooks::{HookKind, Hooks};
@@ -25,8 +26,15 @@ fn per_head<H: Hooks>(s: &mut Step<'_, '_, H>, kind: HookKind, buf: &mut [f32]) 
 
 /// `out = W x + b` in the model's arithmetic.
 fn project(w: &Matrix<'_>, b: &Vector<'_>, x: &mut Input<'_>, out: &mut [f32]) {
-    x.matvec(w, out);
-    b.add_to(out);
+    // With the int8 kernel in the build, the bias is added as it rescales; else in a pass of its
+    // own, as the float builds' stack measurements assume.
+    match DType::I8.compiled() {
+        true => x.matvec(w, Some(b), out),
+        false => {
+            x.matvec(w, None, out);
+            b.add_to(out);
+        }
+    }
 }
 
 /// Adds row `pos` of a shortformer positional table to `out`, using `tmp` as scratch.

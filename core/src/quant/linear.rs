@@ -4,7 +4,7 @@
 use super::activations::{quantize, quantize16, quantized, quantized16, Quantized};
 use super::{int4_rows, int8, offset};
 use crate::blob::{Activations, DType};
-use crate::weights::Matrix;
+use crate::weights::{Matrix, Vector};
 
 /// Whether this build can meet a matrix in `f32` arithmetic: with float weights or float activations.
 /// Without either (an int8-only firmware) every matrix `Model::from_bytes` accepts is integer and every
@@ -116,17 +116,21 @@ impl<'x> Input<'x> {
         }
     }
 
-    /// `out[r] = W[r] . x` for every row, as [`Input::dot`] with the arithmetic chosen once per matrix:
-    /// an `i8` matrix meets integer inputs in [`int8::matvec`], four rows at a time, an `i4` one in
-    /// [`int4_rows::matvec4`], two at a time.
-    pub(crate) fn matvec(&mut self, w: &Matrix<'_>, out: &mut [f32]) {
+    /// `out[r] = W[r] . x` for every row, as [`Input::dot`] with the arithmetic chosen once per matrix
+    /// (an `i8` matrix meets integer inputs in [`int8::matvec`], four rows at a time, an `i4` one in
+    /// [`int4_rows::matvec4`], two at a time), then `out[r] += b[r]` for a bias `b`
+    /// ([`Vector::add_to`]; the int8 kernel adds it as it rescales, the same bits).
+    pub(crate) fn matvec(&mut self, w: &Matrix<'_>, bias: Option<&Vector<'_>>, all: &mut [f32]) {
         let n = self.x.len();
-        let rows = out.len().min(w.rows());
-        let out = &mut out[..rows];
+        let rows = all.len().min(w.rows());
+        let out = &mut all[..rows];
+        let mut biased = 0;
         self.order_lanes(w.dtype() == DType::I4);
         match self.q() {
             Some(q) if w.dtype() == DType::I8 && DType::I8.compiled() => {
-                int8::matvec(w.data(), w.cols(), w.scales(), &q, out);
+                let b = bias.map_or(&[][..], |b| b.bytes());
+                int8::matvec(w.data(), w.cols(), w.scales(), &q, b, out);
+                biased = rows;
             }
             Some(q) if w.dtype() == DType::I4 && DType::I4.compiled() => {
                 // Two rows at a time where the input spans whole groups, the rest row by row.
@@ -140,6 +144,10 @@ impl<'x> Input<'x> {
             }
             _ if FLOAT_PATH => w.matvec(self.x, out),
             _ => out.fill(0.0),
+        }
+        if let Some(b) = bias {
+            let rest = Vector::new(b.bytes().get(4 * biased..).unwrap_or(&[]));
+            rest.add_to(all.get_mut(biased..).unwrap_or(&mut []));
         }
     }
 }
@@ -175,7 +183,7 @@ impl<'x> Centred<'x> {
     /// [`Input::matvec`], then `c` times `W`'s row sums added back ([`offset::add_row_sums`], which
     /// reuses the scratch: the input is spent).
     pub(crate) fn matvec(mut self, w: &Matrix<'_>, out: &mut [f32]) {
-        self.input.matvec(w, out);
+        self.input.matvec(w, None, out);
         if self.offset != 0.0 {
             offset::add_row_sums(w, self.offset, self.input.scratch, out);
         }
@@ -209,7 +217,7 @@ mod tests {
         for w in [&w4, &w4, &w8, &w4, &w8, &w8] {
             let want: Vec<f32> = (0..rows).map(|r| input.dot(w, r, 0, cols)).collect();
             let mut out = std::vec![0.0f32; rows];
-            input.matvec(w, &mut out);
+            input.matvec(w, None, &mut out);
             let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&out), bits(&want), "{:?}", w.dtype());
         }
