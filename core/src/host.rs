@@ -266,7 +266,7 @@ fn dot4_rows(rows: &[u8], stride: usize, x: &[i32], out: &mut [i32]) {
 /// The softmax's first half on the host, [`softmax::exp_shifted`] with the same bits:
 /// `x_i <- libm::expf(x_i - max)`, returning their sum added in order. `libm::expf` (FreeBSD's
 /// `e_expf.c`) is straight-line `f32` arithmetic on the range a softmax meets, `2⁻¹⁴ < |x| < 87.33`
-/// (and `1 + x` below it): [`EXP_LANES`] values at a time, every lane the same operations in the same
+/// (and `1 + x` below it): eight values at a time, every lane the same operations in the same
 /// order (no fused multiply-add), so the same bits; any other value (|x| ≥ 87.33, infinities, NaN)
 /// is `libm::expf` itself. With `fast-math` (micromath's `exp`) it is the core's loop.
 pub(crate) fn exp_shifted(x: &mut [f32], max: f32) -> f32 {
@@ -302,6 +302,7 @@ fn exp_shifted_avx2(x: &mut [f32], max: f32) -> f32 {
 }
 
 /// Values per pass of [`exp_lanes`].
+#[cfg(all(target_arch = "x86_64", not(feature = "fast-math")))]
 const EXP_LANES: usize = 8;
 
 /// `libm::expf` of each lane, and whether the lane is in the range computed here (`|x| < 87.33`, not
@@ -309,6 +310,7 @@ const EXP_LANES: usize = 8;
 /// its three argument reductions (`k` from `x / ln 2` rounded, `±1`, or `0` where `hi = x`, `lo = 0`
 /// give the same operations) selected per lane, and `scalbnf(y, k)` as the product by `2^k` it is for
 /// `|k| <= 126`.
+#[cfg(all(target_arch = "x86_64", not(feature = "fast-math")))]
 #[inline(always)]
 fn exp_lanes(x: [f32; EXP_LANES]) -> ([f32; EXP_LANES], [bool; EXP_LANES]) {
     const LN2_HI: f32 = f32::from_bits(0x3f31_7200);
