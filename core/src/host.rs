@@ -213,11 +213,19 @@ fn lanes_dot(w: &[f32], x: &[f32]) -> [f32; LANES] {
 /// overflow) are exact in any order: the same values as the device, summed by the CPU's widest SIMD.
 pub(crate) fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
     let lane = |v: u32| v as u16 as i16 as i32;
-    let x: Vec<i32> = lanes
-        .chunks_exact(2)
-        .flat_map(|p| [lane(p[0]), lane(p[1]), lane(p[0] >> 16), lane(p[1] >> 16)])
-        .collect();
-    dot4_dispatch(rows, stride, &x, out)
+    // The lanes as `i32` values, on the stack for the usual widths.
+    let (mut small, mut large) = ([0i32; 1024], Vec::new());
+    let len = lanes.len() / 2 * 4;
+    let x = if len <= small.len() {
+        &mut small[..len]
+    } else {
+        large.resize(len, 0);
+        &mut large[..]
+    };
+    for (x, p) in x.chunks_exact_mut(4).zip(lanes.chunks_exact(2)) {
+        x.copy_from_slice(&[lane(p[0]), lane(p[1]), lane(p[0] >> 16), lane(p[1] >> 16)]);
+    }
+    dot4_dispatch(rows, stride, x, out)
 }
 
 fn dot4_dispatch(rows: &[u8], stride: usize, x: &[i32], out: &mut [i32]) {
@@ -254,11 +262,24 @@ fn dot4_rows(rows: &[u8], stride: usize, x: &[i32], out: &mut [i32]) {
             .unwrap_or(0)
             .min(x.len() / 4)
             * 4;
-        for (k, s) in sums.iter_mut().enumerate() {
-            *s = row(k)[..n]
+        let quad = [row(0), row(1), row(2), row(3)].map(|r| &r[..n]);
+        // The four rows together, eight columns at a time into eight partial sums each, then the
+        // columns left over (wrapping sums: exact in any order).
+        let whole = n - n % 8;
+        let mut acc = [[0i32; 8]; 4];
+        for (c, x) in x[..whole].chunks_exact(8).enumerate() {
+            for (acc, r) in acc.iter_mut().zip(&quad) {
+                for ((a, &w), &x) in acc.iter_mut().zip(&r[8 * c..8 * c + 8]).zip(x) {
+                    *a = a.wrapping_add((w as i8 as i32) * x);
+                }
+            }
+        }
+        for ((s, acc), r) in sums.iter_mut().zip(&acc).zip(&quad) {
+            let part = acc.iter().fold(0i32, |a, &v| a.wrapping_add(v));
+            *s = r[whole..]
                 .iter()
-                .zip(&x[..n])
-                .fold(0i32, |a, (&w, &x)| a.wrapping_add((w as i8 as i32) * x));
+                .zip(&x[whole..n])
+                .fold(part, |a, (&w, &x)| a.wrapping_add((w as i8 as i32) * x));
         }
     }
 }
@@ -400,6 +421,42 @@ mod tests {
                 (s >> 24) as u8
             })
             .collect()
+    }
+
+    #[test]
+    fn host_dot4_has_the_sums_of_one_row_at_a_time() {
+        let mut seed = 3u32;
+        let mut next = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            seed
+        };
+        for (rows_n, cols, stride) in [
+            (4, 64, 64),
+            (8, 36, 40),
+            (12, 13, 13),
+            (4, 4, 4),
+            (8, 200, 200),
+        ] {
+            let rows: Vec<u8> = (0..rows_n * stride).map(|_| next() as u8).collect();
+            let x: Vec<i32> = (0..cols / 4 * 4).map(|_| next() as i16 as i32).collect();
+            let lanes: Vec<u32> = x
+                .chunks_exact(4)
+                .flat_map(|c| {
+                    let pack = |a: i32, b: i32| (a as u16 as u32) | ((b as u16 as u32) << 16);
+                    [pack(c[0], c[2]), pack(c[1], c[3])]
+                })
+                .collect();
+            let mut got = vec![0i32; rows_n];
+            dot4_strided(&rows, stride, &lanes, &mut got);
+            let n = cols / 4 * 4;
+            for (r, g) in got.iter().enumerate() {
+                let want = rows[r * stride..r * stride + n]
+                    .iter()
+                    .zip(&x)
+                    .fold(0i32, |a, (&w, &x)| a.wrapping_add((w as i8 as i32) * x));
+                assert_eq!(*g, want, "{rows_n} x {cols} row {r}");
+            }
+        }
     }
 
     #[test]
