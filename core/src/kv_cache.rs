@@ -272,6 +272,18 @@ impl<'b> KvCache<'b> {
                 for (s, s_k) in row4.iter_mut().zip(scales4) {
                     *s = score(s.to_bits() as i32 as f32, Some(s_k));
                 }
+                // With int16 queries (no cheap single-key dot product), the last keys as one more
+                // quad when the cache holds the rows after them (stale positions: their sums are
+                // dropped); each kept sum is the same exact integer.
+                let next = keys4.get(quads * stride..).unwrap_or(&[]);
+                if wide_q && whole && !rest.is_empty() && next.len() >= 3 * stride + dh {
+                    let mut sums = [0i32; 4];
+                    dsp::dot4_strided(next, stride, qq.lanes, &mut sums);
+                    for (s, acc) in rest.iter_mut().zip(sums) {
+                        *s = score(acc as f32, scales.next());
+                    }
+                    return max;
+                }
                 for (j, s) in rest.iter_mut().enumerate() {
                     let key = keys.get((quads + j) * stride..).unwrap_or(&[]);
                     let key = key.get(..dh).unwrap_or(&[]);
@@ -408,5 +420,58 @@ fn store_i8<'q>(x: &[f32], q: impl Iterator<Item = &'q mut i8>, scale: Option<&m
     if let Some(scale) = scale {
         *scale = scale_of(x);
         quantize_into(x, *scale, q);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::activations::quantize16;
+    use std::{vec, vec::Vec};
+
+    #[test]
+    fn int16_query_scores_are_the_exact_sums_whatever_the_last_keys_take() {
+        // 11 positions: the last `len % 4` keys take the kernel's extra quad while the cache holds
+        // three rows after them, and the single-key path at the end of the cache.
+        let cfg = Config::new(2, 32, 2, 16, 8, 11, None);
+        let mut buf = vec![0.0f32; KvCache::len(&cfg, Activations::I16)];
+        let mut kv = KvCache::new(&cfg, Activations::I16, &mut buf).unwrap();
+        let mut seed = 0x5eed_1234u32;
+        let mut next = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (seed >> 8) as f32 / 4_194_304.0 - 2.0
+        };
+        for layer in 0..2 {
+            for pos in 0..11 {
+                let (k, v): (Vec<f32>, Vec<f32>) = (0..32).map(|_| (next(), next())).unzip();
+                kv.store(layer, pos, &k, &v);
+            }
+        }
+        let mut scratch = vec![0u32; 16];
+        for (layer, head, len) in
+            (0..2).flat_map(|l| (0..2).flat_map(move |h| (1..=11).map(move |n| (l, h, n))))
+        {
+            let q: Vec<f32> = (0..16).map(|_| next()).collect();
+            let mut row = vec![0.0f32; len];
+            let scratch = bytemuck::cast_slice_mut(&mut scratch);
+            let max = kv.scores(layer, head, &q, true, scratch, 4.0, &mut row);
+            let mut words = [0u32; 8];
+            let qq = quantize16(&q, bytemuck::cast_slice_mut(&mut words));
+            let Store::I8 { k, k_scale, .. } = &kv.store else {
+                unreachable!()
+            };
+            for (j, s) in row.iter().enumerate() {
+                let key = &k[kv.range(layer, j, head)];
+                let acc: i64 = (0..16).map(|i| key[i] as i64 * qq.wide.get(i) as i64).sum();
+                let s_k = k_scale[kv.value_scales(layer, head) + j];
+                let want = acc as f32 * (qq.scale * s_k) / 4.0;
+                assert_eq!(
+                    s.to_bits(),
+                    want.to_bits(),
+                    "layer {layer} head {head} len {len} key {j}"
+                );
+            }
+            assert_eq!(max, row.iter().fold(f32::NEG_INFINITY, |m, s| m.max(*s)));
+        }
     }
 }

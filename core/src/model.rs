@@ -1,6 +1,6 @@
 //! A validated model: a blob whose every tensor has been checked against its config, read in place.
 
-use crate::blob::{decode_scale, Activations, Blob, DType, Processing, TensorEntry, SCALE_BYTES};
+use crate::blob::{scales_valid, Activations, Blob, DType, Processing, TensorEntry, SCALE_BYTES};
 use crate::config::Config;
 use crate::error::{Error, Inconsistency};
 use crate::features::Features;
@@ -66,11 +66,7 @@ fn check_entry(
         return Err(inconsistent(Inconsistency::Bounds { index }));
     }
     let scales = &data[e.scales_offset as usize..e.scales_offset as usize + e.scales_len as usize];
-    let bad = |s: f32| !(s.is_finite() && s > 0.0);
-    if scales
-        .chunks_exact(SCALE_BYTES)
-        .any(|b| bad(decode_scale(b)))
-    {
+    if !scales_valid(scales) {
         return Err(inconsistent(Inconsistency::Scale { index }));
     }
     Ok(())

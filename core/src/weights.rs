@@ -1,6 +1,6 @@
 //! Read-only views of tensors inside a blob, dequantised on the fly; no copies, any alignment.
 
-use crate::blob::{decode_finite_scale, widen_f16, DType, I4_GROUP, SCALE_BYTES};
+use crate::blob::{decode_finite_scale, scales_valid, widen_f16, DType, I4_GROUP, SCALE_BYTES};
 use crate::math::rows as row_block;
 use crate::quant::activations::Wide;
 use crate::quant::{int4, int8};
@@ -66,6 +66,10 @@ impl<'a> Vector<'a> {
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
     }
+    /// The elements' bytes: little-endian `f32`s, any alignment.
+    pub(crate) fn bytes(&self) -> &'a [u8] {
+        self.data
+    }
     /// The elements.
     pub fn iter(&self) -> impl Iterator<Item = f32> + 'a {
         f32s(self.data)
@@ -95,8 +99,8 @@ fn each(out: &mut [f32], f: impl Fn(usize) -> f32) {
     out.iter_mut().enumerate().for_each(|(r, o)| *o = f(r));
 }
 
-/// Scale `i` of `scales`, exact (0 if out of range). A matrix comes from `Model::from_bytes`, which
-/// accepts only finite positive scales: decoded without `f16`'s non-finite and subnormal cases
+/// Scale `i` of `scales`, exact (0 if out of range). A matrix comes from `Model::from_bytes` or
+/// [`Matrix::from_parts`], which accept only finite positive scales: decoded without `f16`'s non-finite and subnormal cases
 /// ([`decode_finite_scale`], the same value for every scale it accepts).
 fn scale_at(scales: &[u8], i: usize) -> f32 {
     let at = i.saturating_mul(SCALE_BYTES);
@@ -127,7 +131,7 @@ impl<'a> Matrix<'a> {
         Matrix { blocked, ..self }
     }
     /// A matrix over encoded `data` and stored (`f16`) `scales`, checked like a blob's tensors:
-    /// byte lengths must match `dtype` and `[rows, cols]`.
+    /// byte lengths must match `dtype` and `[rows, cols]`, and every scale be finite and positive.
     pub fn from_parts(
         dtype: DType,
         rows: usize,
@@ -140,7 +144,8 @@ impl<'a> Matrix<'a> {
             && dtype
                 .n_scales(rows, cols)
                 .and_then(|n| n.checked_mul(SCALE_BYTES))
-                == Some(scales.len());
+                == Some(scales.len())
+            && scales_valid(scales);
         ok.then(|| Matrix::new(dtype, rows, cols, data, scales))
     }
     /// Storage type.
@@ -317,13 +322,65 @@ impl<'a> Matrix<'a> {
                     .for_each(|(o, &q)| *o = (q as i8) as f32 * s);
             }
             d @ DType::I4 if d.compiled() => {
+                // One scale per group, one byte per two columns (a missing byte reads as 0).
                 let row = self.i4_row(r);
                 let groups = self.cols.div_ceil(I4_GROUP);
-                for (c, o) in out.iter_mut().enumerate().take(self.cols) {
-                    *o = int4::nibble(row, c) as f32 * self.scale(r * groups + c / I4_GROUP);
+                let n = out.len().min(self.cols);
+                for (g, o) in out[..n].chunks_mut(I4_GROUP).enumerate() {
+                    let s = self.scale(r * groups + g);
+                    let bytes = row.get(g * I4_GROUP / 2..).unwrap_or(&[]);
+                    for (k, o) in o.chunks_mut(2).enumerate() {
+                        let b = bytes.get(k).copied().unwrap_or(0);
+                        let pair = [(b << 4) as i8 >> 4, b as i8 >> 4];
+                        o.iter_mut().zip(pair).for_each(|(o, n)| *o = n as f32 * s);
+                    }
                 }
             }
             _ => out.iter_mut().for_each(|o| *o = 0.0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_parts_refuses_scales_a_blob_may_not_hold() {
+        let data = [0x21u8, 0x0f];
+        for (bits, ok) in [
+            (0x3c00u16, true),
+            (0x0001, true),
+            (0x0000, false),
+            (0x8000, false),
+            (0xbc00, false),
+            (0x7c00, false),
+            (0x7e00, false),
+        ] {
+            let scales = bits.to_le_bytes();
+            let m = Matrix::from_parts(DType::I4, 1, 4, &data, &scales);
+            assert_eq!(m.is_some(), ok, "{bits:#x}");
+        }
+    }
+
+    #[test]
+    fn int4_rows_dequantise_nibble_by_nibble() {
+        // Two rows of 40 columns: two groups each, the second partial.
+        let data: std::vec::Vec<u8> = (0..40u32).map(|i| (i * 37 + 11) as u8).collect();
+        let scales: std::vec::Vec<u8> = [0.5f32, 0.25, 2.0, 0.125]
+            .iter()
+            .flat_map(|&s| crate::blob::encode_scale(s).unwrap())
+            .collect();
+        let m = Matrix::from_parts(DType::I4, 2, 40, &data, &scales).unwrap();
+        for r in 0..2 {
+            let mut out = [9.0f32; 41];
+            m.row_into(r, &mut out);
+            for (c, &o) in out.iter().enumerate().take(40) {
+                let want =
+                    int4::nibble(&data[20 * r..20 * r + 20], c) as f32 * m.scale(2 * r + c / 32);
+                assert_eq!(o, want, "row {r} col {c}");
+            }
+            assert_eq!(out[40], 9.0);
         }
     }
 }

@@ -4,11 +4,12 @@
 //! again from its recipe (byte for byte), the core's docs with warnings denied, the core crate without
 //! `std` or `alloc`, the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every
 //! emulated board checked against the host (the shipped model as int8 and as f32), two fixtures with
-//! norms and MLPs on the Cortex-M4F and M55, the shipped model as W8A16, the byte-level model (its
-//! continuation checked too) and a ROME-edited fact model (its recall checked) on the Cortex-M4F, the
-//! real boards' builds with their sizes and budgets, and a short run of every fuzz target. Every step
+//! norms and MLPs on the Cortex-M4F and M55, the shipped model as int4, f16 and W8A16 (and a fixture as
+//! int4), the byte-level model (its continuation checked too) and a ROME-edited fact model (its recall
+//! checked) on the Cortex-M4F, the real boards' builds with their sizes and budgets, and a short run of every fuzz target. Every step
 //! runs even if an earlier one failed; the last line counts them.
 
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
@@ -87,6 +88,16 @@ const QEMU_FIXTURES: [&str; 3] = ["gpt2_like", "rotary_rms", "sinusoidal"];
 /// Stack reserve for [`QEMU_FIXTURES`] (their high-water marks on the M4F: 1,912, 2,520 and 2,224 B).
 const FIXTURE_STACK_RESERVE: &str = "2800";
 
+/// `cargo xtask firmware` arguments for a fixture: random models, so no accuracy to ask for, and
+/// ablating their "induction heads" may as well help (the sinusoidal one); their deeper stacks.
+const FIXTURE_ARGS: [&str; 5] = [
+    "--min-accuracy",
+    "0",
+    "--min-ablation-drop=-1",
+    "--stack-reserve",
+    FIXTURE_STACK_RESERVE,
+];
+
 /// Boards the fixtures run on: the Cortex-M4F (the DSP kernels) and the Cortex-M55 (the Helium kernel).
 const FIXTURE_BOARDS: [Board; 2] = [Board::Mps2An386, Board::Mps3An547];
 
@@ -107,15 +118,7 @@ fn fixtures_on_qemu() -> Result<()> {
         }
         .resolve(Some(&tool))?;
         for board in FIXTURE_BOARDS {
-            let extra = [
-                "--min-accuracy",
-                "0",
-                // Random models: ablating their "induction heads" may as well help (the sinusoidal one).
-                "--min-ablation-drop=-1",
-                "--stack-reserve",
-                FIXTURE_STACK_RESERVE,
-            ];
-            firmware::run(matrix::firmware_args(board, &blob, &extra))
+            firmware::run(matrix::firmware_args(board, &blob, &FIXTURE_ARGS))
                 .with_context(|| format!("fixture {name} on {}", board.name()))?;
         }
     }
@@ -133,6 +136,36 @@ fn w8a16_on_qemu() -> Result<()> {
     }
     .resolve(Some(&host_tool::build()?))?;
     firmware::run(matrix::firmware_args(Board::Mps2An386, &blob, &[])).map(|_| ())
+}
+
+/// The shipped model as int4 and as f16 on the Cortex-M4F, then the `gpt2_like` fixture as int4 (its
+/// 32-column matrices take the int4 kernel's one-group passes): the `asm!` kernels of those dtypes
+/// (`quant/int4_rows.rs`, `math/rows.rs`) against the host's hash.
+fn int4_f16_on_qemu() -> Result<()> {
+    let tool = host_tool::build()?;
+    let convert = |checkpoint: PathBuf, dtype: &str| {
+        BlobSource::Convert {
+            checkpoint,
+            config: None,
+            dtype: dtype.into(),
+            activations: None,
+        }
+        .resolve(Some(&tool))
+    };
+    for dtype in ["i4", "f16"] {
+        let blob = convert(root().join(firmware::DEFAULT_CHECKPOINT), dtype)?;
+        firmware::run(matrix::firmware_args(Board::Mps2An386, &blob, &[]))
+            .with_context(|| format!("the shipped model as {dtype}"))?;
+    }
+    let fixture = root().join("tests/fixtures/gpt2_like/model.safetensors");
+    let blob = convert(fixture, "i4")?;
+    firmware::run(matrix::firmware_args(
+        Board::Mps2An386,
+        &blob,
+        &FIXTURE_ARGS,
+    ))
+    .context("fixture gpt2_like as i4")
+    .map(|_| ())
 }
 
 /// The fact prompt of [`edited_facts_on_qemu`] (`s1 s2 r`) and the object the edit writes for it (the
@@ -245,6 +278,11 @@ fn steps() -> Vec<Step> {
                 let args = ["firmware", "--skip-thumbv6m", "--model", "bytes"];
                 firmware::run(matrix::parse_firmware_args(args)).map(|_| ())
             }),
+        },
+        Step {
+            name: "firmware on QEMU mps2-an386, int4 and f16 (and a norm and MLP model as int4)"
+                .into(),
+            run: Box::new(int4_f16_on_qemu),
         },
         Step {
             name: "firmware on QEMU mps2-an386, W8A16 (--activations i16)".into(),

@@ -49,6 +49,15 @@ pub fn widen_f16(h: u16) -> f32 {
     }
 }
 
+/// Whether every stored scale in `scales` is finite and positive (all that a blob may hold, and all
+/// the integer kernels meet).
+pub fn scales_valid(scales: &[u8]) -> bool {
+    scales.chunks_exact(SCALE_BYTES).all(|b| {
+        let s = decode_scale(b);
+        s.is_finite() && s > 0.0
+    })
+}
+
 /// The stored scale in `b` for the integer kernels (0 if `b` is short): equal to [`decode_scale`] for
 /// every non-negative finite `f16`, all that `Model::from_bytes` accepts (a negative one gives its
 /// magnitude, a non-finite one a finite value): [`scale_bits`] times [`SCALE_UNIT`].
@@ -77,9 +86,12 @@ pub fn scale_bits(b: &[u8]) -> f32 {
 #[inline(always)]
 pub fn scale_bits_pair(b: &[u8]) -> [f32; 2] {
     match b {
-        [a, b, c, d, ..] => {
-            let w = u32::from_le_bytes([*a, *b, *c, *d]);
-            [magnitude_bits(w), magnitude_bits(w >> 16)]
+        [_, _, _, _, ..] => {
+            // Each half's 15 low bits at bits 13..28: one mask for both (`magnitude_bits` of each
+            // half); the word read as one (unaligned) load, which LLVM splits into bytes otherwise.
+            const BITS: u32 = 0x7fff << 13;
+            let w = u32::from_le(bytemuck::pod_read_unaligned(&b[..4]));
+            [w << 13 & BITS, w >> 3 & BITS].map(f32::from_bits)
         }
         _ => [0.0; 2],
     }

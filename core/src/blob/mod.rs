@@ -14,7 +14,7 @@ mod preamble;
 #[cfg(feature = "std")]
 mod writer;
 
-pub(crate) use dtype::{decode_finite_scale, decode_scale, scale_bits_pair, widen_f16, SCALE_UNIT};
+pub(crate) use dtype::{decode_finite_scale, scale_bits_pair, scales_valid, widen_f16, SCALE_UNIT};
 #[cfg(any(feature = "std", feature = "encode", test))]
 pub use dtype::{encode_scale, scale_up};
 pub use dtype::{Activations, DType, I4_GROUP, SCALE_BYTES};

@@ -5,6 +5,7 @@
 
 use super::block::AttnWeights;
 use super::Step;
+use crate::blob::DType;
 use crate::config::Positional;
 use crate::features;
 use crate::hooks::{HookKind, Hooks};
@@ -24,9 +25,16 @@ fn per_head<H: Hooks>(s: &mut Step<'_, '_, H>, kind: HookKind, buf: &mut [f32]) 
 }
 
 /// `out = W x + b` in the model's arithmetic.
-fn project(w: &Matrix<'_>, b: &Vector<'_>, x: &Input<'_>, out: &mut [f32]) {
-    x.matvec(w, out);
-    b.add_to(out);
+fn project(w: &Matrix<'_>, b: &Vector<'_>, x: &mut Input<'_>, out: &mut [f32]) {
+    // With the int8 kernel in the build, the bias is added as it rescales; else in a pass of its
+    // own, as the float builds' stack measurements assume.
+    match DType::I8.compiled() {
+        true => x.matvec(w, Some(b), out),
+        false => {
+            x.matvec(w, None, out);
+            b.add_to(out);
+        }
+    }
 }
 
 /// Adds row `pos` of a shortformer positional table to `out`, using `tmp` as scratch.
@@ -51,12 +59,12 @@ pub(crate) fn forward<H: Hooks>(
 ) {
     let (cfg, activations, layer, pos) = (s.cfg, s.act, s.layer, s.pos);
     let dh = cfg.d_head;
-    let x = Input::new(ws.normed, activations, ws.quant);
-    project(&w.w_q, &w.b_q, &x, ws.q);
+    let mut x = Input::new(ws.normed, activations, ws.quant);
+    project(&w.w_q, &w.b_q, &mut x, ws.q);
     add_positional(w.pos_q, pos, ws.q, ws.z);
-    project(&w.w_k, &w.b_k, &x, ws.k);
+    project(&w.w_k, &w.b_k, &mut x, ws.k);
     add_positional(w.pos_k, pos, ws.k, ws.z);
-    project(&w.w_v, &w.b_v, &x, ws.v);
+    project(&w.w_v, &w.b_v, &mut x, ws.v);
     per_head(s, HookKind::Q, ws.q);
     per_head(s, HookKind::K, ws.k);
     per_head(s, HookKind::V, ws.v);
@@ -99,7 +107,7 @@ pub(crate) fn forward<H: Hooks>(
         s.hook(HookKind::Z, h, z);
     }
 
-    let z = Input::new(ws.z, activations, ws.quant);
+    let mut z = Input::new(ws.z, activations, ws.quant);
     if s.wants(HookKind::Result) {
         ws.attn_out.iter_mut().for_each(|o| *o = 0.0);
         for h in 0..cfg.n_heads {
@@ -114,7 +122,7 @@ pub(crate) fn forward<H: Hooks>(
         }
         w.b_o.add_to(ws.attn_out);
     } else {
-        project(&w.w_o, &w.b_o, &z, ws.attn_out);
+        project(&w.w_o, &w.b_o, &mut z, ws.attn_out);
     }
     s.hook(HookKind::AttnOut, 0, ws.attn_out);
 }

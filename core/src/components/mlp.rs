@@ -18,8 +18,7 @@ pub(crate) fn forward<H: Hooks>(
     ws: &mut Workspace<'_>,
 ) {
     let hidden = &mut *ws.mlp;
-    Input::new(ws.normed, s.act, ws.quant).matvec(&w.w_in, hidden);
-    w.b_in.add_to(hidden);
+    Input::new(ws.normed, s.act, ws.quant).matvec(&w.w_in, Some(&w.b_in), hidden);
     s.hook(HookKind::MlpPre, 0, hidden);
     activation::apply(s.cfg.act_fn, hidden);
     s.hook(HookKind::MlpPost, 0, hidden);

@@ -6,7 +6,8 @@
 //! the feature `dsp` on an ARM target with an FPU (`eabihf`), the four rows run in one `asm!` loop per
 //! dtype (`asm_quad`): `VLDMIA` loads and `VMLA.F32`, which on ARMv7E-M rounds the product and then
 //! the sum (it is not fused: the same two roundings as the portable `acc + w * x`), the `f16` rows
-//! widened by `VCVTB`/`VCVTT`; 23 instructions per 16 multiply-accumulates for `f32`, 39 for `f16`.
+//! widened by `VCVTB`/`VCVTT`; two groups of four columns per iteration (one loop test per eight
+//! columns): 22.5 instructions per 16 multiply-accumulates for `f32`, 38.5 for `f16`.
 #![cfg_attr(feature = "dsp", allow(unsafe_code))]
 
 /// `out[r] = sum_c rows[r * stride + c] * x[c]` (left to right from 0) for every `r < out.len()`,
@@ -176,6 +177,51 @@ mod asm_quad {
         };
     }
 
+    /// One group of four columns of `f32` rows: `x` into `s0-s3`, the rows into `s4-s19`, then
+    /// [`vmla16`].
+    macro_rules! group_f32 {
+        () => {
+            concat!(
+                "vldmia {px}!, {{s0-s3}}\n",
+                "vldmia {p0}!, {{s4-s7}}\n",
+                "vldmia {p1}!, {{s8-s11}}\n",
+                "vldmia {p2}!, {{s12-s15}}\n",
+                "vldmia {p3}!, {{s16-s19}}\n",
+                vmla16!(),
+            )
+        };
+    }
+
+    /// One group of four columns of `f16` rows: two words per row, widened in place, then [`vmla16`].
+    macro_rules! group_f16 {
+        () => {
+            concat!(
+                "vldmia {px}!, {{s0-s3}}\n",
+                "vldmia {p0}!, {{s4-s5}}\n",
+                "vldmia {p1}!, {{s8-s9}}\n",
+                "vldmia {p2}!, {{s12-s13}}\n",
+                "vldmia {p3}!, {{s16-s17}}\n",
+                "vcvtt.f32.f16 s7, s5\n",
+                "vcvtb.f32.f16 s6, s5\n",
+                "vcvtt.f32.f16 s5, s4\n",
+                "vcvtb.f32.f16 s4, s4\n",
+                "vcvtt.f32.f16 s11, s9\n",
+                "vcvtb.f32.f16 s10, s9\n",
+                "vcvtt.f32.f16 s9, s8\n",
+                "vcvtb.f32.f16 s8, s8\n",
+                "vcvtt.f32.f16 s15, s13\n",
+                "vcvtb.f32.f16 s14, s13\n",
+                "vcvtt.f32.f16 s13, s12\n",
+                "vcvtb.f32.f16 s12, s12\n",
+                "vcvtt.f32.f16 s19, s17\n",
+                "vcvtb.f32.f16 s18, s17\n",
+                "vcvtt.f32.f16 s17, s16\n",
+                "vcvtb.f32.f16 s16, s16\n",
+                vmla16!(),
+            )
+        };
+    }
+
     /// Whether four rows of `items` items, `stride` apart, lie within `len` items.
     #[inline(always)]
     fn whole(len: usize, stride: usize, items: usize) -> bool {
@@ -203,8 +249,9 @@ mod asm_quad {
         }
         let rows = row_pointers(block, stride);
         // SAFETY: the loop reads `4 * groups` values from each of `x` and the four rows (checked
-        // above to lie within `block`: the last ends at `3 * stride + 4 * groups`; `VLDMIA` needs word alignment, which `&[f32]` has) and runs
-        // `groups > 0` times (its test follows its body); it reads and writes the four words of
+        // above to lie within `block`: the last ends at `3 * stride + 4 * groups`; `VLDMIA` needs
+        // word alignment, which `&[f32]` has) over `groups > 0` groups, two per iteration (an odd
+        // count enters at the second; the test of `px` against the end follows them); it reads and writes the four words of
         // `acc`, saves the FPU registers it uses (`s0-s23`, 96 bytes of stack) and restores them, and
         // changes the flags. (`sreg` operands would need the `vfp2` target feature, which a
         // single-precision FPU lacks.)
@@ -212,19 +259,21 @@ mod asm_quad {
             core::arch::asm!(
                 "vpush {{s0-s23}}",
                 "vldmia {acc}, {{s20-s23}}",
+                // Two groups per iteration; an odd count enters at the second (`end` holds
+                // `16 * groups` until it becomes the end of `x`).
+                "tst {end}, #16",
+                "add {end}, {px}, {end}",
+                "bne 3f",
                 "2:",
-                "vldmia {px}!, {{s0-s3}}",
-                "vldmia {p0}!, {{s4-s7}}",
-                "vldmia {p1}!, {{s8-s11}}",
-                "vldmia {p2}!, {{s12-s15}}",
-                "vldmia {p3}!, {{s16-s19}}",
-                vmla16!(),
+                group_f32!(),
+                "3:",
+                group_f32!(),
                 "cmp {px}, {end}",
                 "bne 2b",
                 "vstmia {acc}, {{s20-s23}}",
                 "vpop {{s0-s23}}",
                 px = inout(reg) x.as_ptr() => _,
-                end = in(reg) x.as_ptr().wrapping_add(4 * groups),
+                end = inout(reg) 16 * groups => _,
                 p0 = inout(reg) rows[0] => _,
                 p1 = inout(reg) rows[1] => _,
                 p2 = inout(reg) rows[2] => _,
@@ -252,35 +301,21 @@ mod asm_quad {
             core::arch::asm!(
                 "vpush {{s0-s23}}",
                 "vldmia {acc}, {{s20-s23}}",
+                // Two groups per iteration; an odd count enters at the second (`end` holds
+                // `16 * groups` until it becomes the end of `x`).
+                "tst {end}, #16",
+                "add {end}, {px}, {end}",
+                "bne 3f",
                 "2:",
-                "vldmia {px}!, {{s0-s3}}",
-                "vldmia {p0}!, {{s4-s5}}",
-                "vldmia {p1}!, {{s8-s9}}",
-                "vldmia {p2}!, {{s12-s13}}",
-                "vldmia {p3}!, {{s16-s17}}",
-            "vcvtt.f32.f16 s7, s5\n",
-            "vcvtb.f32.f16 s6, s5\n",
-            "vcvtt.f32.f16 s5, s4\n",
-            "vcvtb.f32.f16 s4, s4\n",
-            "vcvtt.f32.f16 s11, s9\n",
-            "vcvtb.f32.f16 s10, s9\n",
-            "vcvtt.f32.f16 s9, s8\n",
-            "vcvtb.f32.f16 s8, s8\n",
-            "vcvtt.f32.f16 s15, s13\n",
-            "vcvtb.f32.f16 s14, s13\n",
-            "vcvtt.f32.f16 s13, s12\n",
-            "vcvtb.f32.f16 s12, s12\n",
-            "vcvtt.f32.f16 s19, s17\n",
-            "vcvtb.f32.f16 s18, s17\n",
-            "vcvtt.f32.f16 s17, s16\n",
-            "vcvtb.f32.f16 s16, s16\n",
-                vmla16!(),
+                group_f16!(),
+                "3:",
+                group_f16!(),
                 "cmp {px}, {end}",
                 "bne 2b",
                 "vstmia {acc}, {{s20-s23}}",
                 "vpop {{s0-s23}}",
                 px = inout(reg) x.as_ptr() => _,
-                end = in(reg) x.as_ptr().wrapping_add(4 * groups),
+                end = inout(reg) 16 * groups => _,
                 p0 = inout(reg) rows[0] => _,
                 p1 = inout(reg) rows[1] => _,
                 p2 = inout(reg) rows[2] => _,

@@ -51,11 +51,28 @@ pub fn quantize_one16(x: f32, inv: f32) -> i16 {
     (r.to_bits() as i32 - MAGIC.to_bits() as i32).clamp(-32767, 32767) as i16
 }
 
+/// `max|x|` over the values of `x` that are not NaN (+0 for none): as integers, each value's bits
+/// shifted left once (the sign dropped), which order as the magnitudes do up to infinity
+/// (`0xff00_0000`); a larger one is a NaN, and then the float comparisons decide. One integer compare
+/// per value instead of the FPU's compare and flag transfer; the same value bit for bit.
+#[inline]
+pub fn max_abs(x: &[f32]) -> f32 {
+    let key = |m: u32, v: &f32| m.max(v.to_bits() << 1);
+    // Four values per pass (one loop test, paired loads), then the rest.
+    let fours = x.chunks_exact(4);
+    let rest = fours.remainder().iter().fold(0, key);
+    let m = fours.fold(rest, |m, q| q.iter().fold(m, key));
+    match m <= f32::INFINITY.to_bits() << 1 {
+        true => f32::from_bits(m >> 1),
+        false => crate::math::max_of(x.iter().map(|v| libm::fabsf(*v)), 0.0),
+    }
+}
+
 /// The int16 scale of a vector and its inverse: `(max|x| / 32767, 32767 / max|x|)`, `(0, 0)` for an
 /// all-zero vector (NaNs ignored).
 #[inline]
 pub fn scale16(x: &[f32]) -> (f32, f32) {
-    let max = crate::math::max_of(x.iter().map(|v| libm::fabsf(*v)), 0.0);
+    let max = max_abs(x);
     match max > 0.0 {
         true => (max / Q16_MAX, Q16_MAX / max),
         false => (0.0, 0.0),
@@ -64,7 +81,7 @@ pub fn scale16(x: &[f32]) -> (f32, f32) {
 
 /// The scale of a vector: `max|x| / 127` (0 for an all-zero vector; NaNs are ignored).
 pub fn scale_of(x: &[f32]) -> f32 {
-    crate::math::max_of(x.iter().map(|v| libm::fabsf(*v)), 0.0) / Q_MAX
+    max_abs(x) / Q_MAX
 }
 
 /// A vector quantised to int8 or int16 with one scale: `x[i] ~ q[i] * scale`.
@@ -310,6 +327,42 @@ mod tests {
                 .filter(|v| !v.is_nan())
                 .fold(0.0f32, |m, v| m.max(v.abs()));
             assert_eq!(scale_of(&x[..n]), want / 127.0, "n {n}");
+        }
+    }
+
+    #[test]
+    fn integer_maximum_equals_the_float_comparisons() {
+        let odd = [
+            0.0f32,
+            -0.0,
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e-45,
+            -1e-45,
+            f32::MAX,
+            f32::MIN_POSITIVE,
+            1.0,
+            -1.0,
+        ];
+        let mut seed = 0x0bad_5eedu32;
+        let mut next = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            seed
+        };
+        for case in 0..20_000 {
+            let n = (next() % 70) as usize;
+            let x: std::vec::Vec<f32> = (0..n)
+                .map(|_| match next() % 8 {
+                    0 => odd[(next() % odd.len() as u32) as usize],
+                    1 => f32::from_bits(next()),
+                    _ => (next() >> 8) as f32 / 65_536.0 - 128.0,
+                })
+                .filter(|v| case % 2 == 0 || !v.is_nan())
+                .collect();
+            let want = crate::math::max_of(x.iter().map(|v| libm::fabsf(*v)), 0.0);
+            assert_eq!(max_abs(&x).to_bits(), want.to_bits(), "{x:?}");
         }
     }
 

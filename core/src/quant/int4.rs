@@ -2,8 +2,7 @@
 //! of [`I4_GROUP`] along a row, each group with its own scale, against int8 or int16 activations.
 
 use super::activations::Wide;
-use super::dsp::{smlad, sxtb16, sxtb16_ror8};
-use crate::blob::{decode_finite_scale, I4_GROUP, SCALE_BYTES};
+use crate::blob::I4_GROUP;
 
 /// Nibble `c` of a packed row, sign-extended: the low nibble of byte `c / 2` for even `c`, the high one
 /// for odd `c`. Missing bytes read as 0.
@@ -67,81 +66,6 @@ fn dot_i32(row: &[u8], c: usize, x: &[i8]) -> i32 {
     acc + last.unwrap_or(0)
 }
 
-/// `out[r] = (sum_g acc_g * s_w[r][g]) * s_x` for two rows at a time of an int4 matrix of `cols`
-/// columns (whole groups, `cols % I4_GROUP == 0`) against int8 (or int16) activations given as their
-/// [`Quantized::lanes`](super::activations::Quantized::lanes) (`[x0, x2]`, `[x1, x3]` per four columns),
-/// exactly as [`dot`] of every row; returns the rows done (a multiple of 2; the caller does the rest).
-///
-/// Per word of a row (eight nibbles, columns `c .. c + 8`) the nibbles are moved into the high half of
-/// their bytes by two masks, `(w << 4) & 0xf0f0f0f0` (the even columns) and `w & 0xf0f0f0f0` (the odd
-/// ones), so that `SXTB16` gives 16-bit lanes of `16 * nibble`: `[w_c, w_c+4]`, `[w_c+2, w_c+6]`,
-/// `[w_c+1, w_c+5]`, `[w_c+3, w_c+7]`, met by the activations' lanes repacked once per two rows in that
-/// order; four `SMLAD`s per word. The group's sum is `16 * acc_g`, exact (at most `32 * 128 * 127 * 16`),
-/// and shifted back down exactly.
-pub(crate) fn matvec4(
-    data: &[u8],
-    cols: usize,
-    scales: &[u8],
-    lanes: &[u32],
-    s_x: f32,
-    out: &mut [f32],
-) -> usize {
-    let groups = cols / I4_GROUP;
-    let row_words = cols / 8;
-    let words = match bytemuck::try_cast_slice::<u8, u32>(data) {
-        // Little-endian words (as the blob and the lanes are), whole groups, lanes for every column.
-        Ok(words)
-            if cfg!(target_endian = "little")
-                && cols != 0
-                && cols % I4_GROUP == 0
-                && lanes.len() == cols / 2 =>
-        {
-            words
-        }
-        _ => return 0,
-    };
-    let rows = out.len().min(words.len() / row_words) / ROWS * ROWS;
-    const MASK: u32 = 0xf0f0_f0f0;
-    // Two rows per pass: with four, the loop's live values (sums, lanes, masks, words) outgrow the
-    // registers and spill.
-    const ROWS: usize = 2;
-    for (q, o) in out[..rows].chunks_exact_mut(ROWS).enumerate() {
-        let block: [&[u32]; ROWS] = core::array::from_fn(|k| {
-            let start = (ROWS * q + k) * row_words;
-            &words[start..start + row_words]
-        });
-        let [r0, r1] = block.map(|r| r.chunks_exact(I4_GROUP / 8));
-        let mut total = [0.0f32; ROWS];
-        let groups_of = r0.zip(r1).zip(lanes.chunks_exact(I4_GROUP / 2));
-        for (g, ((w0, w1), l)) in groups_of.enumerate() {
-            let mut acc = [0i32; ROWS];
-            for k in 0..I4_GROUP / 8 {
-                let l = &l[4 * k..4 * k + 4];
-                let xa = (l[0] & 0xffff) | (l[2] << 16);
-                let xb = (l[0] >> 16) | (l[2] & 0xffff_0000);
-                let xc = (l[1] & 0xffff) | (l[3] << 16);
-                let xd = (l[1] >> 16) | (l[3] & 0xffff_0000);
-                for (acc, w) in acc.iter_mut().zip([w0[k], w1[k]]) {
-                    let (even, odd) = ((w << 4) & MASK, w & MASK);
-                    *acc = smlad(sxtb16(even), xa, *acc);
-                    *acc = smlad(sxtb16_ror8(even), xb, *acc);
-                    *acc = smlad(sxtb16(odd), xc, *acc);
-                    *acc = smlad(sxtb16_ror8(odd), xd, *acc);
-                }
-            }
-            for (r, (t, acc)) in total.iter_mut().zip(acc).enumerate() {
-                let at = ((ROWS * q + r) * groups + g) * SCALE_BYTES;
-                let s = decode_finite_scale(scales.get(at..).unwrap_or(&[]));
-                *t += (acc >> 4) as f32 * s;
-            }
-        }
-        for (o, t) in o.iter_mut().zip(total) {
-            *o = t * s_x;
-        }
-    }
-    rows
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,34 +106,5 @@ mod tests {
                 assert_eq!(dot_i32(&row, c, &x[..n]), want, "c {c} n {n}");
             }
         }
-    }
-
-    #[test]
-    fn four_rows_equal_row_by_row() {
-        use crate::quant::activations::quantize;
-        let (cols, rows) = (96, 9);
-        let words: std::vec::Vec<u32> = (0..rows * cols / 8)
-            .map(|i| (i as u32).wrapping_mul(0x9e37_79b9))
-            .collect();
-        let data: &[u8] = bytemuck::cast_slice(&words);
-        let scales: std::vec::Vec<u8> = (0..rows * cols / I4_GROUP)
-            .flat_map(|i| crate::blob::encode_scale(0.25 + i as f32 / 8.0).unwrap())
-            .collect();
-        let x: std::vec::Vec<f32> = (0..cols).map(|i| ((i * 37) % 23) as f32 - 11.0).collect();
-        let mut words = std::vec![0u32; cols];
-        let qx = quantize(&x, bytemuck::cast_slice_mut(&mut words));
-        let mut out = std::vec![9.0f32; rows];
-        let done = matvec4(data, cols, &scales, qx.lanes, qx.scale, &mut out);
-        assert_eq!(done, 8);
-        for (r, o) in out.iter().enumerate().take(done) {
-            let row = &data[r * cols / 2..(r + 1) * cols / 2];
-            let scale = |g: usize| {
-                let at = (r * cols / I4_GROUP + g) * SCALE_BYTES;
-                decode_finite_scale(&scales[at..])
-            };
-            let want = dot(row, 0, qx.q, scale) * qx.scale;
-            assert_eq!(o.to_bits(), want.to_bits(), "row {r}");
-        }
-        assert_eq!(out[8], 9.0);
     }
 }

@@ -101,7 +101,18 @@ fn tail(w: &[u8], x: &[u8]) -> i32 {
 /// else (and for the last `rows % 4`) one at a time.
 /// A row or scale missing from `w` or `scales` leaves its output alone. `x` is int8 ([`Quantized::q`])
 /// or int16 ([`Quantized::wide`], on the same kernel for up to [`WIDE_CHUNK`] columns).
-pub fn matvec(w: &[u8], cols: usize, scales: &[u8], x: &Quantized<'_>, out: &mut [f32]) {
+///
+/// `bias` (little-endian `f32`s, any alignment, possibly empty) is then added to the outputs it
+/// covers, `out[r] += b[r]`: in the rescaling loop itself for the four-row part (the same two
+/// roundings, product then sum, as a separate pass), after it for the rest.
+pub fn matvec(
+    w: &[u8],
+    cols: usize,
+    scales: &[u8],
+    x: &Quantized<'_>,
+    bias: &[u8],
+    out: &mut [f32],
+) {
     // An int8-only build (no `activations-i16`) keeps no int16 branch.
     let wide = match crate::blob::Activations::I16.compiled() {
         true => x.wide,
@@ -110,7 +121,7 @@ pub fn matvec(w: &[u8], cols: usize, scales: &[u8], x: &Quantized<'_>, out: &mut
     let (lanes, s_x) = (x.lanes, x.scale);
     let n = x.q.len().max(wide.len());
     let xb: &[u8] = bytemuck::cast_slice(x.q);
-    let mut done = 0;
+    let (mut done, mut fused) = (0, 0);
     // `s_w * s_x` as `scale_bits(s_w) * (s_x * 2^112)`, the same bits while that stays finite.
     let chunk = if wide.is_empty() { CHUNK } else { WIDE_CHUNK };
     let fits = cols != 0 && n <= cols.min(chunk);
@@ -118,12 +129,7 @@ pub fn matvec(w: &[u8], cols: usize, scales: &[u8], x: &Quantized<'_>, out: &mut
         let rows = out.len().min(w.len() / cols).min(scales.len() / 2);
         let quads = &mut out[..rows - rows % 4];
         dsp::dot4_strided(w, cols, lanes, bytemuck::cast_slice_mut(quads));
-        let s_x = s_x * SCALE_UNIT;
-        for (o, s) in quads.chunks_exact_mut(2).zip(scales.chunks_exact(4)) {
-            for (o, s) in o.iter_mut().zip(scale_bits_pair(s)) {
-                *o = o.to_bits() as i32 as f32 * (s * s_x);
-            }
-        }
+        fused = rescale_quads(quads, scales, s_x, bias);
         done = quads.len();
     }
     // The other rows one at a time (all of them without the lanes), as [`rescale`] of [`dot`].
@@ -136,6 +142,39 @@ pub fn matvec(w: &[u8], cols: usize, scales: &[u8], x: &Quantized<'_>, out: &mut
         };
         *o = acc * (decode_scale(s) * s_x);
     }
+    let rest = bias.get(4 * fused..).unwrap_or(&[]);
+    for (o, b) in out.iter_mut().skip(fused).zip(rest.chunks_exact(4)) {
+        *o += f32::from_bits(dsp::word(b));
+    }
+}
+
+/// [`matvec`]'s epilogue for the four-row part: the kernel's `i32` sums (as bits in `quads`) times
+/// `s_w * s_x` (`s_w` from the `f16` scales, two per word), plus the bias over the pairs of rows it
+/// covers; returns how many rows took the bias. Out of line, so that its registers do not widen the
+/// frame that is live while the kernel runs (the Cortex-M0's deepest stack goes through here).
+#[inline(never)]
+fn rescale_quads(quads: &mut [f32], scales: &[u8], s_x: f32, bias: &[u8]) -> usize {
+    let s_x = s_x * SCALE_UNIT;
+    // Pairs of rows with their two scales in one word: with the bias where it covers the pair.
+    let biased = quads.len().min(bias.len() / 4) / 2 * 2;
+    let (with, without) = quads.split_at_mut(biased);
+    let (scales_with, scales_without) = scales.split_at(biased.min(scales.len() / 2) * 2);
+    let pairs = with.chunks_exact_mut(2).zip(scales_with.chunks_exact(4));
+    for ((o, s), b) in pairs.zip(bias.chunks_exact(8)) {
+        let (s, b) = (scale_bits_pair(s), [&b[..4], &b[4..]].map(dsp::word));
+        for ((o, s), b) in o.iter_mut().zip(s).zip(b) {
+            *o = o.to_bits() as i32 as f32 * (s * s_x) + f32::from_bits(b);
+        }
+    }
+    let pairs = without
+        .chunks_exact_mut(2)
+        .zip(scales_without.chunks_exact(4));
+    for (o, s) in pairs {
+        for (o, s) in o.iter_mut().zip(scale_bits_pair(s)) {
+            *o = o.to_bits() as i32 as f32 * (s * s_x);
+        }
+    }
+    biased
 }
 
 /// `a . b` of two int8 vectors, exact, rounded once to `f32` (as [`dot_i8`]`as f32`).
@@ -207,7 +246,15 @@ mod tests {
                     .chunks_exact(4)
                     .flat_map(|q| [sxtb16(word(q)), sxtb16_ror8(word(q))])
                     .collect();
-                for lanes in [&lanes[..], &[]] {
+                // Biases over none, some (an odd number: a pair split) and all of the rows, with
+                // a negative zero and a value the product can cancel.
+                let bias: std::vec::Vec<u8> = (0..rows)
+                    .map(|r| [-0.0, 0.3 - r as f32, 1e-3, -2.5e4][r % 4])
+                    .flat_map(f32::to_le_bytes)
+                    .collect();
+                for (lanes, b) in [&lanes[..], &[]].into_iter().flat_map(|l| {
+                    [0, 3, rows, rows / 2 * 2 + 1].map(|k| (l, &bias[..4 * k.min(rows)]))
+                }) {
                     let mut out = [7.0f32; 10];
                     for s_x in [0.25, 1e-41, 7e4] {
                         let q = Quantized {
@@ -216,10 +263,14 @@ mod tests {
                             scale: s_x,
                             lanes,
                         };
-                        matvec(&w, cols, &scales, &q, &mut out[..rows]);
+                        matvec(&w, cols, &scales, &q, b, &mut out[..rows]);
                         for r in 0..rows {
                             let row = &w[r * cols..r * cols + n];
-                            let want = rescale(dot(row, &x[..n]), 0.5 + r as f32, s_x);
+                            let mut want = rescale(dot(row, &x[..n]), 0.5 + r as f32, s_x);
+                            if let Some(b) = b.get(4 * r..4 * r + 4) {
+                                // The separate pass the fused one replaces.
+                                want += f32::from_le_bytes(b.try_into().unwrap());
+                            }
                             assert_eq!(out[r].to_bits(), want.to_bits(), "rows {rows} n {n} r {r}");
                         }
                         assert_eq!(out[rows], 7.0);
@@ -251,7 +302,7 @@ mod tests {
             let q = quantize16(&x, bytemuck::cast_slice_mut(&mut buf));
             assert_eq!(q.lanes.len(), if cols % 4 == 0 { cols / 2 } else { 0 });
             let mut out = std::vec![7.0f32; rows + 1];
-            matvec(&w, cols, &scales, &q, &mut out[..rows]);
+            matvec(&w, cols, &scales, &q, &[], &mut out[..rows]);
             for r in 0..rows {
                 let exact: i64 = (0..cols)
                     .map(|c| (w[r * cols + c] as i8) as i64 * q.wide.get(c) as i64)

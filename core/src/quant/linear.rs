@@ -2,9 +2,9 @@
 //! activations and an integer matrix) int8 x int8 or int4 x int8 with integer accumulation.
 
 use super::activations::{quantize, quantize16, quantized, quantized16, Quantized};
-use super::{int4, int8, offset};
+use super::{int4_rows, int8, offset};
 use crate::blob::{Activations, DType};
-use crate::weights::Matrix;
+use crate::weights::{Matrix, Vector};
 
 /// Whether this build can meet a matrix in `f32` arithmetic: with float weights or float activations.
 /// Without either (an int8-only firmware) every matrix `Model::from_bytes` accepts is integer and every
@@ -47,25 +47,58 @@ pub(crate) fn quantize_as<'q>(x: &[f32], wide: bool, scratch: &'q mut [i8]) -> Q
 pub(crate) struct Input<'x> {
     x: &'x [f32],
     scratch: &'x mut [i8],
-    /// The scale of the integer values in `scratch` and whether they are int16, for integer
-    /// activations.
-    scale: Option<(f32, bool)>,
+    /// The scale of the integer values in `scratch` and what they are, for integer activations.
+    scale: Option<(f32, Held)>,
+}
+
+/// What an [`Input`]'s scratch holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Held {
+    /// int8 values, their lanes in the int8 kernel's order.
+    I8,
+    /// int8 values, their lanes in the int4 kernel's order ([`int4_rows::rearrange`]).
+    I8ForI4,
+    /// int16 values.
+    I16,
 }
 
 impl<'x> Input<'x> {
     /// `x` as `activations` dictate: quantised into `scratch` (at least `3 * x.len()` bytes) for integer
     /// activations.
     pub(crate) fn new(x: &'x [f32], activations: Activations, scratch: &'x mut [i8]) -> Self {
-        let scale = width(activations).map(|wide| (quantize_as(x, wide, scratch).scale, wide));
+        let scale = width(activations).map(|wide| {
+            let held = if wide { Held::I16 } else { Held::I8 };
+            (quantize_as(x, wide, scratch).scale, held)
+        });
         Input { x, scratch, scale }
+    }
+
+    /// Puts the int8 values' lanes in the order of the int4 kernel (`for_i4`) or of the int8 one: in
+    /// place, once for all the matrices of one dtype that read this input.
+    fn order_lanes(&mut self, for_i4: bool) {
+        // Without int4 matrices (or int8 activations) the lanes always stay in the int8 order.
+        if !DType::I4.compiled() {
+            return;
+        }
+        let want = if for_i4 { Held::I8ForI4 } else { Held::I8 };
+        if let Some((scale, held @ (Held::I8 | Held::I8ForI4))) = self.scale {
+            if held != want {
+                let words = self.q().map_or(0, |q| q.lanes.len());
+                // The lanes follow the `n` values, word-aligned (`quantize`).
+                let n = self.x.len();
+                let lanes = self.scratch.get_mut(n..n + 4 * words).unwrap_or(&mut []);
+                int4_rows::rearrange(bytemuck::try_cast_slice_mut(lanes).unwrap_or(&mut []));
+                self.scale = Some((scale, want));
+            }
+        }
     }
 
     /// The integer values, if quantised.
     fn q(&self) -> Option<Quantized<'_>> {
         let n = self.x.len();
-        self.scale.map(|(scale, wide)| match wide {
-            true => quantized16(self.scratch, n, scale),
-            false => quantized(self.scratch, n, scale),
+        self.scale.map(|(scale, held)| match held {
+            Held::I16 => quantized16(self.scratch, n, scale),
+            Held::I8 | Held::I8ForI4 => quantized(self.scratch, n, scale),
         })
     }
 
@@ -83,20 +116,26 @@ impl<'x> Input<'x> {
         }
     }
 
-    /// `out[r] = W[r] . x` for every row, as [`Input::dot`] with the arithmetic chosen once per matrix:
-    /// an `i8` matrix meets integer inputs in [`int8::matvec`], four rows at a time.
-    pub(crate) fn matvec(&self, w: &Matrix<'_>, out: &mut [f32]) {
+    /// `out[r] = W[r] . x` for every row, as [`Input::dot`] with the arithmetic chosen once per matrix
+    /// (an `i8` matrix meets integer inputs in [`int8::matvec`], four rows at a time, an `i4` one in
+    /// [`int4_rows::matvec4`], two at a time), then `out[r] += b[r]` for a bias `b`
+    /// ([`Vector::add_to`]; the int8 kernel adds it as it rescales, the same bits).
+    pub(crate) fn matvec(&mut self, w: &Matrix<'_>, bias: Option<&Vector<'_>>, all: &mut [f32]) {
         let n = self.x.len();
-        let rows = out.len().min(w.rows());
-        let out = &mut out[..rows];
+        let rows = all.len().min(w.rows());
+        let out = &mut all[..rows];
+        let mut biased = 0;
+        self.order_lanes(w.dtype() == DType::I4);
         match self.q() {
             Some(q) if w.dtype() == DType::I8 && DType::I8.compiled() => {
-                int8::matvec(w.data(), w.cols(), w.scales(), &q, out);
+                let b = bias.map_or(&[][..], |b| b.bytes());
+                int8::matvec(w.data(), w.cols(), w.scales(), &q, b, out);
+                biased = rows;
             }
             Some(q) if w.dtype() == DType::I4 && DType::I4.compiled() => {
                 // Two rows at a time where the input spans whole groups, the rest row by row.
                 let done = match n == w.cols() {
-                    true => int4::matvec4(w.data(), n, w.scales(), q.lanes, q.scale, out),
+                    true => int4_rows::matvec4(w.data(), n, w.scales(), &q, out),
                     false => 0,
                 };
                 for (r, o) in out.iter_mut().enumerate().skip(done) {
@@ -105,6 +144,10 @@ impl<'x> Input<'x> {
             }
             _ if FLOAT_PATH => w.matvec(self.x, out),
             _ => out.fill(0.0),
+        }
+        if let Some(b) = bias {
+            let rest = Vector::new(b.bytes().get(4 * biased..).unwrap_or(&[]));
+            rest.add_to(all.get_mut(biased..).unwrap_or(&mut []));
         }
     }
 }
@@ -139,10 +182,44 @@ impl<'x> Centred<'x> {
 
     /// [`Input::matvec`], then `c` times `W`'s row sums added back ([`offset::add_row_sums`], which
     /// reuses the scratch: the input is spent).
-    pub(crate) fn matvec(self, w: &Matrix<'_>, out: &mut [f32]) {
-        self.input.matvec(w, out);
+    pub(crate) fn matvec(mut self, w: &Matrix<'_>, out: &mut [f32]) {
+        self.input.matvec(w, None, out);
         if self.offset != 0.0 {
             offset::add_row_sums(w, self.offset, self.input.scratch, out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec::Vec;
+
+    #[test]
+    fn one_input_meets_int4_and_int8_matrices_in_any_order() {
+        // 6 rows of 64 columns: two int4 groups per row, whole pairs of rows for the int4 kernel.
+        let (rows, cols) = (6, 64);
+        let nibbles: Vec<u8> = (0..rows * cols / 2)
+            .map(|i| (i as u32).wrapping_mul(0x9e37_79b9).to_le_bytes()[3])
+            .collect();
+        let bytes: Vec<u8> = (0..rows * cols).map(|i| (i * 89 % 251) as u8).collect();
+        let scale = |n: usize| -> Vec<u8> {
+            (0..n)
+                .flat_map(|i| crate::blob::encode_scale(0.125 + i as f32 / 16.0).unwrap())
+                .collect()
+        };
+        let (s4, s8) = (scale(rows * cols / 32), scale(rows));
+        let w4 = Matrix::from_parts(DType::I4, rows, cols, &nibbles, &s4).unwrap();
+        let w8 = Matrix::from_parts(DType::I8, rows, cols, &bytes, &s8).unwrap();
+        let x: Vec<f32> = (0..cols).map(|i| ((i * 37) % 23) as f32 - 11.5).collect();
+        let mut scratch = std::vec![0u32; cols];
+        let mut input = Input::new(&x, Activations::I8, bytemuck::cast_slice_mut(&mut scratch));
+        for w in [&w4, &w4, &w8, &w4, &w8, &w8] {
+            let want: Vec<f32> = (0..rows).map(|r| input.dot(w, r, 0, cols)).collect();
+            let mut out = std::vec![0.0f32; rows];
+            input.matvec(w, None, &mut out);
+            let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&out), bits(&want), "{:?}", w.dtype());
         }
     }
 }

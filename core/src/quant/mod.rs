@@ -12,6 +12,7 @@ pub(crate) mod dsp;
 #[cfg(feature = "encode")]
 pub mod encode;
 pub(crate) mod int4;
+pub(crate) mod int4_rows;
 pub(crate) mod int8;
 pub(crate) mod linear;
 pub(crate) mod mix;
