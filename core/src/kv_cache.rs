@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::math::rows;
 use crate::quant::activations::{quantize_into, quantize_one16, scale16, scale_of};
 use crate::quant::linear::quantize_as;
-use crate::quant::{dsp, int8, mix};
+use crate::quant::{dot4, int8, mix};
 
 /// Whether this build has the `f32` and the int8 cache (features `activations-f32`, and
 /// `activations-i8` or `activations-i16`).
@@ -265,7 +265,7 @@ impl<'b> KvCache<'b> {
                 let (scales4, scales) = scales.split_at(quads.min(scales.len()));
                 let mut scales = scales.iter();
                 let keys4: &[u8] = bytemuck::cast_slice(keys);
-                dsp::dot4_strided(keys4, stride, qq.lanes, bytemuck::cast_slice_mut(row4));
+                dot4::dot4_strided(keys4, stride, qq.lanes, bytemuck::cast_slice_mut(row4));
                 let mut score = |acc: f32, s_k: Option<&f32>| {
                     keep(acc * (qq.scale * s_k.copied().unwrap_or(0.0)) / attn_scale)
                 };
@@ -278,7 +278,7 @@ impl<'b> KvCache<'b> {
                 let next = keys4.get(quads * stride..).unwrap_or(&[]);
                 if wide_q && whole && !rest.is_empty() && next.len() >= 3 * stride + dh {
                     let mut sums = [0i32; 4];
-                    dsp::dot4_strided(next, stride, qq.lanes, &mut sums);
+                    dot4::dot4_strided(next, stride, qq.lanes, &mut sums);
                     for (s, acc) in rest.iter_mut().zip(sums) {
                         *s = score(acc as f32, scales.next());
                     }

@@ -36,7 +36,7 @@
 #![no_std]
 // No `unsafe` anywhere; with the feature `dsp`, only the DSP instructions and the four-row loop of
 // `quant/dsp.rs` and the four-row float loops of `math/rows.rs` (and with `mve`, the Helium loop of
-// `quant/mve.rs`); with the feature `std` (host only), the calls of `host.rs` into its kernels compiled
+// `quant/mve.rs`); with the feature `std` (host only), the calls of `host/` into its kernels compiled
 // for the CPU's detected vector unit.
 #![cfg_attr(not(any(feature = "dsp", feature = "std")), forbid(unsafe_code))]
 #![cfg_attr(any(feature = "dsp", feature = "std"), deny(unsafe_code))]

@@ -4,6 +4,8 @@ use crate::blob::{scales_valid, Activations, Blob, DType, Processing, TensorEntr
 use crate::config::Config;
 use crate::error::{Error, Inconsistency};
 use crate::features::Features;
+#[cfg(feature = "std")]
+use crate::host::weights::HostWeights;
 use crate::kv_cache::KvCache;
 use crate::tensors::{Catalogue, TensorId};
 use crate::weights::{Matrix, Vector};
@@ -21,7 +23,7 @@ pub struct Model<'a> {
     blob_len: usize,
     /// The host's blocked copy of the matrices ([`Model::with_host`]).
     #[cfg(feature = "std")]
-    host: Option<&'a crate::host::HostWeights>,
+    host: Option<&'a HostWeights>,
 }
 
 fn inconsistent(why: Inconsistency) -> Error {
@@ -192,14 +194,12 @@ impl<'a> Model<'a> {
     }
 
     /// This model computing its float matrix-vector products from `host`, the host's column-blocked
-    /// copy of its matrices ([`crate::host`]): the same bits, several times faster on a host CPU.
+    /// copy of its matrices (the module `host`): the same bits, several times faster on a host CPU.
     /// `host` must have been built from this model's blob ([`HostWeights::new`]); for another blob's
     /// it is ignored.
-    ///
-    /// [`HostWeights::new`]: crate::host::HostWeights::new
     #[cfg(feature = "std")]
-    pub fn with_host(&self, host: &'a crate::host::HostWeights) -> Model<'a> {
-        let host = host.fits(self).then_some(host);
+    pub fn with_host(&self, host: &'a HostWeights) -> Model<'a> {
+        let host = host.fits(self.data_span()).then_some(host);
         Model { host, ..*self }
     }
 

@@ -1,6 +1,8 @@
 //! Read-only views of tensors inside a blob, dequantised on the fly; no copies, any alignment.
 
 use crate::blob::{decode_finite_scale, scales_valid, widen_f16, DType, I4_GROUP, SCALE_BYTES};
+#[cfg(feature = "std")]
+use crate::host::blocked::Blocked;
 use crate::math::rows as row_block;
 use crate::quant::activations::Wide;
 use crate::quant::{int4, int8};
@@ -88,9 +90,9 @@ pub struct Matrix<'a> {
     cols: usize,
     data: &'a [u8],
     scales: &'a [u8],
-    /// The host's column-blocked copy ([`crate::host`]), if the model has one attached.
+    /// The host's column-blocked copy (`host/blocked.rs`), if the model has one attached.
     #[cfg(feature = "std")]
-    blocked: Option<&'a crate::host::Blocked>,
+    blocked: Option<&'a Blocked>,
 }
 
 /// `out[r] = f(r)` for every row `r`.
@@ -127,7 +129,7 @@ impl<'a> Matrix<'a> {
     }
     /// This matrix computing its whole blocks of rows from the host's blocked copy `b` of it.
     #[cfg(feature = "std")]
-    pub(crate) fn with_blocked(self, blocked: Option<&'a crate::host::Blocked>) -> Self {
+    pub(crate) fn with_blocked(self, blocked: Option<&'a Blocked>) -> Self {
         Matrix { blocked, ..self }
     }
     /// A matrix over encoded `data` and stored (`f16`) `scales`, checked like a blob's tensors:

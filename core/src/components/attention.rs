@@ -95,7 +95,7 @@ pub(crate) fn forward<H: Hooks>(
         // weights (the same operation on the same values).
         // The host's SIMD copy where it is built (the same bits).
         #[cfg(feature = "std")]
-        let mut sum = crate::host::exp_shifted(row, max);
+        let mut sum = crate::host::exp::exp_shifted(row, max);
         #[cfg(not(feature = "std"))]
         let mut sum = softmax::exp_shifted(row, max);
         if s.wants(HookKind::Pattern) {

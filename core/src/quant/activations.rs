@@ -93,7 +93,7 @@ pub struct Quantized<'q> {
     pub wide: Wide<'q>,
     /// Their common scale.
     pub scale: f32,
-    /// `q` as the 16-bit lanes of the four-row kernel (`dsp::dot4_strided`): per group of four
+    /// `q` as the 16-bit lanes of the four-row kernel (`dot4::dot4_strided`): per group of four
     /// values `[q0, q2]` and `[q1, q3]`, two words; empty unless `q` is whole groups and the scratch
     /// had room for them.
     pub lanes: &'q [u32],

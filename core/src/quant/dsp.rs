@@ -6,7 +6,7 @@
 //! M7, M33 with DSP); everywhere else they are the same integer functions in plain Rust. LLVM forms
 //! `SMLAD` only from pairs of `i16` loads and has no pattern for `SXTB16` at all, so from `i8` weights
 //! in flash safe Rust cannot reach them: this module is the crate's only integer `unsafe`, three one-instruction
-//! `asm!` blocks that touch no memory, and the four-row loop [`dot4_strided`] that the matmuls, the
+//! `asm!` blocks that touch no memory, and the four-row loop `dot4_strided` that the matmuls, the
 //! attention scores and the value mix spend most of their time in (the compiler's loop over the same
 //! instructions kept two more address adds and the lane split of the vector per group, and called the
 //! kernel once per four rows: 28 instructions per 16 multiply-accumulates instead of 21.75).
@@ -93,8 +93,11 @@ pub(crate) fn mac_lanes(acc: i32, w: u32, (e, o): (u32, u32)) -> i32 {
 /// `sums[r] + sum_g (lo(W_g) e_g.lo + hi(W_g) e_g.hi + lo(W'_g) o_g.lo + hi(W'_g) o_g.hi)` for four
 /// rows of bytes, where `W_g` and `W'_g` are the even and odd bytes of a row's `g`-th word as 16-bit
 /// lanes (`SXTB16`) and `(e_g, o_g)` the `g`-th item of `lanes`, over whole words of the rows: the
-/// portable [`dot4_strided`].
-#[cfg(any(test, not(all(feature = "dsp", target_arch = "arm"))))]
+/// portable four-row kernel.
+#[cfg(any(
+    test,
+    not(any(feature = "std", all(feature = "dsp", target_arch = "arm")))
+))]
 #[inline(always)]
 pub(crate) fn dot4_lanes(
     rows: [&[u8]; 4],
@@ -110,10 +113,10 @@ pub(crate) fn dot4_lanes(
     sums
 }
 
-/// One group of [`dot4_strided`]'s loop as `asm!` text: the lanes of four columns (`LDRD`), then per row
+/// One group of `dot4_strided`'s loop as `asm!` text: the lanes of four columns (`LDRD`), then per row
 /// one word, its two `SXTB16` splits and two `SMLAD`s (rows 1 and 2 at `p0 + s`, `p0 + 2s`, row 3 at
 /// `p3`, row 0 at `p0`; `p3` and `p0` step one word).
-#[cfg(all(feature = "dsp", target_arch = "arm"))]
+#[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
 macro_rules! group {
     () => {
         concat!(
@@ -142,141 +145,126 @@ macro_rules! group {
     };
 }
 
-/// Rows of bytes `stride` apart against 16-bit lanes, four rows at a time: for every row `r <
-/// out.len()`, rounded down to a multiple of 4, `out[r] = sum_g (lo(W) e_g.lo + hi(W) e_g.hi + lo(W')
-/// o_g.lo + hi(W') o_g.hi)` with `W`, `W'` the even and odd signed bytes of the `g`-th word of row `r`
-/// (`rows[r * stride + 4g ..]`, little-endian) and `(e_g, o_g) = (lanes[2g], lanes[2g + 1])`, over `g <
-/// lanes.len() / 2`, wrapping. Rows that end early (beyond `rows`) stop their quad's sums at that group.
-///
-/// With the feature `dsp` on an ARM target, when every row is whole, it is one `asm!` loop of 21.75
-/// instructions per 16 multiply-accumulates (per group of four columns `LDRD` of the lanes, then per
-/// row `LDR`, two `SXTB16`, two `SMLAD`; four groups per iteration) and 23 per quad of rows (when
-/// some row ends early, the same loop one quad at a time, over the groups the quad's last row has);
-/// elsewhere the same sums in plain Rust.
-///
-/// With the feature `mve` as well (a Helium core), it is the kernel of `quant/mve.rs` instead.
+/// The four-row kernel (`dot4_strided`, whose sums it computes) with the DSP instructions: when every
+/// row is whole, one `asm!` loop of 21.75 instructions per 16 multiply-accumulates (per group of four
+/// columns `LDRD` of the lanes, then per row `LDR`, two `SXTB16`, two `SMLAD`; four groups per
+/// iteration) and 23 per quad of rows; when some row ends early, the same loop one quad at a time, over
+/// the groups the quad's last row has.
+#[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
 #[inline(never)]
-pub fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
-    #[cfg(all(feature = "mve", target_arch = "arm"))]
-    return super::mve::dot4_strided(rows, stride, lanes, out);
-    #[allow(unreachable_code)]
+pub(crate) fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
     let quads = out.len() / 4;
-    #[cfg(all(feature = "dsp", target_arch = "arm"))]
-    {
-        let groups = lanes.len() / 2;
-        let whole = (4 * quads)
-            .checked_sub(1)
-            .and_then(|last| last.checked_mul(stride))
-            .and_then(|start| start.checked_add(4 * groups))
-            .is_some_and(|need| need <= rows.len());
-        if groups > 0 && whole {
-            let out = out.as_mut_ptr();
-            // SAFETY: every access is in bounds and aligned as required. Row `r < 4 * quads` starts at
-            // `rows + r * stride` and the loop reads `4 * groups` bytes of it (`LDR` allows unaligned
-            // words on ARMv7E-M), all within `rows` (checked above: the last row ends at `(4 * quads -
-            // 1) * stride + 4 * groups <= rows.len()`); per quad it reads the `2 * groups` words of
-            // `lanes`, a `&[u32]` (word-aligned, as `LDRD` needs), and writes the quad's four words of
-            // `out`, a `&mut [i32]` (`STRD`), `4 * quads <= out.len()` in all. `groups > 0` and
-            // `quads > 0`, so each loop, which tests its end after its body, runs over exactly `groups`
-            // groups (four per iteration, the first entering at the copy `TBB` picks from `groups %
-            // 4`, the table's four bytes right after it) and `quads` quads. Its own state lives in 32 bytes it reserves below `sp` and releases (the
-            // stack, hence no `nostack`); it changes the flags and the sticky Q flag, which no Rust code reads.
-            unsafe {
-                core::arch::asm!(
-                    // [sp]: row 0's end; 4: `out` so far; 8: its end; 12: `lanes`; 16: bytes per
-                    // row; 20: `groups % 4`; 24: two zero words.
-                    "sub sp, sp, #32",
-                    "str {a0}, [sp, #4]",
-                    "str {a1}, [sp, #8]",
-                    "str {xp}, [sp, #12]",
-                    "str {t}, [sp, #16]",
-                    "str {w}, [sp, #20]",
-                    "add {t}, {p0}, {t}",
-                    "str {t}, [sp]",
-                    "mov {a2}, #0",
-                    "mov {a3}, #0",
-                    "strd {a2}, {a3}, [sp, #24]",
-                    // One quad of rows: p0 is row 0, p3 row 3.
-                    "4:",
-                    "ldr {xp}, [sp, #12]",
-                    "add {p3}, {p0}, {s}, lsl #1",
-                    "add {p3}, {p3}, {s}",
-                    "ldrd {a0}, {a1}, [sp, #24]",
-                    "ldrd {a2}, {a3}, [sp, #24]",
-                    // Four groups per iteration; `groups % 4` picks the copy the first one enters at.
-                    "ldr {w}, [sp, #20]",
-                    "tbb [pc, {w}]",
-                    "7:",
-                    ".byte (5f - 7b) / 2",
-                    ".byte (6f - 7b) / 2",
-                    ".byte (9f - 7b) / 2",
-                    ".byte (8f - 7b) / 2",
-                    ".p2align 1",
-                    "5:",
-                    group!(),
-                    "8:",
-                    group!(),
-                    "9:",
-                    group!(),
-                    "6:",
-                    group!(),
-                    "ldr {t}, [sp]",
-                    "cmp {p0}, {t}",
-                    "bne 5b",
-                    "add {t}, {t}, {s}, lsl #2",
-                    "str {t}, [sp]",
-                    "ldr {t}, [sp, #4]",
-                    "strd {a0}, {a1}, [{t}], #8",
-                    "strd {a2}, {a3}, [{t}], #8",
-                    "str {t}, [sp, #4]",
-                    // The next quad's row 0: four rows on from this one's.
-                    "ldr {w}, [sp, #16]",
-                    "sub {p0}, {p0}, {w}",
-                    "add {p0}, {p0}, {s}, lsl #2",
-                    "ldr {w}, [sp, #8]",
-                    "cmp {t}, {w}",
-                    "bne 4b",
-                    "add sp, sp, #32",
-                    p0 = inout(reg) rows.as_ptr() => _,
-                    p3 = out(reg) _,
-                    s = in(reg) stride,
-                    xp = inout(reg) lanes.as_ptr() => _,
-                    t = inout(reg) 4 * groups => _,
-                    a0 = inout(reg) out => _,
-                    a1 = inout(reg) out.wrapping_add(4 * quads) => _,
-                    a2 = out(reg) _,
-                    a3 = out(reg) _,
-                    xe = out(reg) _,
-                    xo = out(reg) _,
-                    w = inout(reg) groups % 4 => _,
-                );
-            }
-            return;
+    let groups = lanes.len() / 2;
+    let whole = (4 * quads)
+        .checked_sub(1)
+        .and_then(|last| last.checked_mul(stride))
+        .and_then(|start| start.checked_add(4 * groups))
+        .is_some_and(|need| need <= rows.len());
+    if groups > 0 && whole {
+        let out = out.as_mut_ptr();
+        // SAFETY: every access is in bounds and aligned as required. Row `r < 4 * quads` starts at
+        // `rows + r * stride` and the loop reads `4 * groups` bytes of it (`LDR` allows unaligned
+        // words on ARMv7E-M), all within `rows` (checked above: the last row ends at `(4 * quads -
+        // 1) * stride + 4 * groups <= rows.len()`); per quad it reads the `2 * groups` words of
+        // `lanes`, a `&[u32]` (word-aligned, as `LDRD` needs), and writes the quad's four words of
+        // `out`, a `&mut [i32]` (`STRD`), `4 * quads <= out.len()` in all. `groups > 0` and
+        // `quads > 0`, so each loop, which tests its end after its body, runs over exactly `groups`
+        // groups (four per iteration, the first entering at the copy `TBB` picks from `groups %
+        // 4`, the table's four bytes right after it) and `quads` quads. Its own state lives in 32 bytes it reserves below `sp` and releases (the
+        // stack, hence no `nostack`); it changes the flags and the sticky Q flag, which no Rust code reads.
+        unsafe {
+            core::arch::asm!(
+                // [sp]: row 0's end; 4: `out` so far; 8: its end; 12: `lanes`; 16: bytes per
+                // row; 20: `groups % 4`; 24: two zero words.
+                "sub sp, sp, #32",
+                "str {a0}, [sp, #4]",
+                "str {a1}, [sp, #8]",
+                "str {xp}, [sp, #12]",
+                "str {t}, [sp, #16]",
+                "str {w}, [sp, #20]",
+                "add {t}, {p0}, {t}",
+                "str {t}, [sp]",
+                "mov {a2}, #0",
+                "mov {a3}, #0",
+                "strd {a2}, {a3}, [sp, #24]",
+                // One quad of rows: p0 is row 0, p3 row 3.
+                "4:",
+                "ldr {xp}, [sp, #12]",
+                "add {p3}, {p0}, {s}, lsl #1",
+                "add {p3}, {p3}, {s}",
+                "ldrd {a0}, {a1}, [sp, #24]",
+                "ldrd {a2}, {a3}, [sp, #24]",
+                // Four groups per iteration; `groups % 4` picks the copy the first one enters at.
+                "ldr {w}, [sp, #20]",
+                "tbb [pc, {w}]",
+                "7:",
+                ".byte (5f - 7b) / 2",
+                ".byte (6f - 7b) / 2",
+                ".byte (9f - 7b) / 2",
+                ".byte (8f - 7b) / 2",
+                ".p2align 1",
+                "5:",
+                group!(),
+                "8:",
+                group!(),
+                "9:",
+                group!(),
+                "6:",
+                group!(),
+                "ldr {t}, [sp]",
+                "cmp {p0}, {t}",
+                "bne 5b",
+                "add {t}, {t}, {s}, lsl #2",
+                "str {t}, [sp]",
+                "ldr {t}, [sp, #4]",
+                "strd {a0}, {a1}, [{t}], #8",
+                "strd {a2}, {a3}, [{t}], #8",
+                "str {t}, [sp, #4]",
+                // The next quad's row 0: four rows on from this one's.
+                "ldr {w}, [sp, #16]",
+                "sub {p0}, {p0}, {w}",
+                "add {p0}, {p0}, {s}, lsl #2",
+                "ldr {w}, [sp, #8]",
+                "cmp {t}, {w}",
+                "bne 4b",
+                "add sp, sp, #32",
+                p0 = inout(reg) rows.as_ptr() => _,
+                p3 = out(reg) _,
+                s = in(reg) stride,
+                xp = inout(reg) lanes.as_ptr() => _,
+                t = inout(reg) 4 * groups => _,
+                a0 = inout(reg) out => _,
+                a1 = inout(reg) out.wrapping_add(4 * quads) => _,
+                a2 = out(reg) _,
+                a3 = out(reg) _,
+                xe = out(reg) _,
+                xo = out(reg) _,
+                w = inout(reg) groups % 4 => _,
+            );
         }
-        // Some row ends early (or no groups): one quad at a time, each over the groups its last
-        // (shortest) row has, through the loop above (a call that is whole by construction, so it
-        // recurses no further): what the portable kernel computes, without a second copy in flash.
-        for (q, sums) in out.chunks_exact_mut(4).enumerate() {
-            let rows = rows.get((4 * q).saturating_mul(stride)..).unwrap_or(&[]);
-            let last = rows.len().saturating_sub(stride.saturating_mul(3));
-            match lanes.get(..2 * groups.min(last / 4)) {
-                Some(lanes) if !lanes.is_empty() => dot4_strided(rows, stride, lanes, sums),
-                _ => sums.fill(0),
-            }
+        return;
+    }
+    // Some row ends early (or no groups): one quad at a time, each over the groups its last
+    // (shortest) row has, through the loop above (a call that is whole by construction, so it
+    // recurses no further): what the portable kernel computes, without a second copy in flash.
+    for (q, sums) in out.chunks_exact_mut(4).enumerate() {
+        let rows = rows.get((4 * q).saturating_mul(stride)..).unwrap_or(&[]);
+        let last = rows.len().saturating_sub(stride.saturating_mul(3));
+        match lanes.get(..2 * groups.min(last / 4)) {
+            Some(lanes) if !lanes.is_empty() => dot4_strided(rows, stride, lanes, sums),
+            _ => sums.fill(0),
         }
     }
-    #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
-    dot4_strided_portable(rows, stride, lanes, &mut out[..4 * quads]);
 }
 
-/// [`dot4_strided`] in plain Rust (out of line, so the `asm!` loop's callers keep small frames).
-#[cfg(any(test, not(all(feature = "dsp", target_arch = "arm"))))]
+/// The four-row kernel (`dot4_strided`, whose sums it computes) in plain Rust, one quad of rows at a
+/// time (out of line, so its callers keep small frames).
+#[cfg(any(
+    test,
+    not(any(feature = "std", all(feature = "dsp", target_arch = "arm")))
+))]
 #[inline(never)]
-fn dot4_strided_portable(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
-    // On the host: the same exact integer sums in the CPU's widest integer SIMD.
-    #[cfg(feature = "std")]
-    return crate::host::dot4_strided(rows, stride, lanes, out);
-    #[allow(unreachable_code)]
+pub(crate) fn dot4_strided_portable(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
     for (q, sums) in out.chunks_exact_mut(4).enumerate() {
         let row = |k: usize| {
             let r = (4 * q + k).saturating_mul(stride);

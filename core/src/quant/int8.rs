@@ -7,6 +7,7 @@
 //! order, so every target computes the same bits.
 
 use super::activations::{Quantized, Wide};
+use super::dot4;
 use super::dsp::{self, mac_lanes, sxtb16, sxtb16_ror8, word};
 use crate::blob::{decode_finite_scale as decode_scale, scale_bits_pair, SCALE_UNIT};
 
@@ -97,7 +98,7 @@ fn tail(w: &[u8], x: &[u8]) -> i32 {
 
 /// `out[r] = (W[r] . x) * (s_w[r] * s_x)` for an int8 matrix of `cols`-byte rows in `w` with `f16`
 /// row scales `scales` (as [`rescale`]), over the first `x.len()` columns of each row: four rows at a
-/// time on [`dsp::dot4_strided`] when `lanes` are `x`'s ([`Quantized::lanes`](super::Quantized::lanes)),
+/// time on [`dot4::dot4_strided`] when `lanes` are `x`'s ([`Quantized::lanes`](super::Quantized::lanes)),
 /// else (and for the last `rows % 4`) one at a time.
 /// A row or scale missing from `w` or `scales` leaves its output alone. `x` is int8 ([`Quantized::q`])
 /// or int16 ([`Quantized::wide`], on the same kernel for up to [`WIDE_CHUNK`] columns).
@@ -128,7 +129,7 @@ pub fn matvec(
     if fits && n % 4 == 0 && lanes.len() == n / 2 && s_x < 65_536.0 {
         let rows = out.len().min(w.len() / cols).min(scales.len() / 2);
         let quads = &mut out[..rows - rows % 4];
-        dsp::dot4_strided(w, cols, lanes, bytemuck::cast_slice_mut(quads));
+        dot4::dot4_strided(w, cols, lanes, bytemuck::cast_slice_mut(quads));
         fused = rescale_quads(quads, scales, s_x, bias);
         done = quads.len();
     }
@@ -217,7 +218,7 @@ mod tests {
             for stride in [0, 1, 3, (77 - n) / 7] {
                 let rows = (0..8).take_while(|r| r * stride + xb.len() <= 77).count() / 4 * 4;
                 let mut sums = [5i32; 9];
-                dsp::dot4_strided(&w, stride, &lanes, &mut sums[..rows + 1]);
+                dot4::dot4_strided(&w, stride, &lanes, &mut sums[..rows + 1]);
                 for (r, sum) in sums.into_iter().enumerate() {
                     let want: i64 = match r < rows {
                         true => (0..xb.len())

@@ -3,11 +3,11 @@
 //!
 //! The weights `w_j = p_j * s_vj` (pattern times value scale) are converted once per head and query;
 //! each output is then an exact integer sum over positions, four outputs at a time on the matmuls'
-//! four-row kernel ([`dsp::dot4_strided`]: the weights of positions `4g, 4g + 2` and `4g + 1, 4g + 3` as
+//! four-row kernel ([`dot4::dot4_strided`]: the weights of positions `4g, 4g + 2` and `4g + 1, 4g + 3` as
 //! the 16-bit lanes of two words, `SMLAD`), and rescaled once. The weights' rounding, at most `S / 2` each, is 1/65534 of the largest weight: far
 //! below the int8 rounding of the values it multiplies.
 
-use super::dsp;
+use super::{dot4, dsp};
 
 /// Largest magnitude of a fixed-point weight (for up to 512 positions; see [`w_max`]).
 pub const W_MAX: f32 = 32767.0;
@@ -115,7 +115,7 @@ pub fn mix(weights: &mut [f32], max: f32, values: &[i8], stride: usize, z: &mut 
     // Four outputs at a time, `stride` apart, in one call; the last `z.len() % 4` one by one.
     let quads = z.len() - z.len() % 4;
     let (z4, rest) = z.split_at_mut(quads);
-    dsp::dot4_strided(values, stride, packed, bytemuck::cast_slice_mut(z4));
+    dot4::dot4_strided(values, stride, packed, bytemuck::cast_slice_mut(z4));
     for (i, z) in z4.iter_mut().enumerate() {
         *z = finish(z.to_bits() as i32, i);
     }
@@ -124,7 +124,7 @@ pub fn mix(weights: &mut [f32], max: f32, values: &[i8], stride: usize, z: &mut 
             .get((quads + r).saturating_mul(stride)..)
             .unwrap_or(&[]);
         let mut sums = [0; 4];
-        dsp::dot4_strided(row, 0, packed, &mut sums);
+        dot4::dot4_strided(row, 0, packed, &mut sums);
         *z = finish(sums[0], quads + r);
     }
 }

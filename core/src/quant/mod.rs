@@ -8,6 +8,7 @@
 //! the integers `libm::roundf` gives, so a quantised model computes the same bits on every target.
 
 pub mod activations;
+pub(crate) mod dot4;
 pub(crate) mod dsp;
 #[cfg(feature = "encode")]
 pub mod encode;

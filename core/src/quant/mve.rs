@@ -1,4 +1,4 @@
-//! [`dsp::dot4_strided`](super::dsp::dot4_strided) on Helium (M-profile Vector Extension, Armv8.1-M:
+//! The four-row int8 kernel (`dot4_strided`) on Helium (M-profile Vector Extension, Armv8.1-M:
 //! Cortex-M55, M85): eight multiply-accumulates per instruction, `VMLADAVA.S16`, into the same `i32`
 //! sums, so the same bits as the DSP and portable kernels.
 //!
@@ -16,10 +16,11 @@ use super::dsp::{mac_lanes, word};
 /// values): the gather that puts them in column order.
 static COLUMNS: [u16; 8] = [0, 4, 2, 6, 8, 12, 10, 14];
 
-/// As [`super::dsp::dot4_strided`]: for every row `r < out.len()` rounded down to a multiple of 4,
+/// The four-row kernel (`dot4_strided`, whose sums it computes): for every row `r < out.len()` rounded down to a multiple of 4,
 /// `out[r]` = row `r` (bytes `r * stride ..`) times the vector whose lanes are `lanes`, over the groups
 /// of four columns the quad's shortest row has (at most `lanes.len() / 2`), wrapping.
-pub fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
+#[inline(never)]
+pub(crate) fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
     let groups = lanes.len() / 2;
     for (q, sums) in out.chunks_exact_mut(4).enumerate() {
         let start = |k: usize| (4 * q + k).saturating_mul(stride);

@@ -1,0 +1,203 @@
+//! One matrix's whole blocks of [`LANES`] rows, widened to `f32` and column-blocked: the rows of a
+//! block interleaved column by column, so one column of a block is one contiguous run of [`LANES`]
+//! values, and its matrix-vector product [`LANES`] rows at a time, one SIMD lane per row. Each lane
+//! is still its row's dot product summed left to right from 0, a separate multiply then add per
+//! column (Rust never contracts to a fused multiply-add), followed by the same scale multiplications
+//! in the same order as the device's one-row kernels in `weights.rs`: the same bits.
+
+use std::vec::Vec;
+
+use crate::blob::{widen_f16, DType, I4_GROUP};
+use crate::quant::int4;
+
+/// Rows per block: one `f32` lane each (four SSE registers, two AVX, one AVX-512).
+pub const LANES: usize = 16;
+
+/// The column-blocked, `f32`-widened copy of one matrix's whole blocks of [`LANES`] rows.
+pub(crate) struct Blocked {
+    cols: usize,
+    /// Rows covered: whole blocks only.
+    rows: usize,
+    /// `w[(b * cols + c) * LANES + l] = W[b * LANES + l][c]`, widened exactly to `f32` (`i8` and `i4`
+    /// values as their integers).
+    w: Vec<f32>,
+    /// How the lanes' sums are scaled.
+    scales: Scales,
+}
+
+/// The per-row scales of an integer matrix, in the order the device applies them.
+enum Scales {
+    /// `f32`, `f16`: none.
+    None,
+    /// `i8`: `sum * s[r]`; one scale per row.
+    Row(Vec<f32>),
+    /// `i4`: `total += sum_g * s[r][g]` after each group of [`I4_GROUP`] columns;
+    /// `s[(b * groups + g) * LANES + l]`.
+    Group(Vec<f32>),
+}
+
+impl core::fmt::Debug for Blocked {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Blocked({} x {})", self.rows, self.cols)
+    }
+}
+
+impl Blocked {
+    /// The blocked copy of the whole blocks of a `[rows, cols]` matrix stored as `data` in `dtype`
+    /// whose scale `i` is `scale(i)` (`None` if it has no whole block, or an uncompiled dtype).
+    pub(crate) fn new(
+        dtype: DType,
+        [rows, cols]: [usize; 2],
+        data: &[u8],
+        scale: impl Fn(usize) -> f32,
+    ) -> Option<Self> {
+        let rows = rows - rows % LANES;
+        if rows == 0 || cols == 0 || !dtype.compiled() {
+            return None;
+        }
+        let value: std::boxed::Box<dyn Fn(usize, usize) -> f32> = match dtype {
+            DType::F32 => std::boxed::Box::new(|r, c| {
+                let i = 4 * (r * cols + c);
+                f32::from_le_bytes([data[i], data[i + 1], data[i + 2], data[i + 3]])
+            }),
+            DType::F16 => std::boxed::Box::new(|r, c| {
+                let i = 2 * (r * cols + c);
+                widen_f16(u16::from_le_bytes([data[i], data[i + 1]]))
+            }),
+            DType::I8 => std::boxed::Box::new(|r, c| (data[r * cols + c] as i8) as f32),
+            DType::I4 => {
+                let row_bytes = DType::I4.row_bytes(cols)?;
+                std::boxed::Box::new(move |r, c| {
+                    int4::nibble(&data[r * row_bytes..(r + 1) * row_bytes], c) as f32
+                })
+            }
+        };
+        let mut w = Vec::with_capacity(rows * cols);
+        for b in 0..rows / LANES {
+            for c in 0..cols {
+                w.extend((0..LANES).map(|l| value(b * LANES + l, c)));
+            }
+        }
+        let groups = cols.div_ceil(I4_GROUP);
+        let scale = &scale;
+        let scales = match dtype {
+            DType::I8 => Scales::Row((0..rows).map(scale).collect()),
+            DType::I4 => Scales::Group(
+                (0..rows / LANES)
+                    .flat_map(|b| {
+                        (0..groups).flat_map(move |g| {
+                            (0..LANES).map(move |l| scale((b * LANES + l) * groups + g))
+                        })
+                    })
+                    .collect(),
+            ),
+            _ => Scales::None,
+        };
+        Some(Blocked {
+            cols,
+            rows,
+            w,
+            scales,
+        })
+    }
+
+    /// `out[r] = W[r] . x` for the rows of whole blocks, exactly as `Matrix::matvec` computes each;
+    /// returns how many leading rows of `out` it wrote (0 unless `x` is a whole row).
+    pub(crate) fn matvec(&self, x: &[f32], out: &mut [f32]) -> usize {
+        if x.len() != self.cols {
+            return 0;
+        }
+        let rows = self.rows.min(out.len() - out.len() % LANES);
+        let out = &mut out[..rows];
+        dispatch(self, x, out);
+        rows
+    }
+}
+
+/// Runs [`blocks`] compiled for the widest vector unit the CPU has.
+fn dispatch(b: &Blocked, x: &[f32], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (just detected), the only requirement of `blocks_avx512`.
+            #[allow(unsafe_code)]
+            unsafe {
+                blocks_avx512(b, x, out)
+            };
+            return;
+        }
+        if std::arch::is_x86_feature_detected!("avx") {
+            // SAFETY: the CPU has AVX (just detected), the only requirement of `blocks_avx`.
+            #[allow(unsafe_code)]
+            unsafe {
+                blocks_avx(b, x, out)
+            };
+            return;
+        }
+    }
+    blocks(b, x, out)
+}
+
+/// [`blocks`] with AVX-512F: the same operations on wider registers (no fused multiply-add: the
+/// feature set enables none, and Rust never contracts).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn blocks_avx512(b: &Blocked, x: &[f32], out: &mut [f32]) {
+    blocks(b, x, out)
+}
+
+/// [`blocks`] with AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+fn blocks_avx(b: &Blocked, x: &[f32], out: &mut [f32]) {
+    blocks(b, x, out)
+}
+
+/// Every block of `b` against `x` into `out` (whole blocks, `x.len() == b.cols`).
+#[inline(always)]
+fn blocks(b: &Blocked, x: &[f32], out: &mut [f32]) {
+    let cols = b.cols;
+    let per_block = cols * LANES;
+    let blocks = b.w.chunks_exact(per_block).zip(out.chunks_exact_mut(LANES));
+    match &b.scales {
+        Scales::None => {
+            for (w, o) in blocks {
+                o.copy_from_slice(&lanes_dot(w, x));
+            }
+        }
+        Scales::Row(s) => {
+            for ((w, o), s) in blocks.zip(s.chunks_exact(LANES)) {
+                let acc = lanes_dot(w, x);
+                for ((o, a), s) in o.iter_mut().zip(acc).zip(s) {
+                    *o = a * s;
+                }
+            }
+        }
+        Scales::Group(s) => {
+            let groups = cols.div_ceil(I4_GROUP);
+            for ((w, o), s) in blocks.zip(s.chunks_exact(groups * LANES)) {
+                let mut total = [0.0f32; LANES];
+                let parts = w.chunks(I4_GROUP * LANES).zip(x.chunks(I4_GROUP));
+                for ((w, x), s) in parts.zip(s.chunks_exact(LANES)) {
+                    let acc = lanes_dot(w, x);
+                    for ((t, a), s) in total.iter_mut().zip(acc).zip(s) {
+                        *t += a * s;
+                    }
+                }
+                o.copy_from_slice(&total);
+            }
+        }
+    }
+}
+
+/// `acc[l] = sum_c w[c * LANES + l] * x[c]`, each lane from 0 in column order, multiply then add.
+#[inline(always)]
+fn lanes_dot(w: &[f32], x: &[f32]) -> [f32; LANES] {
+    let mut acc = [0.0f32; LANES];
+    for (w, &x) in w.chunks_exact(LANES).zip(x) {
+        for (a, &w) in acc.iter_mut().zip(w) {
+            *a += w * x;
+        }
+    }
+    acc
+}
