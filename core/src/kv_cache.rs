@@ -427,6 +427,7 @@ fn store_i8<'q>(x: &[f32], q: impl Iterator<Item = &'q mut i8>, scale: Option<&m
 mod tests {
     use super::*;
     use crate::quant::activations::quantize16;
+    use crate::testing::lcg;
     use std::{vec, vec::Vec};
 
     #[test]
@@ -436,11 +437,8 @@ mod tests {
         let cfg = Config::new(2, 32, 2, 16, 8, 11, None);
         let mut buf = vec![0.0f32; KvCache::len(&cfg, Activations::I16)];
         let mut kv = KvCache::new(&cfg, Activations::I16, &mut buf).unwrap();
-        let mut seed = 0x5eed_1234u32;
-        let mut next = || {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            (seed >> 8) as f32 / 4_194_304.0 - 2.0
-        };
+        let mut state = lcg(0x5eed_1234);
+        let mut next = || (state() >> 8) as f32 / 4_194_304.0 - 2.0;
         for layer in 0..2 {
             for pos in 0..11 {
                 let (k, v): (Vec<f32>, Vec<f32>) = (0..32).map(|_| (next(), next())).unzip();

@@ -59,6 +59,8 @@ mod kv_cache;
 mod model;
 mod session;
 pub mod tensors;
+#[cfg(test)]
+mod testing;
 pub mod weights;
 mod window;
 mod workspace;

@@ -88,6 +88,7 @@ impl TensorEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::lcg;
 
     fn postcard_decode(bytes: &[u8]) -> Result<TensorEntry, Error> {
         match postcard::take_from_bytes::<TensorEntry>(bytes) {
@@ -98,12 +99,11 @@ mod tests {
 
     #[test]
     fn field_by_field_equals_postcard() {
-        let mut seed = 7u32;
+        let mut next = lcg(7);
         for i in 0..20_000u32 {
             let mut b = [0u8; ENTRY_LEN];
             for x in b.iter_mut() {
-                seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                *x = (seed >> 24) as u8;
+                *x = (next() >> 24) as u8;
             }
             // Mostly valid variant indices, sometimes not.
             if i % 4 != 0 {

@@ -93,6 +93,7 @@ fn exp_lanes(x: [f32; EXP_LANES]) -> ([f32; EXP_LANES], [bool; EXP_LANES]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::lcg;
     use std::vec::Vec;
 
     #[test]
@@ -121,9 +122,9 @@ mod tests {
             89.0,
         ]
         .to_vec();
-        let mut seed = 7u32;
+        let mut next = lcg(7);
         for i in 0..20_000 {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let seed = next();
             let unit = (seed >> 8) as f32 / (1u32 << 24) as f32;
             values.push(match i % 3 {
                 0 => -120.0 * unit,

@@ -48,17 +48,13 @@ mod tests {
     use super::*;
     use crate::blob::{encode_scale, DType};
     use crate::host::LANES;
+    use crate::testing::lcg;
     use std::vec;
 
     /// Pseudo-random bytes.
     fn bytes(n: usize, seed: u32) -> Vec<u8> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                (s >> 24) as u8
-            })
-            .collect()
+        let mut next = lcg(seed);
+        (0..n).map(|_| (next() >> 24) as u8).collect()
     }
 
     #[test]

@@ -331,15 +331,13 @@ mod asm_quad {
 mod tests {
     use super::*;
     use crate::blob::widen_f16;
+    use crate::testing::lcg;
     use std::vec::Vec;
 
     fn values(seed: u32, n: usize) -> Vec<f32> {
-        let mut s = seed;
+        let mut next = lcg(seed);
         (0..n)
-            .map(|_| {
-                s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                (s >> 8) as f32 / 8_388_608.0 - 1.0
-            })
+            .map(|_| (next() >> 8) as f32 / 8_388_608.0 - 1.0)
             .collect()
     }
 

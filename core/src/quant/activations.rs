@@ -229,6 +229,7 @@ pub fn dequantize(q: &[i8], scale: f32, out: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::lcg;
 
     #[test]
     fn round_trip_within_half_a_step() {
@@ -346,11 +347,7 @@ mod tests {
             1.0,
             -1.0,
         ];
-        let mut seed = 0x0bad_5eedu32;
-        let mut next = || {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            seed
-        };
+        let mut next = lcg(0x0bad_5eed);
         for case in 0..20_000 {
             let n = (next() % 70) as usize;
             let x: std::vec::Vec<f32> = (0..n)
@@ -381,9 +378,9 @@ mod tests {
             }
             bits += 1;
         }
-        let mut seed = 0x9e37_79b9u32;
+        let mut next = lcg(0x9e37_79b9);
         for _ in 0..100_000 {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let seed = next();
             let (x, s) = (
                 (seed >> 8) as f32 / 65_536.0 - 128.0,
                 0.37 + (seed & 0xff) as f32 / 300.0,
@@ -403,9 +400,9 @@ mod tests {
 
     #[test]
     fn rounding_equals_libm_roundf() {
-        let mut seed = 0x1234_5678u32;
+        let mut next = lcg(0x1234_5678);
         for i in 0..200_000u32 {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let seed = next();
             let x = f32::from_bits(seed);
             let y = (i as f32 - 100_000.0) / 512.0;
             for (x, s) in [(x, 1.0), (y, 1.0), (y, 0.37), (x, 3e-39)] {

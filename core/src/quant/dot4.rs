@@ -25,6 +25,7 @@ pub(crate) fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::lcg;
     use std::{vec, vec::Vec};
 
     /// The four-row kernel's signature.
@@ -42,11 +43,7 @@ mod tests {
 
     #[test]
     fn every_kernel_has_the_sums_of_one_row_at_a_time() {
-        let mut seed = 3u32;
-        let mut next = || {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            seed
-        };
+        let mut next = lcg(3);
         for (rows_n, cols, stride) in [
             (4, 64, 64),
             (8, 36, 40),

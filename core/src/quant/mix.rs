@@ -146,15 +146,13 @@ pub fn mix16(weights: &mut [f32], max: f32, values: &[i16], stride: usize, z: &m
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::lcg;
     use std::{vec, vec::Vec};
 
     /// A `d x n` transposed value block (row `i` at `i * stride`) and `n` weights from a seed.
     fn case(seed: u32, d: usize, n: usize, stride: usize) -> (Vec<i8>, Vec<f32>) {
-        let mut s = seed;
-        let mut next = || {
-            s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            s >> 8
-        };
+        let mut state = lcg(seed);
+        let mut next = || state() >> 8;
         let values = (0..d * stride)
             .map(|_| ((next() % 255) as i32 - 127) as i8)
             .collect();
