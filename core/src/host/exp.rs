@@ -142,4 +142,44 @@ mod tests {
             }
         }
     }
+
+    /// Every `f32` bit pattern through the host's exponentials and through the core's loop (with
+    /// `max = 0`, so `x - max` is `x`): about a minute in release on two cores, so not in the default
+    /// run: `cargo test --release -p microlens --features std --lib -- --ignored every_f32`.
+    #[test]
+    #[ignore]
+    fn host_exp_has_the_bits_of_libm_for_every_f32() {
+        const CHUNK: u64 = 1 << 16;
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+        let chunks = (1u64 << 32) / CHUNK;
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                s.spawn(move || {
+                    let (mut a, mut b) = (
+                        std::vec![0.0f32; CHUNK as usize],
+                        std::vec![0.0f32; CHUNK as usize],
+                    );
+                    for c in (t..chunks).step_by(threads as usize) {
+                        for (i, (a, b)) in a.iter_mut().zip(b.iter_mut()).enumerate() {
+                            *a = f32::from_bits((c * CHUNK + i as u64) as u32);
+                            *b = *a;
+                        }
+                        // A `max` the compiler cannot see (a constant 0 lets it drop `x - 0`,
+                        // which quiets a signalling NaN at run time).
+                        let max = std::hint::black_box(0.0);
+                        exp_shifted(&mut a, max);
+                        softmax::exp_shifted(&mut b, max);
+                        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                            assert_eq!(
+                                x.to_bits(),
+                                y.to_bits(),
+                                "x bits {:#010x}",
+                                c * CHUNK + i as u64
+                            );
+                        }
+                    }
+                });
+            }
+        });
+    }
 }
