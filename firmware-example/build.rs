@@ -295,7 +295,9 @@ fn fact_prompt(d_vocab: usize, n_ctx: usize) -> Result<Vec<u32>, String> {
         .split(',')
         .map(|t| match t.trim().parse::<u32>() {
             Ok(t) if (t as usize) < d_vocab => Ok(t),
-            _ => Err(format!("MICROLENS_FACT_PROMPT={text}: {t:?} is not a token below {d_vocab}")),
+            _ => Err(format!(
+                "MICROLENS_FACT_PROMPT={text}: {t:?} is not a token below {d_vocab}"
+            )),
         })
         .collect::<Result<Vec<u32>, String>>()?;
     if tokens.is_empty() || tokens.len() > n_ctx {
