@@ -187,8 +187,10 @@ fn prepare(args: &Args, spec: Spec) -> Result<Built> {
         None
     };
     let blob = timed("blob", || source.resolve(tool.as_deref()))?;
-    // The shipped model's int8 build on the budget's board: its own, shallower stack reserve and the
-    // issue's 2 KiB allowance (the f16 build's deeper stack sets memory.x's reserve and the 2 KiB + 128 B).
+    // An int8-weight blob on the budget's board without a reserve of its own (the shipped model's, or one
+    // whose stack is as shallow; deeper models pass `--stack-reserve`): the int8 builds' shallower stack
+    // reserve and the 2 KiB allowance (the f16 build's deeper stack sets memory.x's reserve and
+    // the 2 KiB + 128 B).
     let int8 = (args.stack_reserve, model_reserve, args.board) == (None, None, Board::Mps2An386)
         && int8_matrices(&blob)?;
     let stack_reserve = match int8 {
