@@ -93,6 +93,10 @@ pub(crate) fn forward<H: Hooks>(
         }
         // The softmax's division by the sum happens here for `hook_pattern`, else in the mix's
         // weights (the same operation on the same values).
+        // The host's SIMD copy where it is built (the same bits).
+        #[cfg(feature = "std")]
+        let mut sum = crate::host::exp_shifted(row, max);
+        #[cfg(not(feature = "std"))]
         let mut sum = softmax::exp_shifted(row, max);
         if s.wants(HookKind::Pattern) {
             softmax::normalize(row, sum);

@@ -1,6 +1,7 @@
-//! The candle peer: the shipped model (attention only, no norms, learned positions) written the way a
-//! candle user writes a decoder: fused QKV projection, `candle_nn`'s preallocated KV cache and fused
-//! last-dimension softmax, batched matmuls for the full forward.
+//! The candle peer: the shipped model (attention only, LayerNorm before each block and the unembed
+//! where the checkpoint has it, learned positions) written the way a candle user writes a decoder:
+//! `candle_nn`'s fused LayerNorm, fused QKV projection, preallocated KV cache and fused last-dimension
+//! softmax, batched matmuls for the full forward.
 
 use std::path::Path;
 
@@ -8,8 +9,28 @@ use candle_core::{DType, Device, Result, Tensor, D};
 use candle_nn::kv_cache::KvCache;
 use candle_nn::ops::softmax_last_dim;
 
-/// One attention block: `qkv = x W_qkv + b_qkv` (`[d_model, 3 * d_attn]`), `out = z W_O + b_O`.
+/// A LayerNorm's weight and bias (TransformerLens's `eps`).
+struct Norm {
+    w: Tensor,
+    b: Tensor,
+}
+
+/// TransformerLens's LayerNorm `eps`.
+const EPS: f32 = 1e-5;
+
+impl Norm {
+    /// `norm` of the rows of `x`, or `x` itself for a model without norms.
+    fn apply(norm: &Option<Norm>, x: &Tensor) -> Result<Tensor> {
+        match norm {
+            Some(n) => candle_nn::ops::layer_norm(x, &n.w, &n.b, EPS),
+            None => Ok(x.clone()),
+        }
+    }
+}
+
+/// One attention block: `qkv = ln1(x) W_qkv + b_qkv` (`[d_model, 3 * d_attn]`), `out = z W_O + b_O`.
 struct Layer {
+    ln1: Option<Norm>,
     w_qkv: Tensor,
     b_qkv: Tensor,
     w_o: Tensor,
@@ -21,6 +42,7 @@ pub struct Peer {
     w_e: Tensor,
     w_pos: Tensor,
     layers: Vec<Layer>,
+    ln_final: Option<Norm>,
     w_u: Tensor,
     b_u: Tensor,
     n_heads: usize,
@@ -30,13 +52,19 @@ pub struct Peer {
 }
 
 impl Peer {
-    /// Loads a TransformerLens state dict of an attention-only model without norms.
+    /// Loads a TransformerLens state dict of an attention-only model (LayerNorm or none).
     pub fn load(path: &Path, n_layers: usize, attn_scale: f64) -> Result<Self> {
         let t = candle_core::safetensors::load(path, &Device::Cpu)?;
         let get = |k: &str| {
             t.get(k)
                 .cloned()
                 .ok_or_else(|| candle_core::Error::Msg(format!("no tensor {k}")))
+        };
+        let norm = |prefix: &str| -> Option<Norm> {
+            Some(Norm {
+                w: t.get(&format!("{prefix}.w"))?.clone(),
+                b: t.get(&format!("{prefix}.b"))?.clone(),
+            })
         };
         let (n_heads, d_model, d_head) = get("blocks.0.attn.W_Q")?.dims3()?;
         let d_attn = n_heads * d_head;
@@ -57,6 +85,7 @@ impl Peer {
                     0,
                 )?;
                 Ok(Layer {
+                    ln1: norm(&format!("blocks.{l}.ln1")),
                     w_qkv,
                     b_qkv,
                     w_o: k("W_O")?.reshape((d_attn, d_model))?,
@@ -68,6 +97,7 @@ impl Peer {
             w_e: get("embed.W_E")?,
             w_pos: get("pos_embed.W_pos")?,
             layers,
+            ln_final: norm("ln_final"),
             w_u: get("unembed.W_U")?,
             b_u: get("unembed.b_U")?,
             n_heads,
@@ -87,7 +117,9 @@ impl Peer {
         for (pos, &t) in tokens.iter().enumerate() {
             let mut x = (self.w_e.narrow(0, t as usize, 1)? + self.w_pos.narrow(0, pos, 1)?)?;
             for (w, cache) in self.layers.iter().zip(caches.iter_mut()) {
-                let qkv = x.matmul(&w.w_qkv)?.broadcast_add(&w.b_qkv)?;
+                let qkv = Norm::apply(&w.ln1, &x)?
+                    .matmul(&w.w_qkv)?
+                    .broadcast_add(&w.b_qkv)?;
                 // [1, d_attn] -> [h, 1, dh]
                 let head = |i: usize| qkv.narrow(1, i * d_attn, d_attn)?.reshape((h, 1, dh));
                 let (q, k, v) = (head(0)?, head(1)?, head(2)?);
@@ -98,7 +130,11 @@ impl Peer {
                     .reshape((1, d_attn))?;
                 x = (x + z.matmul(&w.w_o)?.broadcast_add(&w.b_o)?)?;
             }
-            each(x.matmul(&self.w_u)?.broadcast_add(&self.b_u)?);
+            each(
+                Norm::apply(&self.ln_final, &x)?
+                    .matmul(&self.w_u)?
+                    .broadcast_add(&self.b_u)?,
+            );
         }
         Ok(())
     }
@@ -130,7 +166,9 @@ impl Peer {
             .collect();
         let mask = Tensor::from_vec(mask, (n, n), &dev)?;
         for w in &self.layers {
-            let qkv = x.matmul(&w.w_qkv)?.broadcast_add(&w.b_qkv)?;
+            let qkv = Norm::apply(&w.ln1, &x)?
+                .matmul(&w.w_qkv)?
+                .broadcast_add(&w.b_qkv)?;
             // [b * n, d_attn] -> [b, h, n, dh]
             let heads = |i: usize| {
                 qkv.narrow(1, i * d_attn, d_attn)?
@@ -146,7 +184,9 @@ impl Peer {
                 .reshape((b * n, d_attn))?;
             x = (x + z.matmul(&w.w_o)?.broadcast_add(&w.b_o)?)?;
         }
-        x.matmul(&self.w_u)?.broadcast_add(&self.b_u)
+        Norm::apply(&self.ln_final, &x)?
+            .matmul(&self.w_u)?
+            .broadcast_add(&self.b_u)
     }
 }
 

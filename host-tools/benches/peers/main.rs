@@ -64,6 +64,23 @@ fn max_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
         .fold(0.0, f32::max)
 }
 
+/// Largest `|d log p|` a peer may differ by and still compute the same function (rounding only).
+const SAME_FUNCTION: f32 = 1e-3;
+
+/// Prints how far `peer`'s log-probabilities are from microlens's, and stops the run if they are not
+/// the same function (a peer that misses a component would be timed on less work).
+fn check_same(peer: &str, ours: &[Vec<f32>], theirs: &[Vec<f32>]) {
+    let d = max_diff(ours, theirs);
+    println!(
+        "{peer} vs microlens, max |d log p| over {} positions: {d:.2e}",
+        theirs.len()
+    );
+    assert!(
+        ours.len() == theirs.len() && d <= SAME_FUNCTION,
+        "{peer} does not compute microlens's function (max |d log p| {d:.2e})"
+    );
+}
+
 /// One measured mode: tokens per second of each engine (`None`: not measured).
 struct Row {
     mode: &'static str,
@@ -106,11 +123,7 @@ fn main() {
         .map(|l| log_softmax(&l))
         .collect();
     let theirs = candle::log_softmax_rows(&peer.forward(&seqs[..BATCH]).unwrap()).unwrap();
-    println!(
-        "candle vs microlens, max |d log p| over {} positions: {:.2e}",
-        ours.len(),
-        max_diff(&ours, &theirs)
-    );
+    check_same("candle", &ours, &theirs);
 
     let decode_ml = median_secs(runs, || {
         let (mut kv, mut ws) = (
@@ -286,11 +299,7 @@ fn transformer_lens(
         .chunks_exact(d_vocab)
         .map(<[f32]>::to_vec)
         .collect();
-    println!(
-        "TransformerLens vs microlens, max |d log p| over {} positions: {:.2e}",
-        theirs.len(),
-        max_diff(ours, &theirs)
-    );
+    check_same("TransformerLens", ours, &theirs);
     let text = String::from_utf8_lossy(&out.stdout);
     print!("{text}");
     Some(

@@ -73,6 +73,23 @@ pub fn detection_score(pattern: HeadPattern, tokens: &[u32], a: &[Vec<f32>]) -> 
     f64::from(detector.score(Head::new(0, 0)))
 }
 
+/// What one sequence adds to one head's sums.
+#[derive(Clone, Debug)]
+struct HeadTerms {
+    max_abs_diff: f64,
+    /// Jensen-Shannon divergence of each attention row.
+    js_rows: Vec<f64>,
+    /// Induction (reference, candidate) and previous-token (reference, candidate) scores.
+    scores: [f64; 4],
+}
+
+/// What one sequence adds to [`PatternStats`].
+#[derive(Clone, Debug)]
+pub struct PatternTerms {
+    rows: usize,
+    heads: Vec<HeadTerms>,
+}
+
 /// Running sums of the pattern metrics of every head, `[layer * n_heads + head]`.
 #[derive(Clone, Debug)]
 pub struct PatternStats {
@@ -102,23 +119,63 @@ impl PatternStats {
 
     /// Adds one sequence's patterns of both models.
     pub fn add(&mut self, tokens: &[u32], reference: &Patterns, candidate: &Patterns) {
+        let terms = self.terms(tokens, reference, candidate);
+        self.add_terms(&terms);
+    }
+
+    /// What one sequence's patterns of both models add, every head's (computed where the sequence
+    /// runs; [`PatternStats::add_terms`] sums them).
+    pub fn terms(
+        &self,
+        tokens: &[u32],
+        reference: &Patterns,
+        candidate: &Patterns,
+    ) -> PatternTerms {
         let n = tokens.len();
-        for h in &mut self.heads {
-            let (a, b) = (&reference[h.layer][h.head], &candidate[h.layer][h.head]);
-            for (ra, rb) in a.iter().zip(b).take(n) {
-                let d = ra
-                    .iter()
-                    .zip(rb)
-                    .fold(0.0f64, |m, (x, y)| m.max((x - y).abs() as f64));
-                h.pattern_max_abs_diff = h.pattern_max_abs_diff.max(d);
-                h.pattern_mean_js += js(ra, rb);
+        let heads = self
+            .heads
+            .iter()
+            .map(|h| {
+                let (a, b) = (&reference[h.layer][h.head], &candidate[h.layer][h.head]);
+                let mut max_abs_diff = 0.0f64;
+                let mut js_rows = Vec::with_capacity(n);
+                for (ra, rb) in a.iter().zip(b).take(n) {
+                    let d = ra
+                        .iter()
+                        .zip(rb)
+                        .fold(0.0f64, |m, (x, y)| m.max((x - y).abs() as f64));
+                    max_abs_diff = max_abs_diff.max(d);
+                    js_rows.push(js(ra, rb));
+                }
+                HeadTerms {
+                    max_abs_diff,
+                    js_rows,
+                    scores: [
+                        detection_score(HeadPattern::Induction, tokens, a),
+                        detection_score(HeadPattern::Induction, tokens, b),
+                        detection_score(HeadPattern::PreviousToken, tokens, a),
+                        detection_score(HeadPattern::PreviousToken, tokens, b),
+                    ],
+                }
+            })
+            .collect();
+        PatternTerms { rows: n, heads }
+    }
+
+    /// Adds one sequence's [`PatternStats::terms`].
+    pub fn add_terms(&mut self, terms: &PatternTerms) {
+        for (h, t) in self.heads.iter_mut().zip(&terms.heads) {
+            h.pattern_max_abs_diff = h.pattern_max_abs_diff.max(t.max_abs_diff);
+            for js in &t.js_rows {
+                h.pattern_mean_js += js;
             }
-            h.induction_score_ref += detection_score(HeadPattern::Induction, tokens, a);
-            h.induction_score_cand += detection_score(HeadPattern::Induction, tokens, b);
-            h.prev_token_score_ref += detection_score(HeadPattern::PreviousToken, tokens, a);
-            h.prev_token_score_cand += detection_score(HeadPattern::PreviousToken, tokens, b);
+            let [ind_ref, ind_cand, prev_ref, prev_cand] = t.scores;
+            h.induction_score_ref += ind_ref;
+            h.induction_score_cand += ind_cand;
+            h.prev_token_score_ref += prev_ref;
+            h.prev_token_score_cand += prev_cand;
         }
-        self.rows += n;
+        self.rows += terms.rows;
         self.sequences += 1;
     }
 

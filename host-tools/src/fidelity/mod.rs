@@ -6,7 +6,7 @@
 mod heads;
 mod report;
 
-pub use heads::{detection_score, HeadFidelity, PatternStats, Patterns};
+pub use heads::{detection_score, HeadFidelity, PatternStats, PatternTerms, Patterns};
 pub use report::{CompositionChange, ModelFidelity, Report};
 
 use anyhow::{ensure, Result};
@@ -36,34 +36,75 @@ struct LogitStats {
     same_top1_repeated: usize,
 }
 
+/// What one position adds to [`LogitStats`], computed where its sequence runs.
+#[derive(Clone, Debug)]
+struct PositionTerms {
+    kl: f64,
+    same_top1: bool,
+    /// The reference's top-1 margin where the top-1 flips.
+    flip_margin: Option<f64>,
+    sq_err: f64,
+    values: usize,
+    /// `-log p` of the next token (reference, candidate) at a repeated position.
+    loss: Option<[f64; 2]>,
+}
+
 impl LogitStats {
-    fn add(&mut self, tokens: &[u32], reference: &[Vec<f32>], candidate: &[Vec<f32>]) {
+    /// Every position's terms of one sequence.
+    fn terms(tokens: &[u32], reference: &[Vec<f32>], candidate: &[Vec<f32>]) -> Vec<PositionTerms> {
         let repeated = repeated_positions(tokens);
-        for (t, (r, c)) in reference.iter().zip(candidate).enumerate() {
-            let (lr, lc) = (log_softmax(r), log_softmax(c));
-            let d = kl(&lr, &lc);
-            self.kl_sum += d;
-            self.kl_max = self.kl_max.max(d);
-            let same = argmax(r) == argmax(c);
-            self.same_top1 += same as usize;
-            if !same {
-                self.flip_max_margin = self.flip_max_margin.max(top1_margin(r));
+        reference
+            .iter()
+            .zip(candidate)
+            .enumerate()
+            .map(|(t, (r, c))| {
+                let (lr, lc) = (log_softmax(r), log_softmax(c));
+                let same_top1 = argmax(r) == argmax(c);
+                let loss = repeated.binary_search(&t).is_ok().then(|| {
+                    let next = tokens[t + 1] as usize;
+                    let log_p = |l: &[f64]| l.get(next).copied().unwrap_or(f64::NEG_INFINITY);
+                    [log_p(&lr), log_p(&lc)]
+                });
+                PositionTerms {
+                    kl: kl(&lr, &lc),
+                    same_top1,
+                    flip_margin: (!same_top1).then(|| top1_margin(r)),
+                    sq_err: r
+                        .iter()
+                        .zip(c)
+                        .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
+                        .sum::<f64>(),
+                    values: r.len(),
+                    loss,
+                }
+            })
+            .collect()
+    }
+
+    /// Adds one sequence's terms, position by position.
+    fn add_terms(&mut self, terms: &[PositionTerms]) {
+        for p in terms {
+            self.kl_sum += p.kl;
+            self.kl_max = self.kl_max.max(p.kl);
+            self.same_top1 += p.same_top1 as usize;
+            if let Some(m) = p.flip_margin {
+                self.flip_max_margin = self.flip_max_margin.max(m);
             }
-            self.sq_err += r
-                .iter()
-                .zip(c)
-                .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
-                .sum::<f64>();
-            self.values += r.len();
+            self.sq_err += p.sq_err;
+            self.values += p.values;
             self.positions += 1;
-            if repeated.binary_search(&t).is_ok() {
-                let next = tokens[t + 1] as usize;
-                self.loss[0] -= lr.get(next).copied().unwrap_or(f64::NEG_INFINITY);
-                self.loss[1] -= lc.get(next).copied().unwrap_or(f64::NEG_INFINITY);
+            if let Some([r, c]) = p.loss {
+                self.loss[0] -= r;
+                self.loss[1] -= c;
                 self.loss_positions += 1;
-                self.same_top1_repeated += same as usize;
+                self.same_top1_repeated += p.same_top1 as usize;
             }
         }
+    }
+
+    #[cfg(test)]
+    fn add(&mut self, tokens: &[u32], reference: &[Vec<f32>], candidate: &[Vec<f32>]) {
+        self.add_terms(&Self::terms(tokens, reference, candidate));
     }
 
     fn finish(&self) -> ModelFidelity {
@@ -170,8 +211,8 @@ pub fn compare_with<H: Hooks + Clone + Send + Sync>(
     let mut logits = LogitStats::default();
     let mut patterns = PatternStats::new(cfg.n_layers, cfg.n_heads);
     // The host's blocked weights (the same bits), sequences in parallel chunk by chunk, each with its
-    // own copy of `hooks` (they keep no state across sequences), summed in sequence order: the report
-    // does not depend on the thread count.
+    // own copy of `hooks` (they keep no state across sequences) and its metric terms computed where it
+    // runs; the terms are summed in sequence order: the report does not depend on the thread count.
     let (wr, wc) = (HostWeights::new(reference), HostWeights::new(candidate));
     let (fast_r, fast_c) = (reference.with_host(&wr), candidate.with_host(&wc));
     let proto = &*hooks;
@@ -180,16 +221,20 @@ pub fn compare_with<H: Hooks + Clone + Send + Sync>(
             .par_iter()
             .map(|tokens| {
                 let mut hooks = proto.clone();
-                Ok((
+                let (r, c) = (
                     run_model(&fast_r, tokens)?,
                     run_model_with(&fast_c, tokens, &mut hooks)?,
+                );
+                Ok((
+                    LogitStats::terms(tokens, &r.logits, &c.logits),
+                    patterns.terms(tokens, &r.patterns, &c.patterns),
                 ))
             })
             .collect();
-        for (tokens, run) in chunk.iter().zip(runs) {
-            let (r, c) = run?;
-            logits.add(tokens, &r.logits, &c.logits);
-            patterns.add(tokens, &r.patterns, &c.patterns);
+        for run in runs {
+            let (l, p) = run?;
+            logits.add_terms(&l);
+            patterns.add_terms(&p);
             progress();
         }
     }

@@ -154,6 +154,8 @@ const KINDS: HookKinds = HookKinds::of(&[
 struct Collector<'a, 'm, F> {
     model: &'a Model<'m>,
     inputs: InputPrecision,
+    /// The sites handed on (the others are skipped).
+    sites: &'a [MatrixInput],
     sink: F,
     /// The heads' `z` of the current layer, filled head by head.
     z: Vec<f32>,
@@ -195,7 +197,7 @@ impl<F: FnMut(MatrixInput, &[f32])> Hooks for Collector<'_, '_, F> {
     }
 
     fn hook(&mut self, p: HookPoint, act: &mut [f32]) {
-        let Some((site, norm)) = self.site(p) else {
+        let Some((site, norm)) = self.site(p).filter(|(s, _)| self.sites.contains(s)) else {
             return;
         };
         let cfg = *self.model.config();
@@ -228,12 +230,13 @@ impl<F: FnMut(MatrixInput, &[f32])> Hooks for Collector<'_, '_, F> {
 /// The matrix inputs of one sequence, in forward order.
 type Inputs = Vec<(MatrixInput, Vec<f32>)>;
 
-/// Runs `seqs` through `model` (each from position 0) and hands every matrix input (taken as
-/// `inputs`) to `sink`, in forward order, with a progress bar on a terminal.
+/// Runs `seqs` through `model` (each from position 0) and hands every matrix input of `sites` (taken
+/// as `inputs`) to `sink`, in forward order, with a progress bar on a terminal.
 fn collect(
     model: &Model<'_>,
     seqs: &[Vec<u32>],
     inputs: InputPrecision,
+    sites: &[MatrixInput],
     sink: impl FnMut(MatrixInput, &[f32]),
 ) -> Result<()> {
     ensure!(!seqs.is_empty(), "calibration needs at least one sequence");
@@ -255,6 +258,7 @@ fn collect(
                 let mut collector = Collector {
                     model,
                     inputs,
+                    sites,
                     sink: |s: MatrixInput, x: &[f32]| events.push((s, x.to_vec())),
                     z: Vec::new(),
                 };
@@ -283,10 +287,8 @@ pub fn record(
     sites: &[MatrixInput],
 ) -> Result<BTreeMap<MatrixInput, Vec<f32>>> {
     let mut rows: BTreeMap<MatrixInput, Vec<f32>> = BTreeMap::new();
-    collect(model, seqs, inputs, |s, x| {
-        if sites.contains(&s) {
-            rows.entry(s).or_default().extend_from_slice(x);
-        }
+    collect(model, seqs, inputs, sites, |s, x| {
+        rows.entry(s).or_default().extend_from_slice(x);
     })?;
     Ok(rows)
 }

@@ -28,7 +28,9 @@ use super::{decode_matrix, encode_nearest, matrix_values, nearest_tensor, tables
 
 /// `rows` (`[count][n]`) as a matrix.
 fn as_matrix(rows: &[f32], n: usize) -> DMatrix<f64> {
-    DMatrix::from_row_iterator(rows.len() / n.max(1), n, rows.iter().map(|&v| v as f64))
+    // Read as the columns of the transpose (contiguous), then transposed.
+    let count = rows.len() / n.max(1);
+    DMatrix::from_iterator(n, count, rows[..count * n].iter().map(|&v| v as f64)).transpose()
 }
 
 /// A site's inputs as its matrices are rounded against them.
@@ -47,8 +49,8 @@ struct Compensation {
 fn centred(rows: &DMatrix<f64>) -> (DMatrix<f64>, DVector<f64>) {
     let mean = rows.row_mean().transpose();
     let mut c = rows.clone();
-    for mut row in c.row_iter_mut() {
-        row -= mean.transpose();
+    for (mut col, m) in c.column_iter_mut().zip(mean.iter()) {
+        col.iter_mut().for_each(|v| *v -= m);
     }
     (c, mean)
 }

@@ -15,7 +15,8 @@ use rand_chacha::ChaCha8Rng;
 
 use super::gptq::{Solver, DAMPING};
 use super::matrix_values;
-use crate::eval::run::run_with_hooks;
+use crate::eval::run::{par_map, run_with_hooks};
+use microlens::host::HostWeights;
 
 /// Whether `kind` is a lookup table whose rows are added to an activation (not multiplied by one).
 pub fn is_table(kind: TensorKind) -> bool {
@@ -123,26 +124,51 @@ fn output_moment(
     n: usize,
 ) -> Result<Vec<f64>> {
     let mut rng = ChaCha8Rng::seed_from_u64(0);
-    let mut h = vec![0.0f64; n * n];
-    let mut positions = 0usize;
     let seqs = &seqs[..seqs.len().min(OUTPUT_SEQUENCES)];
+    // Each sequence's signs, drawn in sequence order.
+    let signs: Vec<Vec<f32>> = seqs
+        .iter()
+        .map(|tokens| {
+            (0..tokens.len())
+                .map(|_| if rng.random::<bool>() { 1.0 } else { -1.0 })
+                .collect()
+        })
+        .collect();
+    let host = HostWeights::new(model);
+    let model = &model.with_host(&host);
     let bar = ProgressBar::new(seqs.len() as u64);
     bar.set_style(ProgressStyle::with_template(
         "output Fisher {bar:30} {pos}/{len} sequences [{elapsed_precise}]",
     )?);
-    for tokens in seqs {
-        let signs: Vec<f32> = (0..tokens.len())
-            .map(|_| if rng.random::<bool>() { 1.0 } else { -1.0 })
-            .collect();
+    // Sequences in parallel (the host's blocked weights: the same bits), each position's `Jᵀ F J`
+    // computed there, then summed into `h` in sequence and position order.
+    let items: Vec<(&Vec<u32>, &Vec<f32>)> = seqs.iter().zip(&signs).collect();
+    let terms = par_map(&items, |&(tokens, signs)| {
         let base = run_with_hooks(model, tokens, &mut ())?;
-        let d = logit_derivatives(model, tokens, at, &signs, n)?;
-        for (t, logits) in base.iter().enumerate() {
-            add_fisher(&mut h, &d, t, logits);
-            positions += 1;
-        }
+        let d = logit_derivatives(model, tokens, at, signs, n)?;
         bar.inc(1);
-    }
+        Ok(base
+            .iter()
+            .enumerate()
+            .map(|(t, logits)| fisher(&d, t, logits))
+            .collect::<Vec<_>>())
+    })?;
     bar.finish_and_clear();
+    let mut h = vec![0.0f64; n * n];
+    let mut positions = 0usize;
+    for term in terms.iter().flatten() {
+        let mut s = term.iter();
+        for i in 0..n {
+            for j in i..n {
+                let s = *s.next().unwrap_or(&0.0);
+                h[i * n + j] += s;
+                if i != j {
+                    h[j * n + i] += s;
+                }
+            }
+        }
+        positions += 1;
+    }
     let c = positions.max(1) as f64;
     Ok(h.into_iter().map(|v| v / c).collect())
 }
@@ -186,9 +212,9 @@ fn logit_derivatives(
     Ok(d)
 }
 
-/// Adds position `t`'s `Jᵀ F J` to `h` (`n x n`, `n = d.len()`), `F = diag(p) - p pᵀ` with `p` the
-/// softmax of `logits`.
-fn add_fisher(h: &mut [f64], d: &[Vec<Vec<f64>>], t: usize, logits: &[f32]) {
+/// Position `t`'s `Jᵀ F J` (`n x n`, `n = d.len()`), its upper triangle row by row (`i <= j`),
+/// `F = diag(p) - p pᵀ` with `p` the softmax of `logits`.
+fn fisher(d: &[Vec<Vec<f64>>], t: usize, logits: &[f32]) -> Vec<f64> {
     let n = d.len();
     let p: Vec<f64> = crate::eval::metrics::log_softmax(logits)
         .iter()
@@ -198,6 +224,7 @@ fn add_fisher(h: &mut [f64], d: &[Vec<Vec<f64>>], t: usize, logits: &[f32]) {
         .iter()
         .map(|di| di[t].iter().zip(&p).map(|(a, b)| a * b).sum())
         .collect();
+    let mut out = Vec::with_capacity(n * (n + 1) / 2);
     for i in 0..n {
         for j in i..n {
             let s: f64 = d[i][t]
@@ -207,12 +234,10 @@ fn add_fisher(h: &mut [f64], d: &[Vec<Vec<f64>>], t: usize, logits: &[f32]) {
                 .map(|((a, b), p)| a * b * p)
                 .sum::<f64>()
                 - means[i] * means[j];
-            h[i * n + j] += s;
-            if i != j {
-                h[j * n + i] += s;
-            }
+            out.push(s);
         }
     }
+    out
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 
 use anyhow::Result;
 
-use super::data::Sequence;
 use super::loss::{losses, repeated_accuracy, Batch};
 use super::model::Model;
+use super::sequence::Sequence;
 
 /// Sequences per forward pass during evaluation.
 const EVAL_CHUNK: usize = 256;

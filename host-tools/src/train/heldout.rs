@@ -9,8 +9,9 @@ use anyhow::{ensure, Result};
 use microlens::Model;
 use serde::Serialize;
 
-use super::data::{repeated_twice, Draw, InductionData, Sequence};
+use super::data::{repeated_twice, Draw, InductionData};
 use super::phrases;
+use super::sequence::Sequence;
 use super::trainer::rng;
 use crate::eval::metrics::{argmax, log_softmax};
 use crate::eval::run::run_with_hooks;

@@ -8,7 +8,7 @@
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor, D};
 
-use super::data::Sequence;
+use super::sequence::Sequence;
 
 /// A batch as tensors: inputs, next-token targets and the repeated-part mask.
 pub struct Batch {

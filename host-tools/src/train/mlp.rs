@@ -7,7 +7,8 @@ use candle_core::{Tensor, Var};
 use rand::Rng;
 use serde_json::{json, Value};
 
-use super::model::{constant, layer_norm, layer_norm_params, normal, LayerNorm};
+use super::layer_norm::{layer_norm, layer_norm_params, LayerNorm};
+use super::params::{constant, normal};
 
 /// One block's MLP (`blocks.L.mlp`, and `blocks.L.ln2` if the model normalises).
 pub struct Mlp {

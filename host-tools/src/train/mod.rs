@@ -11,11 +11,14 @@ pub mod eval;
 pub mod export;
 pub mod facts;
 pub mod heldout;
+pub mod layer_norm;
 pub mod loss;
 pub mod mlp;
 pub mod model;
+pub mod params;
 pub mod phrases;
 pub mod rows;
+pub mod sequence;
 pub mod shards;
 pub mod trainer;
 

@@ -2,14 +2,15 @@
 //! stored under TransformerLens names and shapes (right-multiplying, `y = x @ W + b`).
 
 use anyhow::{ensure, Result};
-use candle_core::{DType, Device, Tensor, Var, D};
+use candle_core::{DType, Device, Tensor, Var};
 use microlens::{Normalization, Positional};
 use rand::Rng;
-use rand_distr::{Distribution, StandardNormal};
 
 use super::causal_softmax::causal_softmax;
+use super::layer_norm::{layer_norm, layer_norm_params, LayerNorm};
 use super::mlp::Mlp;
-use super::rows::{add_rows, mul_rows};
+use super::params::{constant, normal};
+use super::rows::add_rows;
 
 /// Standard deviation of the initial token and positional embeddings (candle's default 1.0 stalls training).
 pub const EMBED_INIT_STD: f64 = 0.5;
@@ -60,14 +61,6 @@ impl ModelConfig {
         );
         Ok(())
     }
-}
-
-/// LayerNorm parameters `w`, `b` (`[d_model]`).
-pub struct LayerNorm {
-    /// Scale `w`.
-    pub w: Var,
-    /// Shift `b`.
-    pub b: Var,
 }
 
 /// One attention layer (`blocks.L`).
@@ -121,29 +114,6 @@ pub struct Forward {
     pub patterns: Vec<Tensor>,
 }
 
-pub(crate) fn normal(rng: &mut impl Rng, shape: &[usize], std: f64) -> Result<Var> {
-    let n = shape.iter().product();
-    let data: Vec<f32> = (0..n)
-        .map(|_| {
-            let z: f64 = StandardNormal.sample(rng);
-            (std * z) as f32
-        })
-        .collect();
-    Ok(Var::from_tensor(&Tensor::from_vec(
-        data,
-        shape,
-        &Device::Cpu,
-    )?)?)
-}
-
-pub(crate) fn constant(shape: &[usize], value: f32) -> Result<Var> {
-    Ok(Var::from_tensor(&Tensor::full(
-        value,
-        shape,
-        &Device::Cpu,
-    )?)?)
-}
-
 /// The sinusoidal positions `[n_ctx, d_model]`, row by row from the core's own function: the values the
 /// device adds.
 fn sinusoidal_table(n_ctx: usize, d_model: usize) -> Result<Var> {
@@ -156,21 +126,6 @@ fn sinusoidal_table(n_ctx: usize, d_model: usize) -> Result<Var> {
         &[n_ctx, d_model],
         &Device::Cpu,
     )?)?)
-}
-
-pub(crate) fn layer_norm_params(d: usize) -> Result<LayerNorm> {
-    Ok(LayerNorm {
-        w: constant(&[d], 1.0)?,
-        b: constant(&[d], 0.0)?,
-    })
-}
-
-/// TransformerLens LayerNorm over the last dim: `x -= mean(x)`, `x / sqrt(mean(x^2) + eps) * w + b`.
-pub(crate) fn layer_norm(x: &Tensor, ln: &LayerNorm, eps: f64) -> Result<Tensor> {
-    let x = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
-    let scale = (x.sqr()?.mean_keepdim(D::Minus1)? + eps)?.sqrt()?;
-    let x = mul_rows(&x.broadcast_div(&scale)?, ln.w.as_tensor())?;
-    add_rows(&x, ln.b.as_tensor())
 }
 
 impl Model {

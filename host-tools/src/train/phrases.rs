@@ -4,7 +4,7 @@
 use rand::seq::IndexedRandom;
 use rand::Rng;
 
-use super::data::Sequence;
+use super::sequence::Sequence;
 
 /// Shortest repeated phrase, in bytes.
 pub const MIN_PHRASE: usize = 8;

@@ -10,9 +10,9 @@
 use anyhow::{anyhow, Result};
 use candle_core::backprop::GradStore;
 
-use super::data::Sequence;
 use super::loss::{losses, repeated_accuracy, Batch};
 use super::model::Model;
+use super::sequence::Sequence;
 
 /// Shards per batch (one per core of the 2-core machine the recipe is timed on).
 pub const SHARDS: usize = 2;

@@ -7,9 +7,10 @@ use anyhow::Result;
 use candle_core::{Device, Tensor};
 use serde_json::Value;
 
-use super::data::{InductionData, Sequence, TrainData};
+use super::data::{InductionData, TrainData};
 use super::eval::{best_copier, evaluate};
 use super::export::{export, load};
+use super::sequence::Sequence;
 use microlens::{Normalization, Positional};
 
 use super::model::{values, Model, ModelConfig};

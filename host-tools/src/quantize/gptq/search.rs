@@ -25,11 +25,17 @@ pub struct Budget {
     pub max_nodes: u64,
 }
 
-struct Search<'a, F: Feedback> {
-    u: &'a F,
+/// The state of one block's depth-first search. `U` is copied row-major (`u[c * n + j]`) so that a
+/// node's feedback is one contiguous, vectorised pass.
+struct Search {
     scale: f64,
-    budget: Budget,
+    /// `1 / scale`, for a first estimate of a column's centre (see [`Search::centre`]).
+    inv_scale: f64,
+    limit: f64,
+    max_nodes: u64,
     nodes: u64,
+    /// `U`, row-major, `n x n` (only `j >= c` is read).
+    u: Vec<f64>,
     /// `values[k]`: the group's values as column `k` sees them (row `k` of a `n x n` table).
     values: Vec<f64>,
     q: Vec<i8>,
@@ -38,32 +44,72 @@ struct Search<'a, F: Feedback> {
     n: usize,
 }
 
-impl<F: Feedback> Search<'_, F> {
-    /// Tries column `k`'s integers in order of cost, `partial` being the loss of the columns before it.
-    fn visit(&mut self, k: usize, partial: f64) {
+/// Distance from the half-integers, and largest magnitude, below which [`Search::centre`] divides.
+const CENTRE_MARGIN: f64 = 1.0 / (1u64 << 20) as f64;
+const CENTRE_RANGE: f64 = (1u64 << 20) as f64;
+
+impl Search {
+    /// Column value `x` in steps of the scale, `x / scale`, and its floor, as the walk uses them: the
+    /// floor and the comparisons `centre - down <= up - centre` between integers. `x * (1 / scale)`
+    /// is within 2⁻³¹ of `x / scale` when below 2²⁰; farther than 2⁻²⁰ from every half-integer, it has
+    /// the same floor and every such comparison (exactly `2 frac - m` against 0 for an integer `m`,
+    /// each side rounded by at most 2⁻³²) comes out the same, so the walk is the same. Otherwise the
+    /// division.
+    #[inline(always)]
+    fn centre(&self, x: f64) -> (f64, f64) {
+        let c = x * self.inv_scale;
+        let f = c.floor();
+        let d = c - f;
+        let safe = c.abs() < CENTRE_RANGE
+            && d > CENTRE_MARGIN
+            && d < 1.0 - CENTRE_MARGIN
+            && (d - 0.5).abs() > CENTRE_MARGIN;
+        if safe {
+            (c, f)
+        } else {
+            let c = x / self.scale;
+            (c, c.floor())
+        }
+    }
+
+    /// Tries column `k`'s integers in order of cost, `partial` being the loss of the columns before it,
+    /// going one column deeper through `deeper` (this same function, compiled for the host's SIMD).
+    #[inline(always)]
+    fn visit(&mut self, k: usize, partial: f64, deeper: impl Fn(&mut Self, usize, f64)) {
         let n = self.n;
         let x = self.values[k * n + k];
-        let (ukk, limit) = (self.u.u(k, k), self.budget.limit as f64);
-        let centre = x / self.scale;
-        // The next candidates below and above the centre, inside the box.
-        let mut down = centre.floor().min(limit);
-        let mut up = (centre.floor() + 1.0).max(-limit);
+        let (ukk, limit, scale) = (self.u[k * n + k], self.limit, self.scale);
+        let (centre, floor) = self.centre(x);
+        // The next candidates below and above the centre, inside the box, and their errors
+        // (computed ahead: the next one's division runs while this one's subtree is searched).
+        let mut down = floor.min(limit);
+        let mut up = (floor + 1.0).max(-limit);
+        let (mut err_down, mut err_up) = ((x - down * scale) / ukk, (x - up * scale) / ukk);
         loop {
-            let v = match (down >= -limit, up <= limit) {
-                (true, true) if centre - down <= up - centre => down,
-                (_, true) => up,
-                (true, false) => down,
-                (false, false) => return,
+            let (down_in, up_in) = (down >= -limit, up <= limit);
+            if !(down_in || up_in) {
+                return;
+            }
+            let take_down = if down_in && up_in {
+                centre - down <= up - centre
+            } else {
+                down_in
             };
-            if v == down {
+            let (v, err) = if take_down {
+                (down, err_down)
+            } else {
+                (up, err_up)
+            };
+            if take_down {
                 down -= 1.0;
+                err_down = (x - down * scale) / ukk;
             } else {
                 up += 1.0;
+                err_up = (x - up * scale) / ukk;
             }
-            let err = (x - v * self.scale) / ukk;
             let cost = partial + err * err;
             // Candidates come in order of distance from the centre, so of cost: none after is better.
-            if cost >= self.best_loss || self.nodes >= self.budget.max_nodes {
+            if cost >= self.best_loss || self.nodes >= self.max_nodes {
                 return;
             }
             self.nodes += 1;
@@ -74,13 +120,36 @@ impl<F: Feedback> Search<'_, F> {
                 continue;
             }
             let (done, rest) = self.values.split_at_mut((k + 1) * n);
-            let (from, to) = (&done[k * n..], &mut rest[..n]);
-            for j in k + 1..n {
-                to[j] = from[j] - err * self.u.u(k, j);
+            let (from, to) = (&done[k * n + k + 1..k * n + n], &mut rest[k + 1..n]);
+            let u = &self.u[k * n + k + 1..k * n + n];
+            for ((to, from), u) in to.iter_mut().zip(from).zip(u) {
+                *to = from - err * u;
             }
-            self.visit(k + 1, cost);
+            deeper(self, k + 1, cost);
         }
     }
+
+    /// The walk from column 0, with the host's widest SIMD (the same operations: no fused multiply-add).
+    fn run(&mut self) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            return unsafe { visit_avx2(self, 0, 0.0) };
+        }
+        visit_plain(self, 0, 0.0);
+    }
+}
+
+/// [`Search::visit`] compiled for AVX2 (`roundsd` floors, 4-wide feedback).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn visit_avx2(s: &mut Search, k: usize, partial: f64) {
+    s.visit(k, partial, |s, k, p| visit_avx2(s, k, p));
+}
+
+/// [`Search::visit`] for any CPU.
+fn visit_plain(s: &mut Search, k: usize, partial: f64) {
+    s.visit(k, partial, visit_plain);
 }
 
 /// The group's integers with the least loss at one `scale`, starting from `start` (typically GPTQ's,
@@ -98,20 +167,28 @@ pub fn closest<F: Feedback>(
     if n == 0 || scale <= 0.0 || !scale.is_finite() {
         return (start.to_vec(), start_loss);
     }
+    let mut rows = vec![0.0; n * n];
+    for c in 0..n {
+        for j in c..n {
+            rows[c * n + j] = u.u(c, j);
+        }
+    }
     let mut values = vec![0.0; n * n];
     values[..n].copy_from_slice(x);
     let mut search = Search {
-        u,
         scale,
-        budget,
+        inv_scale: 1.0 / scale,
+        limit: budget.limit as f64,
+        max_nodes: budget.max_nodes,
         nodes: 0,
+        u: rows,
         values,
         q: start.to_vec(),
         best: start.to_vec(),
         best_loss: start_loss,
         n,
     };
-    search.visit(0, 0.0);
+    search.run();
     (search.best, search.best_loss)
 }
 
