@@ -95,7 +95,7 @@ impl<'a, 'b> Session<'a, 'b> {
 
     /// [`Session::step`] with hooks called at every hook point of this position.
     pub fn step_with<H: Hooks>(&mut self, token: u32, hooks: &mut H) -> Result<&[f32], Error> {
-        let cfg = self.model.config();
+        let cfg = *self.model.config();
         let pos = self.pos;
         if pos >= self.n_ctx {
             return Err(Error::ContextFull { n_ctx: self.n_ctx });
@@ -111,7 +111,7 @@ impl<'a, 'b> Session<'a, 'b> {
         let s = &mut Step::new(model, pos, hooks);
 
         embed::forward(s, token as usize, ws);
-        rotary_angles(cfg, pos, ws);
+        rotary_angles(&cfg, pos, ws);
 
         for layer in 0..cfg.n_layers {
             s.layer = layer;

@@ -20,7 +20,7 @@ pub(crate) struct Step<'s, 'a, H> {
     /// The model.
     pub model: &'s Model<'a>,
     /// Its architecture.
-    pub cfg: &'s Config,
+    pub cfg: Config,
     /// Its activation arithmetic.
     pub act: Activations,
     /// The block being computed (ignored by hook points outside the blocks).
@@ -37,7 +37,7 @@ impl<'s, 'a, H: Hooks> Step<'s, 'a, H> {
     pub fn new(model: &'s Model<'a>, pos: usize, hooks: &'s mut H) -> Self {
         Step {
             model,
-            cfg: model.config(),
+            cfg: *model.config(),
             act: model.activations(),
             layer: 0,
             pos,
