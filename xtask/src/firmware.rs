@@ -187,18 +187,18 @@ fn prepare(args: &Args, spec: Spec) -> Result<Built> {
         None
     };
     let blob = timed("blob", || source.resolve(tool.as_deref()))?;
-    // An int8-weight blob on the budget's board without a reserve of its own (the shipped model's, or one
-    // whose stack is as shallow; deeper models pass `--stack-reserve`): the int8 builds' shallower stack
-    // reserve and the 2 KiB allowance (the f16 build's deeper stack sets memory.x's reserve and
-    // the 2 KiB + 128 B).
-    let int8 = (args.stack_reserve, model_reserve, args.board) == (None, None, Board::Mps2An386)
-        && int8_matrices(&blob)?;
-    let stack_reserve = match int8 {
-        true => Some(INT8_STACK_RESERVE),
+    // An int8 or int4 blob on the budget's board without a reserve of its own (the shipped model's, or
+    // one whose stack is as shallow; deeper models pass `--stack-reserve`): the integer builds' shallower
+    // stack reserve and the 2 KiB allowance (the f16 build's deeper stack sets memory.x's
+    // reserve and the 2 KiB + 128 B).
+    let integer = (args.stack_reserve, model_reserve, args.board) == (None, None, Board::Mps2An386)
+        && integer_matrices(&blob)?;
+    let stack_reserve = match integer {
+        true => Some(INTEGER_STACK_RESERVE),
         false => args.stack_reserve.or(model_reserve),
     };
-    let allowance = match int8 {
-        true => INT8_RAM_ALLOWANCE,
+    let allowance = match integer {
+        true => INTEGER_RAM_ALLOWANCE,
         false => spec.ram_allowance,
     };
 
@@ -403,15 +403,15 @@ fn build(
     Ok(elf)
 }
 
-/// Stack reserve of the shipped model's int8 builds (W8A8 and W8A16) on mps2-an386, instead of
-/// memory.x's: all that [`INT8_RAM_ALLOWANCE`] leaves beside their statics, above their high-water
-/// marks (1,576 B and 1,584 B) by more than [`STACK_MARGIN`].
-const INT8_STACK_RESERVE: u32 = 1712;
+/// Stack reserve of the shipped model's integer builds (W8A8, W8A16 and W4A8) on mps2-an386, instead
+/// of memory.x's: all that [`INTEGER_RAM_ALLOWANCE`] leaves beside their statics, at least
+/// [`STACK_MARGIN`] above their high-water marks (1,576 B, 1,600 B and 1,596 B).
+const INTEGER_STACK_RESERVE: u32 = 1712;
 /// The RAM allowance beside the KV cache and the workspace for those builds: 2 KiB.
-const INT8_RAM_ALLOWANCE: u64 = 2048;
+const INTEGER_RAM_ALLOWANCE: u64 = 2048;
 
-/// Whether every matrix of `blob` is int8.
-fn int8_matrices(blob: &Path) -> Result<bool> {
+/// Whether every matrix of `blob` is int8 or int4.
+fn integer_matrices(blob: &Path) -> Result<bool> {
     let bytes = std::fs::read(blob).with_context(|| format!("cannot read {}", blob.display()))?;
     let model = microlens::Model::from_bytes(&bytes)?;
     let features = model.features();
@@ -419,7 +419,7 @@ fn int8_matrices(blob: &Path) -> Result<bool> {
         .names()
         .iter()
         .filter(|n| n.starts_with("weights-"));
-    Ok(weights.all(|n| *n == "weights-i8"))
+    Ok(weights.all(|n| matches!(*n, "weights-i8" | "weights-i4")))
 }
 
 /// The microlens capabilities (firmware features) `blob` needs, comma-separated: the firmware is built
