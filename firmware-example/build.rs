@@ -7,7 +7,9 @@
 //!   paths are taken from this crate's directory.
 //! - `MICROLENS_SEED` (optional): seed of the prompt generator, decimal or `0x` hex.
 //! - `MICROLENS_STACK_RESERVE` (optional): the stack reserve in bytes, instead of the board's
-//!   `_stack_reserve` (for models other than the shipped one, whose stacks are deeper).
+//!   `_stack_reserve` (for models other than the shipped one, whose stacks are deeper, and for the
+//!   shipped model's integer builds on mps2-an386, whose stacks are shallower: `cargo xtask firmware`
+//!   sets it).
 
 use std::env;
 use std::fs;
@@ -295,7 +297,9 @@ fn fact_prompt(d_vocab: usize, n_ctx: usize) -> Result<Vec<u32>, String> {
         .split(',')
         .map(|t| match t.trim().parse::<u32>() {
             Ok(t) if (t as usize) < d_vocab => Ok(t),
-            _ => Err(format!("MICROLENS_FACT_PROMPT={text}: {t:?} is not a token below {d_vocab}")),
+            _ => Err(format!(
+                "MICROLENS_FACT_PROMPT={text}: {t:?} is not a token below {d_vocab}"
+            )),
         })
         .collect::<Result<Vec<u32>, String>>()?;
     if tokens.is_empty() || tokens.len() > n_ctx {

@@ -97,9 +97,15 @@ fn run() -> Result<(), FirmwareError> {
     // 1. The plain forward pass: accuracy, logits hash and cost per token (the steps alone are timed).
     let (hash, spent) = plain_pass(session, &prompt, &mut counter)?;
     // 2. Previous-token and induction scores, from the attention patterns.
-    let (heads, n_heads) = score_heads(session, &prompt, &mut counter)?;
+    let scored = score_heads(session, &prompt, &mut counter);
+    // Borrowed where they were returned: a copy of the heads would be one more slot of this frame,
+    // which lies under every forward pass.
+    let (heads, n_heads) = match &scored {
+        Ok(heads) => heads,
+        Err(_) => return scored.map(|_| ()),
+    };
     // 3. Every induction head, zero-ablated together.
-    ablate(session, &prompt, &heads[..n_heads], &mut counter)?;
+    ablate(session, &prompt, &heads[..*n_heads], &mut counter)?;
     // 4. A byte-level model's prompt and greedy continuation, as text.
     if model::TEXT {
         text::continue_prompt(session, &prompt, &mut counter)?;
