@@ -28,15 +28,18 @@ pub fn check_tokens(model: &Model<'_>, tokens: &[u32]) -> Result<()> {
             cfg.n_ctx
         );
     }
+    check_vocab(model, tokens)
+}
+
+/// Checks that every token is below `d_vocab`, naming the first that is not and its position.
+pub fn check_vocab(model: &Model<'_>, tokens: &[u32]) -> Result<()> {
+    let d_vocab = model.config().d_vocab;
     if let Some((pos, t)) = tokens
         .iter()
         .enumerate()
-        .find(|(_, &t)| t as usize >= cfg.d_vocab)
+        .find(|(_, &t)| t as usize >= d_vocab)
     {
-        bail!(
-            "token {t} at position {pos} is out of range (d_vocab = {})",
-            cfg.d_vocab
-        );
+        bail!("token {t} at position {pos} is out of range (d_vocab = {d_vocab})");
     }
     Ok(())
 }

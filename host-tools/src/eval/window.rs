@@ -4,7 +4,7 @@
 use anyhow::{bail, Result};
 use microlens::{Model, Session, Window, WindowMode};
 
-use super::run::{buffer, check_finite, session_buffers, MAX_TOKENS};
+use super::run::{buffer, check_finite, check_vocab, session_buffers, MAX_TOKENS};
 
 /// Checks a window's width and a stream against the model: width in `1..=n_ctx`, a non-empty stream of
 /// at most [`MAX_TOKENS`] tokens, each below `d_vocab`.
@@ -25,17 +25,7 @@ pub fn check_window(model: &Model<'_>, tokens: &[u32], width: usize) -> Result<(
             tokens.len()
         );
     }
-    if let Some((pos, t)) = tokens
-        .iter()
-        .enumerate()
-        .find(|(_, &t)| t as usize >= cfg.d_vocab)
-    {
-        bail!(
-            "token {t} at position {pos} is out of range (d_vocab = {})",
-            cfg.d_vocab
-        );
-    }
-    Ok(())
+    check_vocab(model, tokens)
 }
 
 /// Every position's logits of `tokens` through a window of `width` tokens, and how it slid.
