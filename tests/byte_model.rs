@@ -8,11 +8,8 @@ use std::path::PathBuf;
 use microlens::Model;
 use microlens_host::convert::{convert, ConvertOptions};
 use microlens_host::eval::generate::{bytes_text, greedy, BYTE_VOCAB};
-use microlens_host::train::heldout::{score, Suite};
-
-/// Seed and size of the held-out sequences (`microlens eval-induction`'s defaults).
-const HELD_OUT_SEED: u64 = 4242;
-const HELD_OUT_SEQS: usize = 512;
+use microlens_host::train::heldout::Suite;
+use microlens_tests::assert_held_out;
 
 fn shipped() -> Vec<u8> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -32,24 +29,15 @@ fn held_out_induction_tests_on_bytes_and_english_phrases() {
     let model = Model::from_bytes(&blob).unwrap();
     assert_eq!(model.config().d_vocab, BYTE_VOCAB);
     assert_eq!(Suite::for_vocab(BYTE_VOCAB).len(), 4, "the phrases run");
-    for (suite, min) in [
-        (Suite::RepeatedWithReplacement, 0.97),
-        (Suite::PrefixRepeatedWithReplacement, 0.95),
-        (Suite::RepeatedDistinct, 0.99),
-        (Suite::RepeatedPhrases, 0.90),
-    ] {
-        let s = score(&model, suite, HELD_OUT_SEQS, HELD_OUT_SEED).unwrap();
-        println!(
-            "{}: accuracy {:.4} (last-occurrence rule {:.4})",
-            s.description, s.accuracy, s.last_occurrence
-        );
-        assert!(
-            s.accuracy >= min,
-            "{}: {} < {min}",
-            s.description,
-            s.accuracy
-        );
-    }
+    assert_held_out(
+        &model,
+        &[
+            (Suite::RepeatedWithReplacement, 0.97),
+            (Suite::PrefixRepeatedWithReplacement, 0.95),
+            (Suite::RepeatedDistinct, 0.99),
+            (Suite::RepeatedPhrases, 0.90),
+        ],
+    );
 }
 
 /// `microlens generate --text`'s greedy decoding continues a repeated phrase the model never saw (the

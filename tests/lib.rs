@@ -69,3 +69,31 @@ pub fn max_abs_diff<'a>(
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f32::max)
 }
+
+/// Seed of the held-out induction sequences (`microlens eval-induction`'s default): neither the training
+/// data (seed 0) nor the training run's evaluation set.
+pub const HELD_OUT_SEED: u64 = 4242;
+/// Sequences per held-out suite (`microlens eval-induction`'s default).
+pub const HELD_OUT_SEQS: usize = 512;
+
+/// Scores `model` on each held-out suite (`microlens eval-induction`'s code and defaults) through the core
+/// forward, prints the accuracy, and asserts each suite's minimum.
+pub fn assert_held_out(
+    model: &microlens::Model<'_>,
+    goals: &[(microlens_host::train::heldout::Suite, f64)],
+) {
+    for &(suite, min) in goals {
+        let s = microlens_host::train::heldout::score(model, suite, HELD_OUT_SEQS, HELD_OUT_SEED)
+            .unwrap();
+        println!(
+            "{}: accuracy {:.4} (last-occurrence rule {:.4})",
+            s.description, s.accuracy, s.last_occurrence
+        );
+        assert!(
+            s.accuracy >= min,
+            "{}: {} < {min}",
+            s.description,
+            s.accuracy
+        );
+    }
+}

@@ -18,12 +18,10 @@ use microlens_host::eval::run::{log_softmax, run_blob, run_model};
 use microlens_host::eval::sequences::repeated_random_tokens;
 use microlens_host::train::data::InductionData;
 use microlens_host::train::eval::best_copier;
-use microlens_host::train::heldout::{score, Suite};
+use microlens_host::train::heldout::Suite;
 use microlens_host::train::trainer::rng;
+use microlens_tests::{assert_held_out, HELD_OUT_SEED};
 use serde::Deserialize;
-
-/// Seed of held-out sequences: neither the training data (seed 0) nor the training run's evaluation set.
-const HELD_OUT_SEED: u64 = 4242;
 
 #[derive(Deserialize)]
 struct Shipped {
@@ -89,23 +87,14 @@ fn loss_equals_transformerlens_and_accuracy_is_high() {
 fn held_out_induction_tests_through_the_core_forward() {
     let blob = shipped();
     let model = Model::from_bytes(&blob).unwrap();
-    for (suite, min) in [
-        (Suite::RepeatedWithReplacement, 0.97),
-        (Suite::PrefixRepeatedWithReplacement, 0.95),
-        (Suite::RepeatedDistinct, 0.99),
-    ] {
-        let s = score(&model, suite, 512, HELD_OUT_SEED).unwrap();
-        println!(
-            "{}: accuracy {:.4} (last-occurrence rule {:.4})",
-            s.description, s.accuracy, s.last_occurrence
-        );
-        assert!(
-            s.accuracy >= min,
-            "{}: {} < {min}",
-            s.description,
-            s.accuracy
-        );
-    }
+    assert_held_out(
+        &model,
+        &[
+            (Suite::RepeatedWithReplacement, 0.97),
+            (Suite::PrefixRepeatedWithReplacement, 0.95),
+            (Suite::RepeatedDistinct, 0.99),
+        ],
+    );
 }
 
 /// `microlens generate`'s greedy decoding through the KV cache picks, at every step, the argmax a full
