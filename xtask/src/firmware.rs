@@ -187,20 +187,18 @@ fn prepare(args: &Args, spec: Spec) -> Result<Built> {
         None
     };
     let blob = timed("blob", || source.resolve(tool.as_deref()))?;
-    // An int8 or int4 blob on the budget's board without a reserve of its own (the shipped model's, or
-    // one whose stack is as shallow; deeper models pass `--stack-reserve`): the integer builds' shallower
-    // stack reserve and the 2 KiB allowance (the f16 build's deeper stack sets memory.x's
-    // reserve and the 2 KiB + 128 B).
-    let integer = (args.stack_reserve, model_reserve, args.board) == (None, None, Board::Mps2An386)
-        && integer_matrices(&blob)?;
-    let stack_reserve = match integer {
-        true => Some(INTEGER_STACK_RESERVE),
-        false => args.stack_reserve.or(model_reserve),
+    // An int8 or int4 blob without a reserve of its own (the shipped model's, or one whose stack is as
+    // shallow; deeper models pass `--stack-reserve`), on a board with an integer budget: that budget's
+    // shallower stack reserve and allowance (the f16 build's deeper stack sets memory.x's).
+    let integer = match (args.stack_reserve, model_reserve, spec.integer_budget) {
+        (None, None, Some(budget)) if integer_matrices(&blob)? => Some(budget),
+        _ => None,
     };
-    let allowance = match integer {
-        true => INTEGER_RAM_ALLOWANCE,
-        false => spec.ram_allowance,
-    };
+    let stack_reserve = integer
+        .map(|b| b.stack_reserve)
+        .or(args.stack_reserve)
+        .or(model_reserve);
+    let allowance = integer.map_or(spec.ram_allowance, |b| b.ram_allowance);
 
     if !args.skip_thumbv6m {
         timed("thumbv6m check", thumbv6m::check)?;
@@ -402,13 +400,6 @@ fn build(
         .with_context(|| format!("cannot copy {} to {}", built.display(), elf.display()))?;
     Ok(elf)
 }
-
-/// Stack reserve of the shipped model's integer builds (W8A8, W8A16 and W4A8) on mps2-an386, instead
-/// of memory.x's: all that [`INTEGER_RAM_ALLOWANCE`] leaves beside their statics, at least
-/// [`STACK_MARGIN`] above their high-water marks (1,576 B, 1,600 B and 1,596 B).
-const INTEGER_STACK_RESERVE: u32 = 1712;
-/// The RAM allowance beside the KV cache and the workspace for those builds: 2 KiB.
-const INTEGER_RAM_ALLOWANCE: u64 = 2048;
 
 /// Whether every matrix of `blob` is int8 or int4.
 fn integer_matrices(blob: &Path) -> Result<bool> {
