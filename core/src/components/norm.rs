@@ -37,15 +37,16 @@ pub(crate) fn forward<H: Hooks>(
     ws: &mut Workspace<'_>,
 ) {
     let out = &mut *ws.normed;
-    out.iter_mut()
-        .zip(ws.resid.iter())
-        .for_each(|(o, x)| *o = *x);
-    let n = s.cfg.normalization;
-    if !n.is_some() || !crate::features::NORM {
+    let n = match crate::features::NORM {
+        true => s.cfg.normalization,
+        false => Normalization::None,
+    };
+    // The copy of the residual stream, centred, and the scale.
+    let mut scale = [norm::scale(n, s.cfg.eps, ws.resid, out)];
+    if !n.is_some() {
         return;
     }
     let (scale_hook, normalized_hook) = which.hooks();
-    let mut scale = [norm::scale(n, s.cfg.eps, out)];
     s.hook(scale_hook, 0, &mut scale);
     norm::divide(n, scale[0], out);
     let rms = matches!(n, Normalization::RMS | Normalization::RMSPre);
