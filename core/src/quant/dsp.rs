@@ -148,7 +148,7 @@ macro_rules! group {
 /// The four-row kernel (`dot4_strided`, whose sums it computes) with the DSP instructions: when every
 /// row is whole, one `asm!` loop of 21.75 instructions per 16 multiply-accumulates (per group of four
 /// columns `LDRD` of the lanes, then per row `LDR`, two `SXTB16`, two `SMLAD`; four groups per
-/// iteration) and 23 per quad of rows; when some row ends early, the same loop one quad at a time, over
+/// iteration) and 14 per quad of rows; when some row ends early, the same loop one quad at a time, over
 /// the groups the quad's last row has.
 #[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
 #[inline(never)]
@@ -169,40 +169,49 @@ pub(crate) fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut 
         // `lanes`, a `&[u32]` (word-aligned, as `LDRD` needs), and writes the quad's four words of
         // `out`, a `&mut [i32]` (`STRD`), `4 * quads <= out.len()` in all. `groups > 0` and
         // `quads > 0`, so each loop, which tests its end after its body, runs over exactly `groups`
-        // groups (four per iteration, the first entering at the copy `TBB` picks from `groups %
-        // 4`, the table's four bytes right after it) and `quads` quads. Its own state lives in 32 bytes it reserves below `sp` and releases (the
-        // stack, hence no `nostack`); it changes the flags and the sticky Q flag, which no Rust code reads.
+        // groups (four per iteration, the first entering at the copy that `groups % 4` picks: its
+        // address, from the table's four bytes, is loaded into `pc` with the Thumb bit set) and
+        // `quads` quads. Its own state lives in 32 bytes it reserves below `sp` and releases (the
+        // stack, hence no `nostack`); it changes the flags and the sticky Q flag, which no Rust code
+        // reads.
         unsafe {
             core::arch::asm!(
-                // [sp]: row 0's end; 4: `out` so far; 8: its end; 12: `lanes`; 16: bytes per
-                // row; 20: `groups % 4`; 24: two zero words.
+                // [sp]: `out` so far; 4: its end; 8: `lanes`; 12: their end; 16: from one quad's
+                // row ends to the next quad's row starts (`4 * stride - bytes`); 20: the first
+                // group's copy; 24: two zero words.
                 "sub sp, sp, #32",
-                "str {a0}, [sp, #4]",
-                "str {a1}, [sp, #8]",
-                "str {xp}, [sp, #12]",
+                "str {a0}, [sp]",
+                "str {a1}, [sp, #4]",
+                "str {xp}, [sp, #8]",
+                "add {a0}, {xp}, {t}, lsl #1",
+                "str {a0}, [sp, #12]",
+                "rsb {t}, {t}, {s}, lsl #2",
                 "str {t}, [sp, #16]",
-                "str {w}, [sp, #20]",
-                "add {t}, {p0}, {t}",
-                "str {t}, [sp]",
+                "adr {t}, 7f",
+                "ldrb {w}, [{t}, {w}]",
+                "adr {t}, 5f",
+                "add {t}, {t}, {w}, lsl #1",
+                "orr {t}, {t}, #1",
+                "str {t}, [sp, #20]",
+                "add {p3}, {p0}, {s}, lsl #1",
+                "add {p3}, {p3}, {s}",
                 "mov {a2}, #0",
                 "mov {a3}, #0",
                 "strd {a2}, {a3}, [sp, #24]",
+                "b 4f",
+                // Half the offset of the copy the first group enters at, by `groups % 4`.
+                "7:",
+                ".byte 0",
+                ".byte (6f - 5f) / 2",
+                ".byte (9f - 5f) / 2",
+                ".byte (8f - 5f) / 2",
+                ".p2align 1",
                 // One quad of rows: p0 is row 0, p3 row 3.
                 "4:",
-                "ldr {xp}, [sp, #12]",
-                "add {p3}, {p0}, {s}, lsl #1",
-                "add {p3}, {p3}, {s}",
+                "ldr {xp}, [sp, #8]",
                 "ldrd {a0}, {a1}, [sp, #24]",
                 "ldrd {a2}, {a3}, [sp, #24]",
-                // Four groups per iteration; `groups % 4` picks the copy the first one enters at.
-                "ldr {w}, [sp, #20]",
-                "tbb [pc, {w}]",
-                "7:",
-                ".byte (5f - 7b) / 2",
-                ".byte (6f - 7b) / 2",
-                ".byte (9f - 7b) / 2",
-                ".byte (8f - 7b) / 2",
-                ".p2align 1",
+                "ldr pc, [sp, #20]",
                 "5:",
                 group!(),
                 "8:",
@@ -211,20 +220,18 @@ pub(crate) fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut 
                 group!(),
                 "6:",
                 group!(),
-                "ldr {t}, [sp]",
-                "cmp {p0}, {t}",
+                "ldr {t}, [sp, #12]",
+                "cmp {xp}, {t}",
                 "bne 5b",
-                "add {t}, {t}, {s}, lsl #2",
-                "str {t}, [sp]",
-                "ldr {t}, [sp, #4]",
+                "ldr {t}, [sp]",
                 "strd {a0}, {a1}, [{t}], #8",
                 "strd {a2}, {a3}, [{t}], #8",
-                "str {t}, [sp, #4]",
-                // The next quad's row 0: four rows on from this one's.
+                "str {t}, [sp]",
+                // The next quad's rows 0 and 3: four rows on from this one's.
                 "ldr {w}, [sp, #16]",
-                "sub {p0}, {p0}, {w}",
-                "add {p0}, {p0}, {s}, lsl #2",
-                "ldr {w}, [sp, #8]",
+                "add {p0}, {p0}, {w}",
+                "add {p3}, {p3}, {w}",
+                "ldr {w}, [sp, #4]",
                 "cmp {t}, {w}",
                 "bne 4b",
                 "add sp, sp, #32",
