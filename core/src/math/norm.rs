@@ -16,7 +16,10 @@ pub(crate) fn each4(dst: &mut [f32], src: &[f32], mut f: impl FnMut(&mut f32, f3
     let rest = s4.remainder();
     for (d, s) in (&mut d4).zip(s4) {
         if let ([d0, d1, d2, d3], &[s0, s1, s2, s3]) = (d, s) {
-            (f(d0, s0), f(d1, s1), f(d2, s2), f(d3, s3));
+            f(d0, s0);
+            f(d1, s1);
+            f(d2, s2);
+            f(d3, s3);
         }
     }
     for (d, &s) in d4.into_remainder().iter_mut().zip(rest) {
@@ -62,7 +65,10 @@ fn each4_mut(x: &mut [f32], mut f: impl FnMut(&mut f32)) {
     let mut x4 = x.chunks_exact_mut(4);
     for q in &mut x4 {
         if let [a, b, c, d] = q {
-            (f(a), f(b), f(c), f(d));
+            f(a);
+            f(b);
+            f(c);
+            f(d);
         }
     }
     x4.into_remainder().iter_mut().for_each(f);
