@@ -3,10 +3,10 @@
 //! `mve.rs`, the DSP instructions' `asm!` loop in `dsp.rs`, the host's SIMD in `host/dot4.rs`, plain
 //! Rust in `dsp.rs` elsewhere). Every one computes the same wrapping integer sums, so the same bits.
 
-#[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
-use super::dsp::dot4_strided as kernel;
 #[cfg(not(any(feature = "std", all(feature = "dsp", target_arch = "arm"))))]
 use super::dsp::dot4_strided_portable as kernel;
+#[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
+use super::dsp_kernel::dot4_strided as kernel;
 #[cfg(all(feature = "mve", target_arch = "arm"))]
 use super::mve::dot4_strided as kernel;
 #[cfg(all(feature = "std", not(all(feature = "dsp", target_arch = "arm"))))]
