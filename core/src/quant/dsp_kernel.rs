@@ -1,9 +1,9 @@
 //! The four-row int8 kernel's loop in assembly for cores with the DSP instructions (`SXTB16`, `SMLAD`:
 //! Cortex-M4, M7, M33), behind [`super::dot4::dot4_strided`]: per group of four columns one `LDRD` of
 //! the activation lanes, then per row `LDR`, two `SXTB16`, two `SMLAD` (21 instructions per 16
-//! multiply-accumulates, four groups per loop test). With an FPU it can also rescale each quad's sums
-//! as `int8::matvec` does, `acc * (s_w * s_x) + b`, before they leave the registers
-//! ([`dot4_rescaled`]).
+//! multiply-accumulates, plus a two-instruction loop test per four groups). With an FPU (and int8
+//! matrices in the build) it also rescales each quad's sums as `int8::matvec` does, `acc * (s_w *
+//! s_x) + b`, before they leave the registers ([`dot4_rescaled`]).
 //!
 //! One function in `global_asm!` with the C calling convention (its callers keep nothing in the
 //! registers it clobbers, FPU `s0`-`s15` among them, so it saves none of those): all fourteen general
@@ -68,7 +68,7 @@ pub(crate) fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut 
 /// rows, at least one group, and `scales` word-aligned with a scale per row; the bias is added when it
 /// covers every row from a word-aligned address. Returns how many rows took the bias, or `None`
 /// (nothing written) when the rows do not fit.
-#[cfg(target_abi = "eabihf")]
+#[cfg(all(target_abi = "eabihf", feature = "weights-i8"))]
 #[inline]
 pub(crate) fn dot4_rescaled(
     rows: &[u8],
@@ -168,7 +168,7 @@ macro_rules! group {
 
 /// The rescaling epilogue (label 3): sums r4-r7 to `f32` (s0-s3), times (the scales' bits, two `f16`
 /// per word masked into place, times `s_x` in s8), plus the bias when there is one, stored at `lr`.
-#[cfg(target_abi = "eabihf")]
+#[cfg(all(target_abi = "eabihf", feature = "weights-i8"))]
 macro_rules! rescale {
     () => {
         concat!(
@@ -212,8 +212,8 @@ macro_rules! rescale {
     };
 }
 
-/// Without an FPU, no epilogue: the scales are always null.
-#[cfg(not(target_abi = "eabihf"))]
+/// Without an FPU (or int8 matrices), no epilogue: the scales are always null.
+#[cfg(not(all(target_abi = "eabihf", feature = "weights-i8")))]
 macro_rules! rescale {
     () => {
         "3:\n"
@@ -221,7 +221,7 @@ macro_rules! rescale {
 }
 
 /// Setting up the epilogue (s8 = `s_x`, the mask, label 3 into r11) when the scales are not null.
-#[cfg(target_abi = "eabihf")]
+#[cfg(all(target_abi = "eabihf", feature = "weights-i8"))]
 macro_rules! rescale_setup {
     () => {
         concat!(
@@ -236,23 +236,23 @@ macro_rules! rescale_setup {
 
 /// The FPU's instructions for the assembler (module-level assembly does not see the target's
 /// features): those of the Cortex-M4F's FPv4-SP, which the M7's and M33's include.
-#[cfg(target_abi = "eabihf")]
+#[cfg(all(target_abi = "eabihf", feature = "weights-i8"))]
 macro_rules! fpu {
     () => {
         ".fpu fpv4-sp-d16"
     };
 }
 
-/// Without an FPU: no directive.
-#[cfg(not(target_abi = "eabihf"))]
+/// Without the epilogue: no directive.
+#[cfg(not(all(target_abi = "eabihf", feature = "weights-i8")))]
 macro_rules! fpu {
     () => {
         ""
     };
 }
 
-/// Without an FPU: nothing (the scales are always null).
-#[cfg(not(target_abi = "eabihf"))]
+/// Without an FPU (or int8 matrices): nothing (the scales are always null).
+#[cfg(not(all(target_abi = "eabihf", feature = "weights-i8")))]
 macro_rules! rescale_setup {
     () => {
         ""

@@ -167,7 +167,8 @@ fn quads_rescaled(
         feature = "dsp",
         not(feature = "mve"),
         target_arch = "arm",
-        target_abi = "eabihf"
+        target_abi = "eabihf",
+        feature = "weights-i8"
     ))]
     {
         super::dsp_kernel::dot4_rescaled(w, cols, lanes, quads, scales, s_x * SCALE_UNIT, bias)
@@ -176,7 +177,8 @@ fn quads_rescaled(
         feature = "dsp",
         not(feature = "mve"),
         target_arch = "arm",
-        target_abi = "eabihf"
+        target_abi = "eabihf",
+        feature = "weights-i8"
     )))]
     {
         super::dot4::dot4_strided(w, cols, lanes, bytemuck::cast_slice_mut(quads));
