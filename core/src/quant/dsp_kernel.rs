@@ -271,6 +271,9 @@ core::arch::global_asm!(
     ".section .text.microlens_dot4_quads,\"ax\",%progbits",
     ".syntax unified",
     ".thumb",
+    // ARMv7E-M's instructions, DSP among them (a subset of the Cortex-M33's ARMv8-M Mainline with its
+    // DSP extension, which the assembler of a module-level block does not assume).
+    ".arch armv7e-m",
     fpu!(),
     ".global microlens_dot4_quads",
     ".type microlens_dot4_quads,%function",
