@@ -1,6 +1,6 @@
 //! The four-row int8 kernel, [`dot4_strided`], that the matmuls, the attention scores and the value
 //! mix spend most of their time in: one entry, the target's implementation behind it (Helium in
-//! `mve.rs`, the DSP instructions' `asm!` loop in `dsp.rs`, the host's SIMD in `host/dot4.rs`, plain
+//! `mve.rs`, the DSP instructions' loop in `dsp_kernel.rs`, the host's SIMD in `host/dot4.rs`, plain
 //! Rust in `dsp.rs` elsewhere). Every one computes the same wrapping integer sums, so the same bits.
 
 #[cfg(not(any(feature = "std", all(feature = "dsp", target_arch = "arm"))))]
