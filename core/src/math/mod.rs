@@ -4,6 +4,7 @@
 //! the same bits; the softmax's exponential is `exp.rs`, basic `f32` operations only, the same bits too.
 
 pub(crate) mod activation;
+#[cfg(not(feature = "fast-math"))]
 pub(crate) mod exp;
 pub mod norm;
 pub(crate) mod rotary;
