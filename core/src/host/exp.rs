@@ -1,7 +1,9 @@
 //! The softmax's exponentials on the host: eight [`exp`](crate::math::exp::exp) at a time, the same
 //! bits.
 
-use crate::math::{exp, softmax};
+#[cfg(all(target_arch = "x86_64", not(feature = "fast-math")))]
+use crate::math::exp;
+use crate::math::softmax;
 
 /// The softmax's first half on the host, [`softmax::exp_shifted`] with the same bits:
 /// `x_i <- exp(x_i - max)`, returning their sum added in order. Eight values at a time, every lane
