@@ -55,7 +55,9 @@ fn exp_lanes(x: [f32; EXP_LANES]) -> [f32; EXP_LANES] {
     for (o, x) in out.iter_mut().zip(x) {
         let (k, p) = exp::reduce(exp::clamp(x));
         let y = exp::scale(p, k);
-        *o = if x.is_nan() { x } else { y };
+        // `x` where it is NaN, as a mask (a branch here would keep the lanes from vectorising).
+        let nan = u32::from(x.is_nan()).wrapping_neg();
+        *o = f32::from_bits((x.to_bits() & nan) | (y.to_bits() & !nan));
     }
     out
 }
