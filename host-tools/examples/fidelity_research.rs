@@ -23,7 +23,10 @@ use common::fidelity::{evaluation_sequences, fidelity, misses, models, shipped, 
 
 fn main() {
     let which = std::env::args().nth(1).unwrap_or_default();
-    let all: [(&str, fn()); 6] = [
+    let all: [(&str, fn()); 9] = [
+        ("int8_scale_granularity", int8_scale_granularity),
+        ("w8a16", w8a16),
+        ("int8_weight_error_by_tensor", int8_weight_error_by_tensor),
         ("issue_targets", issue_targets),
         ("shipped_model_error_sources", shipped_model_error_sources),
         ("int8_rounding_error_sources", int8_rounding_error_sources),
@@ -126,6 +129,178 @@ fn shipped_model_error_sources() {
                     r.pattern_max_abs_diff
                 );
             }
+        }
+    }
+}
+
+/// W8A16 on every model (or the one named after the command): its int8 weights alone (`f32`
+/// activations), with int16 activations, and with the int16 KV cache too.
+fn w8a16() {
+    let only = std::env::args().nth(2);
+    for (name, blob) in models() {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
+        let reference = Model::from_bytes(&blob).unwrap();
+        let seqs = evaluation_sequences(reference.config());
+        let rounding = Rounding::default_for(DType::I8);
+        for act in [Activations::F32, Activations::I16, Activations::I16Kv16] {
+            let blob = requantize_blob(&reference, DType::I8, act, &rounding).unwrap();
+            let r = compare(&reference, &Model::from_bytes(&blob).unwrap(), &seqs, || {}).unwrap();
+            let m = &r.model;
+            println!(
+                "{name:24} {:9} {:6} B: mean KL {:.3e} top-1 {:.4} repeated {:.4} flip margin {:.3} attention {:.2e} induction {:.1e}",
+                act.name(),
+                blob.len(),
+                m.mean_kl,
+                m.top1_agreement,
+                m.top1_agreement_repeated,
+                m.top1_flip_max_margin,
+                r.pattern_max_abs_diff,
+                r.induction_score_max_change
+            );
+        }
+    }
+}
+
+/// What a finer int8 scale would buy: every matrix read through an input site rounded to nearest
+/// (the lookup tables exact, `f32` activations) with one scale per row, per group of 16 or 8 along
+/// the row, or per row after scaling each input column by `E[x_j²]^(α/2)` (AWQ-style, the inverse
+/// scale moved onto the input).
+fn int8_scale_granularity() {
+    use microlens_host::quantize::calibration::{record, InputPrecision, MatrixInput, Source};
+    use microlens_host::quantize::encode_nearest;
+    let only = std::env::args().nth(2);
+    for (name, blob) in models() {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
+        let reference = Model::from_bytes(&blob).unwrap();
+        let seqs = evaluation_sequences(reference.config());
+        let calib = Source::default().sequences(&reference).unwrap();
+        let exact = nearest_tensors(&reference, DType::F32).unwrap();
+        let sites: Vec<MatrixInput> = exact.iter().filter_map(|t| MatrixInput::of(t.id)).collect();
+        let inputs = record(&reference, &calib, InputPrecision::Float, &sites).unwrap();
+        let round = |row: &[f32], col_scale: &[f32], group: usize| -> Vec<f32> {
+            let scaled: Vec<f32> = row.iter().zip(col_scale).map(|(w, s)| w * s).collect();
+            let mut out = Vec::with_capacity(row.len());
+            for g in scaled.chunks(group) {
+                let max = g.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                let step = if max > 0.0 { max / 127.0 } else { 1.0 };
+                out.extend(g.iter().map(|v| (v / step).round() * step));
+            }
+            out.iter().zip(col_scale).map(|(w, s)| w / s).collect()
+        };
+        let variant = |group: Option<usize>, alpha: f32| {
+            let tensors: Vec<TensorData> = exact
+                .iter()
+                .map(|t| {
+                    let Some(site) = MatrixInput::of(t.id) else {
+                        return t.clone();
+                    };
+                    let [rows, n] = t.shape;
+                    let x = &inputs[&site];
+                    let count = (x.len() / n) as f64;
+                    let scale: Vec<f32> = (0..n)
+                        .map(|j| {
+                            let m2 = x.iter().skip(j).step_by(n).map(|v| (*v as f64).powi(2)).sum::<f64>();
+                            ((m2 / count).max(1e-12).powf(alpha as f64 / 2.0)) as f32
+                        })
+                        .collect();
+                    let w = microlens_host::quantize::decode_matrix(t).unwrap();
+                    let q: Vec<f32> = w
+                        .chunks(n)
+                        .flat_map(|row| round(row, &scale, group.unwrap_or(n)))
+                        .collect();
+                    assert_eq!(q.len(), rows * n);
+                    encode_nearest(t.id, t.shape, &q, DType::F32).unwrap()
+                })
+                .collect();
+            compare_tensors(&reference, &tensors, &seqs).model.mean_kl
+        };
+        let row = variant(None, 0.0);
+        let g16 = variant(Some(16), 0.0);
+        let g8 = variant(Some(8), 0.0);
+        let awq: Vec<String> = [0.25f32, 0.5, 0.75]
+            .iter()
+            .map(|&a| format!("{a}: {:.3e}", variant(None, a)))
+            .collect();
+        println!(
+            "{name:24} nearest int8, tables exact: per row {row:.3e}, groups of 16 {g16:.3e} ({:.2}x), groups of 8 {g8:.3e} ({:.2}x), per row with input scaling α {}",
+            row / g16,
+            row / g8,
+            awq.join(", ")
+        );
+    }
+}
+
+/// Where the int8 weights' error comes from: each model with `f32` activations and KV cache, every
+/// tensor `f32` but one kind of matrix (all its layers) as the default int8 weights (GPTQ, with the
+/// biases it compensated) or rounded to nearest. Prints the mean KL per kind against all of them.
+fn int8_weight_error_by_tensor() {
+    use microlens::TensorKind;
+    use microlens_host::quantize::bias_of;
+    let only = std::env::args().nth(2);
+    for (name, blob) in models() {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
+        let reference = Model::from_bytes(&blob).unwrap();
+        let seqs = evaluation_sequences(reference.config());
+        let exact = nearest_tensors(&reference, DType::F32).unwrap();
+        let rounding = Rounding::default_for(DType::I8);
+        let gptq = requantize_blob(&reference, DType::I8, Activations::F32, &rounding).unwrap();
+        let gptq = nearest_tensors(&Model::from_bytes(&gptq).unwrap(), DType::F32).unwrap();
+        let near = nearest_tensors(&reference, DType::I8).unwrap();
+        let near = {
+            let blob = microlens::blob::write(
+                reference.config(),
+                *reference.processing(),
+                Activations::F32,
+                &near,
+            )
+            .unwrap();
+            nearest_tensors(&Model::from_bytes(&blob).unwrap(), DType::F32).unwrap()
+        };
+        let kl = |pick: &dyn Fn(TensorKind) -> bool, from: &[TensorData]| {
+            let tensors: Vec<_> = exact
+                .iter()
+                .zip(from)
+                .map(|(t, q)| {
+                    let take = pick(t.id.kind)
+                        || (!t.id.kind.is_matrix()
+                            && from
+                                .iter()
+                                .any(|m| bias_of(m.id) == Some(t.id) && pick(m.id.kind)));
+                    if take {
+                        q.clone()
+                    } else {
+                        t.clone()
+                    }
+                })
+                .collect();
+            compare_tensors(&reference, &tensors, &seqs).model.mean_kl
+        };
+        let all_g = kl(&|k: TensorKind| k.is_matrix(), &gptq);
+        let all_n = kl(&|k: TensorKind| k.is_matrix(), &near);
+        println!("{name:24} all matrices: gptq {all_g:.3e} nearest {all_n:.3e}");
+        let mut kinds: Vec<TensorKind> = exact
+            .iter()
+            .map(|t| t.id.kind)
+            .filter(|k| k.is_matrix())
+            .collect();
+        kinds.dedup();
+        kinds.sort_by_key(|k| *k as u8);
+        kinds.dedup();
+        for kind in kinds {
+            let g = kl(&|k: TensorKind| k == kind, &gptq);
+            let n = kl(&|k: TensorKind| k == kind, &near);
+            println!(
+                "{name:24} {:8} gptq {g:.3e} ({:4.1}%) nearest {n:.3e} ({:4.1}%)",
+                format!("{kind:?}"),
+                100.0 * g / all_g,
+                100.0 * n / all_n
+            );
         }
     }
 }
@@ -280,6 +455,7 @@ fn int4_error_against_its_floors() {
         let exact = nearest_tensors(&reference, DType::F32).unwrap();
         let gptq = compensation::compensated_tensors(
             &reference,
+            DType::I4,
             DType::I4,
             Activations::I8,
             &seqs,

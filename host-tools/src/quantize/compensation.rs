@@ -104,7 +104,7 @@ fn compensate(x: &DMatrix<f64>, xq: &DMatrix<f64>) -> Result<Compensation> {
 }
 
 /// The bias added to the output of matrix `id`.
-fn bias_of(id: TensorId) -> Option<TensorId> {
+pub fn bias_of(id: TensorId) -> Option<TensorId> {
     let kind = match id.kind {
         TensorKind::WQ => TensorKind::BQ,
         TensorKind::WK => TensorKind::BK,
@@ -187,6 +187,7 @@ fn compensated_bias(
 fn tables_and_rest(
     model: &Model<'_>,
     dtype: DType,
+    tables: DType,
     seqs: &[Vec<u32>],
 ) -> Result<BTreeMap<TensorKey, TensorData>> {
     let cfg = *model.config();
@@ -201,7 +202,7 @@ fn tables_and_rest(
                     Entry::Vacant(e) => e.insert(tables::solver(model, moment, seqs, false)?),
                 };
                 let values = matrix_values(&m);
-                gptq::encode_gptq(id, id.shape(&cfg), &values, dtype, solver, &gptq::I4_CLIPS)?
+                gptq::encode_gptq(id, id.shape(&cfg), &values, tables, solver, &gptq::I4_CLIPS)?
             }
             Some(_) if MatrixInput::of(id).is_some() => continue,
             _ => nearest_tensor(model, id, dtype)?,
@@ -228,11 +229,12 @@ fn forward_order(cfg: &microlens::Config) -> Vec<MatrixInput> {
     sites
 }
 
-/// Every tensor of `model` (`f32`) with its matrices quantised as `dtype` by GPTQ on `seqs`, against
-/// `against`'s inputs, for a model computing with `activations`.
+/// Every tensor of `model` (`f32`) with its matrices quantised as `dtype` (the lookup tables as
+/// `tables`) by GPTQ on `seqs`, against `against`'s inputs, for a model computing with `activations`.
 pub fn compensated_tensors(
     model: &Model<'_>,
     dtype: DType,
+    tables: DType,
     activations: Activations,
     seqs: &[Vec<u32>],
     against: CalibrationInputs,
@@ -240,7 +242,7 @@ pub fn compensated_tensors(
     let cfg = *model.config();
     // Act order helped the int8 matrices, not the tables; int4 groups need the inputs in order.
     let act_order = dtype != DType::I4;
-    let mut done = tables_and_rest(model, dtype, seqs)?;
+    let mut done = tables_and_rest(model, dtype, tables, seqs)?;
     let sites = forward_order(&cfg);
     let mut float = record(model, seqs, InputPrecision::Float, &sites)?;
     for site in sites {
@@ -276,8 +278,32 @@ pub fn compensated_tensors(
                 None => w.clone(),
             };
             let values: Vec<f32> = target.transpose().iter().map(|&v| v as f32).collect();
-            let t =
-                gptq::encode_gptq(id, id.shape(&cfg), &values, dtype, &solver, &gptq::I4_CLIPS)?;
+            let fisher = match std::env::var("ML_ROWFISHER").is_ok() {
+                true => tables::output_moment_of(model, id, seqs)?,
+                false => None,
+            };
+            let t = match fisher {
+                Some(f) => {
+                    let rows = Solver::new(&f, id.shape(&cfg)[0], gptq::DAMPING, true)?;
+                    gptq::encode_gptq_rows(
+                        id,
+                        id.shape(&cfg),
+                        &values,
+                        dtype,
+                        &solver,
+                        &rows,
+                        &gptq::I4_CLIPS,
+                    )?
+                }
+                None => gptq::encode_gptq(
+                    id,
+                    id.shape(&cfg),
+                    &values,
+                    dtype,
+                    &solver,
+                    &gptq::I4_CLIPS,
+                )?,
+            };
             if let (Some(c), Some(b)) = (&comp, bias_of(id)) {
                 done.insert(key(b), compensated_bias(model, b, &w, &t, c)?);
             }

@@ -20,6 +20,7 @@ mod requantize;
 pub mod tables;
 
 pub use calibration::CalibrationInputs;
+pub use compensation::bias_of;
 pub use decode::{decode_matrix, matrix_values};
 pub use footprint::{footprints, Footprint};
 pub use nearest::{encode_nearest, encoder_for, Quantizer};

@@ -90,6 +90,14 @@ impl Rounding {
     }
 }
 
+fn tables_dtype(dtype: DType) -> DType {
+    match std::env::var("ML_TABLES").as_deref() {
+        Ok("f16") => DType::F16,
+        Ok("f32") => DType::F32,
+        _ => dtype,
+    }
+}
+
 /// [`requantize_nearest`] with `rounding` for `f16` and integer matrices (`f32` has nothing to round). GPTQ
 /// calibrates on `model` itself, which should be the `f32` original.
 pub fn requantize(
@@ -104,6 +112,6 @@ pub fn requantize(
     };
     let seqs = opts.source.sequences(model)?;
     let tensors =
-        compensation::compensated_tensors(model, dtype, activations, &seqs, opts.against)?;
+        compensation::compensated_tensors(model, dtype, tables_dtype(dtype), activations, &seqs, opts.against)?;
     write_blob(model, activations, &tensors)
 }

@@ -155,6 +155,76 @@ pub fn encode_gptq(
     })
 }
 
+/// [`encode_gptq`] with the rows coupled through `outputs`, the solver of the second moment `F` of the
+/// matrix's outputs' effect (`[rows][rows]`): the loss is `tr(F ΔW H ΔWᵀ)`, and it is GPTQ on both
+/// sides. The rows are rounded one at a time in `outputs`' order, each against `solver` as
+/// [`encode_gptq`] rounds it, and each row's error `δ = w - ŵ` moves the rows not yet rounded by
+/// `-δ U_kj / U_kk` (`U` the Cholesky factor of `F⁻¹`): the least-squares best continuous reply
+/// of the other rows, whatever `H` is. `f16` rows are rounded as [`encode_gptq`] does.
+pub fn encode_gptq_rows(
+    id: TensorId,
+    shape: [usize; 2],
+    values: &[f32],
+    dtype: DType,
+    solver: &Solver,
+    outputs: &Solver,
+    clips: &[f32],
+) -> Result<TensorData> {
+    let [rows, cols] = shape;
+    if dtype == DType::F16 {
+        return encode_gptq(id, shape, values, dtype, solver, clips);
+    }
+    ensure!(
+        outputs.n() == rows,
+        "tensor {id}: a {}-output moment for shape {shape:?}",
+        outputs.n()
+    );
+    // Checks the shape, values and dtype.
+    encode_gptq(id, [0, cols], &[], dtype, solver, clips)?;
+    crate::quantize::encode::check_values(id, shape, values)?;
+    let mut work: Vec<Vec<f64>> = values
+        .chunks(cols.max(1))
+        .map(|r| r.iter().map(|&v| v as f64).collect())
+        .collect();
+    let mut solved: Vec<Option<(Vec<i8>, Vec<f32>)>> = vec![None; rows];
+    let segment = if dtype == DType::I4 { I4_GROUP } else { cols.max(1) };
+    for k in 0..rows {
+        let r = outputs.order[k];
+        let row: Vec<f32> = work[r].iter().map(|&v| v as f32).collect();
+        let (q, s) = solver.row(&row, dtype, clips).ok_or_else(|| {
+            anyhow!(
+                "tensor {id} has a value beyond the {} scale range",
+                dtype.name()
+            )
+        })?;
+        let delta: Vec<f64> = (0..cols)
+            .map(|c| work[r][c] - q[c] as f64 * s[c / segment] as f64)
+            .collect();
+        let ukk = outputs.u[(k, k)];
+        for j in k + 1..rows {
+            let f = outputs.u[(k, j)] / ukk;
+            let target = &mut work[outputs.order[j]];
+            target.iter_mut().zip(&delta).for_each(|(w, d)| *w -= f * d);
+        }
+        solved[r] = Some((q, s));
+    }
+    let row_bytes = dtype.row_bytes(cols).unwrap_or(0);
+    let mut data = vec![0u8; rows * row_bytes];
+    let mut scales = Vec::new();
+    for (solved, out) in solved.into_iter().zip(data.chunks_mut(row_bytes.max(1))) {
+        let (q, s) = solved.ok_or_else(|| anyhow!("tensor {id}: a row was not rounded"))?;
+        pack_row(&q, dtype, out);
+        scales.extend(s);
+    }
+    Ok(TensorData {
+        id,
+        dtype,
+        shape,
+        data,
+        scales,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
