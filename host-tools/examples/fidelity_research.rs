@@ -23,7 +23,8 @@ use common::fidelity::{evaluation_sequences, fidelity, misses, models, shipped, 
 
 fn main() {
     let which = std::env::args().nth(1).unwrap_or_default();
-    let all: [(&str, fn()); 9] = [
+    let all: [(&str, fn()); 10] = [
+        ("w8a16_repeated_part_flips", w8a16_repeated_part_flips),
         ("int8_scale_granularity", int8_scale_granularity),
         ("w8a16", w8a16),
         ("int8_weight_error_by_tensor", int8_weight_error_by_tensor),
@@ -133,9 +134,12 @@ fn shipped_model_error_sources() {
     }
 }
 
-/// W8A16 on every model (or the one named after the command): its int8 weights alone (`f32`
-/// activations), with int16 activations, and with the int16 KV cache too.
+/// W8A16 on every model (or the one named after the command), with int16 activations and the int8 or
+/// int16 KV cache: its rows rounded independently (each matrix against its inputs alone, as W8A8),
+/// coupled through the output Fisher (the default), and with that and `f16` lookup tables
+/// (`--tables f16`).
 fn w8a16() {
+    use microlens_host::quantize::{requantize_with, Plan};
     let only = std::env::args().nth(2);
     for (name, blob) in models() {
         if only.as_deref().is_some_and(|o| o != name) {
@@ -144,21 +148,34 @@ fn w8a16() {
         let reference = Model::from_bytes(&blob).unwrap();
         let seqs = evaluation_sequences(reference.config());
         let rounding = Rounding::default_for(DType::I8);
-        for act in [Activations::F32, Activations::I16, Activations::I16Kv16] {
-            let blob = requantize_blob(&reference, DType::I8, act, &rounding).unwrap();
-            let r = compare(&reference, &Model::from_bytes(&blob).unwrap(), &seqs, || {}).unwrap();
-            let m = &r.model;
-            println!(
-                "{name:24} {:9} {:6} B: mean KL {:.3e} top-1 {:.4} repeated {:.4} flip margin {:.3} attention {:.2e} induction {:.1e}",
-                act.name(),
-                blob.len(),
-                m.mean_kl,
-                m.top1_agreement,
-                m.top1_agreement_repeated,
-                m.top1_flip_max_margin,
-                r.pattern_max_abs_diff,
-                r.induction_score_max_change
-            );
+        for act in [Activations::I16, Activations::I16Kv16] {
+            let default = Plan::of(DType::I8, act);
+            let plans = [
+                ("rows independent", Plan { output_fisher: false, ..default }),
+                ("output Fisher", default),
+                ("f16 tables", Plan::with_tables(DType::I8, act, Some(DType::F16)).unwrap()),
+            ];
+            for (label, plan) in plans {
+                let blob = requantize_with(&reference, plan, act, &rounding).unwrap();
+                let r = compare(&reference, &Model::from_bytes(&blob).unwrap(), &seqs, || {}).unwrap();
+                let m = &r.model;
+                println!(
+                    "{name:24} {:9} {label:16} {:6} B: mean KL {:.3e} top-1 {:.4} repeated {:.4} \
+                     ({:.4} at {} of {} beyond 3 × margin noise {:.1e}) flip margin {:.3} attention {:.2e} induction {:.1e}",
+                    act.name(),
+                    blob.len(),
+                    m.mean_kl,
+                    m.top1_agreement,
+                    m.top1_agreement_repeated,
+                    m.top1_agreement_repeated_decisive,
+                    m.repeated_decisive_positions,
+                    m.repeated_positions,
+                    m.top1_margin_noise,
+                    m.top1_flip_max_margin,
+                    r.pattern_max_abs_diff,
+                    r.induction_score_max_change
+                );
+            }
         }
     }
 }
@@ -230,6 +247,68 @@ fn int8_scale_granularity() {
             row / g16,
             row / g8,
             awq.join(", ")
+        );
+    }
+}
+
+/// Where W8A16's (int16 KV cache) top-1 flips on the repeated part happen: the reference's margin
+/// (first logit minus second) at every flip, against the noise of that margin, `σ`, the RMS over every
+/// position of how much the candidate moves the reference's first-minus-second logit difference. A
+/// position whose margin is below a few `σ` is a near-tie the quantisation's own noise can flip.
+/// Prints the flips by margin and the top-1 agreement on the repeated positions whose margin exceeds
+/// `3σ`.
+fn w8a16_repeated_part_flips() {
+    use microlens_host::eval::metrics::{argmax, top1_margin};
+    use microlens_host::eval::run::run_blob;
+    use microlens_host::eval::sequences::repeated_positions;
+    let only = std::env::args().nth(2);
+    for (name, blob) in models() {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
+        let reference = Model::from_bytes(&blob).unwrap();
+        let seqs = evaluation_sequences(reference.config());
+        let rounding = Rounding::default_for(DType::I8);
+        let cand = requantize_blob(&reference, DType::I8, Activations::I16Kv16, &rounding).unwrap();
+        // (margin, flipped, repeated) per position, and the margin change.
+        let mut points = Vec::new();
+        let mut sq = 0.0f64;
+        for tokens in &seqs {
+            let r = run_blob(&blob, tokens).unwrap().logits;
+            let c = run_blob(&cand, tokens).unwrap().logits;
+            let rep = repeated_positions(tokens);
+            for (t, (r, c)) in r.iter().zip(&c).enumerate() {
+                let best = argmax(r);
+                let second = (0..r.len())
+                    .filter(|&i| i != best)
+                    .max_by(|&a, &b| r[a].total_cmp(&r[b]))
+                    .unwrap();
+                let moved = (c[best] - c[second]) as f64 - (r[best] - r[second]) as f64;
+                sq += moved * moved;
+                let repeated = rep.binary_search(&t).is_ok();
+                points.push((top1_margin(r), argmax(c) != best, repeated));
+            }
+        }
+        let sigma = (sq / points.len() as f64).sqrt();
+        let rep: Vec<_> = points.iter().filter(|p| p.2).collect();
+        let flips: Vec<f64> = rep.iter().filter(|p| p.1).map(|p| p.0).collect();
+        let below = |x: f64| flips.iter().filter(|&&m| m < x).count();
+        let decisive: Vec<_> = rep.iter().filter(|p| p.0 > 3.0 * sigma).collect();
+        let agree = decisive.iter().filter(|p| !p.1).count() as f64 / decisive.len().max(1) as f64;
+        let largest = flips.iter().cloned().fold(0.0, f64::max);
+        println!(
+            "{name:24} repeated {} positions, {} flips (top-1 {:.4}); flips at margin < 1e-3: {}, < 1e-2: {}, < σ = {sigma:.2e}: {}, < 2σ: {}, < 3σ: {}; largest {largest:.3}; top-1 where margin > 3σ: {:.4} ({} positions, {} excluded)",
+            rep.len(),
+            flips.len(),
+            1.0 - flips.len() as f64 / rep.len() as f64,
+            below(1e-3),
+            below(1e-2),
+            below(sigma),
+            below(2.0 * sigma),
+            below(3.0 * sigma),
+            agree,
+            decisive.len(),
+            rep.len() - decisive.len()
         );
     }
 }
@@ -455,7 +534,6 @@ fn int4_error_against_its_floors() {
         let exact = nearest_tensors(&reference, DType::F32).unwrap();
         let gptq = compensation::compensated_tensors(
             &reference,
-            DType::I4,
             DType::I4,
             Activations::I8,
             &seqs,

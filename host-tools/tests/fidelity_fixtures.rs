@@ -190,25 +190,33 @@ fn int8_emulation_matches_the_real_int8_model() {
     }
 }
 
-/// W8A16 (`convert --dtype i8 --activations i16`, and with `--kv i16`) on every model: better than W8A8
-/// everywhere, within 25% of today's mean KL per model, induction scores within the issue's 1e-3; the
-/// shipped model meets the issue's goals (mean KL <= 1e-4; with the int16 KV cache, top-1 on the
-/// repeated part >= 99.9%). hf_gpt2 and nonorm_1l stay above 1e-4: their int8 weights alone cost that
-/// (docs/device-speed.md, W8A16).
+/// W8A16 (`convert --dtype i8 --activations i16`, and with `--kv i16`: int8 matmul weights rounded
+/// against their inputs and output Fisher, `f16` lookup tables) on every model: better than W8A8
+/// everywhere, within 25% of today's mean KL per model, induction scores within the issue's 1e-3,
+/// mean KL <= 1e-4 except where measured above it (`hf_gpt2`: the int8 matmul weights alone cost
+/// 1.8e-4; `nonorm_1l` with the int8 KV cache, which alone costs 5.5e-5), top-1 on the repeated
+/// part >= 99.9% on the shipped model and, at the positions that are not near-ties of the
+/// candidate's own margin noise, on every model (docs/fidelity.md, W8A16).
 #[test]
 fn w8a16_fidelity_does_not_regress() {
     // Mean KL against f32 measured with `microlens fidelity` (200 sequences, seed 0): W8A16, and
     // W8A16 with the int16 KV cache.
     let measured: [(&str, f64, f64); 9] = [
-        ("attn_only_2l", 6.78e-5, 4.94e-5),
-        ("gpt2_like", 6.33e-5, 4.68e-5),
-        ("shortformer", 9.26e-5, 6.97e-5),
-        ("lnpre_relu_3l", 5.10e-5, 3.62e-5),
-        ("nonorm_1l", 2.13e-4, 1.66e-4),
-        ("rotary_rms", 6.51e-5, 4.82e-5),
-        ("rotary_adjacent_rmspre", 3.41e-5, 2.79e-5),
-        ("hf_gpt2", 3.92e-4, 3.17e-4),
-        ("induction-2l", 5.62e-5, 3.22e-5),
+        ("attn_only_2l", 4.52e-5, 2.74e-5),
+        ("gpt2_like", 4.00e-5, 2.42e-5),
+        ("shortformer", 4.97e-5, 2.54e-5),
+        ("lnpre_relu_3l", 4.00e-5, 2.20e-5),
+        ("nonorm_1l", 1.44e-4, 8.85e-5),
+        ("rotary_rms", 5.48e-5, 3.80e-5),
+        ("rotary_adjacent_rmspre", 2.35e-5, 1.71e-5),
+        ("hf_gpt2", 2.60e-4, 1.75e-4),
+        ("induction-2l", 2.55e-5, 8.44e-6),
+    ];
+    // Where mean KL stays above the 1e-4 goal (docs/fidelity.md: the floor that stops it).
+    let above_goal = [
+        ("hf_gpt2", Activations::I16),
+        ("hf_gpt2", Activations::I16Kv16),
+        ("nonorm_1l", Activations::I16),
     ];
     let mut misses = Vec::new();
     for (name, blob) in common::fidelity::models() {
@@ -225,13 +233,14 @@ fn w8a16_fidelity_does_not_regress() {
             let r = report(act);
             let m = &r.model;
             println!(
-                "{name:24} {:9}: mean KL {:.2e} (W8A8 {:.2e}) top-1 {:.4} (repeated part {:.4}; flips at \
-                 margins <= {:.1e}) attention {:.2e} induction {:.1e}",
+                "{name:24} {:9}: mean KL {:.2e} (W8A8 {:.2e}) top-1 {:.4} (repeated part {:.4}, {:.4} without \
+                 near-ties; flips at margins <= {:.1e}) attention {:.2e} induction {:.1e}",
                 act.name(),
                 m.mean_kl,
                 a8.model.mean_kl,
                 m.top1_agreement,
                 m.top1_agreement_repeated,
+                m.top1_agreement_repeated_decisive,
                 m.top1_flip_max_margin,
                 r.pattern_max_abs_diff,
                 r.induction_score_max_change
@@ -241,10 +250,17 @@ fn w8a16_fidelity_does_not_regress() {
                 ("mean KL", m.mean_kl <= 1.25 * limit),
                 ("below W8A8", m.mean_kl < a8.model.mean_kl),
                 ("induction", r.induction_score_max_change <= 1e-3),
-                ("goal KL", !shipped || m.mean_kl <= 1e-4),
+                (
+                    "goal KL",
+                    m.mean_kl <= 1e-4 || above_goal.contains(&(name, act)),
+                ),
                 (
                     "goal top-1",
-                    !shipped || act != Activations::I16Kv16 || m.top1_agreement_repeated >= 0.999,
+                    !shipped || m.top1_agreement_repeated >= 0.999,
+                ),
+                (
+                    "top-1 without near-ties",
+                    m.top1_agreement_repeated_decisive >= 0.999,
                 ),
             ];
             let missed = checks.iter().filter(|(_, ok)| !ok);

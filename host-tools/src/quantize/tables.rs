@@ -102,8 +102,7 @@ pub fn output_moment_of(
         _ => return Ok(None),
     };
     let n = id.shape(cfg)[0];
-    let k: usize = std::env::var("ML_FSEQ").ok().and_then(|v| v.parse().ok()).unwrap_or(OUTPUT_SEQUENCES);
-    let seqs = &seqs[..seqs.len().min(k)];
+    let seqs = &seqs[..seqs.len().min(OUTPUT_SEQUENCES)];
     let mut rms = Rms {
         kind,
         layer: id.layer,
@@ -189,8 +188,7 @@ fn output_moment(
     n: usize,
 ) -> Result<Vec<f64>> {
     let mut rng = ChaCha8Rng::seed_from_u64(0);
-    let k: usize = std::env::var("ML_FSEQ").ok().and_then(|v| v.parse().ok()).unwrap_or(OUTPUT_SEQUENCES);
-    let seqs = &seqs[..seqs.len().min(k)];
+    let seqs = &seqs[..seqs.len().min(OUTPUT_SEQUENCES)];
     // Each sequence's signs, drawn in sequence order.
     let signs: Vec<Vec<f32>> = seqs
         .iter()

@@ -315,6 +315,75 @@ mod tests {
         }
     }
 
+    /// `tr(F ΔW H ΔWᵀ)` of `w_hat` against `w` (`[rows][n]`).
+    fn kronecker_loss(f: &[f64], h: &[f64], w: &[f32], w_hat: &[f32], n: usize) -> f64 {
+        let rows = w.len() / n;
+        let d = nalgebra::DMatrix::from_fn(rows, n, |r, c| (w[r * n + c] - w_hat[r * n + c]) as f64);
+        let f = nalgebra::DMatrix::from_row_slice(rows, rows, f);
+        let h = nalgebra::DMatrix::from_row_slice(n, n, h);
+        (f * &d * h * d.transpose()).trace()
+    }
+
+    #[test]
+    fn coupled_rows_lower_the_output_weighted_loss() {
+        let id = TensorId::layer(TensorKind::WQ, 0);
+        let (mut lower, mut total_rows, mut total_plain) = (0, 0.0, 0.0);
+        for seed in 0..6 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let (rows, n) = (16, 24);
+            let w: Vec<f32> = (0..rows * n).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let h = second_moment(&inputs(300, n, &mut rng), n);
+            let f = second_moment(&inputs(300, rows, &mut rng), rows);
+            let solver = Solver::new(&h, n, DAMPING, true).unwrap();
+            let outputs = Solver::new(&f, rows, DAMPING, true).unwrap();
+            for dtype in [DType::I8, DType::I4] {
+                let solver = match dtype {
+                    DType::I4 => Solver::new(&h, n, DAMPING, false).unwrap(),
+                    _ => solver.clone(),
+                };
+                let coupled =
+                    encode_gptq_rows(id, [rows, n], &w, dtype, &solver, &outputs, &I4_CLIPS)
+                        .unwrap();
+                let plain = encode_gptq(id, [rows, n], &w, dtype, &solver, &I4_CLIPS).unwrap();
+                let loss = |t: &TensorData| kronecker_loss(&f, &h, &w, &decode_matrix(t).unwrap(), n);
+                let (c, p) = (loss(&coupled), loss(&plain));
+                lower += usize::from(c < p);
+                if dtype == DType::I8 {
+                    total_rows += c;
+                    total_plain += p;
+                }
+            }
+        }
+        assert!(lower >= 10, "{lower} of 12 lower");
+        assert!(total_rows < 0.9 * total_plain, "{total_rows} vs {total_plain}");
+    }
+
+    #[test]
+    fn uncoupled_outputs_round_as_plain_gptq() {
+        let id = TensorId::layer(TensorKind::WIn, 0);
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let (rows, n) = (6, 20);
+        let w: Vec<f32> = (0..rows * n).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let solver = Solver::new(&second_moment(&inputs(100, n, &mut rng), n), n, DAMPING, true)
+            .unwrap();
+        let diagonal: Vec<f64> = (0..rows * rows)
+            .map(|i| if i % (rows + 1) == 0 { 1.0 + (i % 5) as f64 } else { 0.0 })
+            .collect();
+        let outputs = Solver::new(&diagonal, rows, DAMPING, true).unwrap();
+        for dtype in [DType::I8, DType::I4, DType::F16] {
+            let solver = match dtype {
+                DType::I4 => Solver::identity(n),
+                _ => solver.clone(),
+            };
+            let coupled =
+                encode_gptq_rows(id, [rows, n], &w, dtype, &solver, &outputs, &I4_CLIPS).unwrap();
+            let plain = encode_gptq(id, [rows, n], &w, dtype, &solver, &I4_CLIPS).unwrap();
+            assert_eq!(coupled, plain, "{dtype:?}");
+        }
+        let wrong = Solver::identity(rows + 1);
+        assert!(encode_gptq_rows(id, [rows, n], &w, DType::I8, &solver, &wrong, &[1.0]).is_err());
+    }
+
     #[test]
     fn identity_hessian_is_nearest_rounding_which_int4_refines() {
         let id = TensorId::layer(TensorKind::WO, 1);
