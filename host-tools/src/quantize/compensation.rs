@@ -310,14 +310,9 @@ pub fn compensated_tensors_with(
                         &gptq::I4_CLIPS,
                     )?
                 }
-                None => gptq::encode_gptq(
-                    id,
-                    id.shape(&cfg),
-                    &values,
-                    dtype,
-                    &solver,
-                    &gptq::I4_CLIPS,
-                )?,
+                None => {
+                    gptq::encode_gptq(id, id.shape(&cfg), &values, dtype, &solver, &gptq::I4_CLIPS)?
+                }
             };
             if let (Some(c), Some(b)) = (&comp, bias_of(id)) {
                 done.insert(key(b), compensated_bias(model, b, &w, &t, c)?);

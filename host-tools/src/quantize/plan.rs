@@ -45,10 +45,9 @@ impl Plan {
         let plan = Plan::of(dtype, activations);
         match tables {
             None => Ok(plan),
-            Some(t @ (DType::F16 | DType::I8)) if is_w8a16(dtype, activations) => Ok(Plan {
-                tables: t,
-                ..plan
-            }),
+            Some(t @ (DType::F16 | DType::I8)) if is_w8a16(dtype, activations) => {
+                Ok(Plan { tables: t, ..plan })
+            }
             Some(t) => anyhow::bail!(
                 "--tables {} needs --dtype i8 --activations i16 and is f16 or i8",
                 t.name()
@@ -96,7 +95,10 @@ mod tests {
             (DType::F16, Activations::F32),
         ] {
             let p = Plan::of(dtype, act);
-            assert_eq!((p.tables, p.matrices, p.output_fisher), (dtype, dtype, false));
+            assert_eq!(
+                (p.tables, p.matrices, p.output_fisher),
+                (dtype, dtype, false)
+            );
         }
     }
 }

@@ -127,12 +127,7 @@ pub fn requantize_with(
         _ => return requantize_nearest_with(model, plan, activations),
     };
     let seqs = opts.source.sequences(model)?;
-    let tensors = compensation::compensated_tensors_with(
-        model,
-        plan,
-        activations,
-        &seqs,
-        opts.against,
-    )?;
+    let tensors =
+        compensation::compensated_tensors_with(model, plan, activations, &seqs, opts.against)?;
     write_blob(model, activations, &tensors)
 }

@@ -187,7 +187,11 @@ pub fn encode_gptq_rows(
         .map(|r| r.iter().map(|&v| v as f64).collect())
         .collect();
     let mut solved: Vec<Option<(Vec<i8>, Vec<f32>)>> = vec![None; rows];
-    let segment = if dtype == DType::I4 { I4_GROUP } else { cols.max(1) };
+    let segment = if dtype == DType::I4 {
+        I4_GROUP
+    } else {
+        cols.max(1)
+    };
     for k in 0..rows {
         let r = outputs.order[k];
         let row: Vec<f32> = work[r].iter().map(|&v| v as f32).collect();
@@ -318,7 +322,8 @@ mod tests {
     /// `tr(F ΔW H ΔWᵀ)` of `w_hat` against `w` (`[rows][n]`).
     fn kronecker_loss(f: &[f64], h: &[f64], w: &[f32], w_hat: &[f32], n: usize) -> f64 {
         let rows = w.len() / n;
-        let d = nalgebra::DMatrix::from_fn(rows, n, |r, c| (w[r * n + c] - w_hat[r * n + c]) as f64);
+        let d =
+            nalgebra::DMatrix::from_fn(rows, n, |r, c| (w[r * n + c] - w_hat[r * n + c]) as f64);
         let f = nalgebra::DMatrix::from_row_slice(rows, rows, f);
         let h = nalgebra::DMatrix::from_row_slice(n, n, h);
         (f * &d * h * d.transpose()).trace()
@@ -345,7 +350,8 @@ mod tests {
                     encode_gptq_rows(id, [rows, n], &w, dtype, &solver, &outputs, &I4_CLIPS)
                         .unwrap();
                 let plain = encode_gptq(id, [rows, n], &w, dtype, &solver, &I4_CLIPS).unwrap();
-                let loss = |t: &TensorData| kronecker_loss(&f, &h, &w, &decode_matrix(t).unwrap(), n);
+                let loss =
+                    |t: &TensorData| kronecker_loss(&f, &h, &w, &decode_matrix(t).unwrap(), n);
                 let (c, p) = (loss(&coupled), loss(&plain));
                 lower += usize::from(c < p);
                 if dtype == DType::I8 {
@@ -355,7 +361,10 @@ mod tests {
             }
         }
         assert!(lower >= 10, "{lower} of 12 lower");
-        assert!(total_rows < 0.9 * total_plain, "{total_rows} vs {total_plain}");
+        assert!(
+            total_rows < 0.9 * total_plain,
+            "{total_rows} vs {total_plain}"
+        );
     }
 
     #[test]
@@ -364,10 +373,21 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(9);
         let (rows, n) = (6, 20);
         let w: Vec<f32> = (0..rows * n).map(|_| rng.random_range(-1.0..1.0)).collect();
-        let solver = Solver::new(&second_moment(&inputs(100, n, &mut rng), n), n, DAMPING, true)
-            .unwrap();
+        let solver = Solver::new(
+            &second_moment(&inputs(100, n, &mut rng), n),
+            n,
+            DAMPING,
+            true,
+        )
+        .unwrap();
         let diagonal: Vec<f64> = (0..rows * rows)
-            .map(|i| if i % (rows + 1) == 0 { 1.0 + (i % 5) as f64 } else { 0.0 })
+            .map(|i| {
+                if i % (rows + 1) == 0 {
+                    1.0 + (i % 5) as f64
+                } else {
+                    0.0
+                }
+            })
             .collect();
         let outputs = Solver::new(&diagonal, rows, DAMPING, true).unwrap();
         for dtype in [DType::I8, DType::I4, DType::F16] {
