@@ -23,7 +23,11 @@ use common::fidelity::{evaluation_sequences, fidelity, misses, models, shipped, 
 
 fn main() {
     let which = std::env::args().nth(1).unwrap_or_default();
-    let all: [(&str, fn()); 10] = [
+    let all: [(&str, fn()); 11] = [
+        (
+            "output_fisher_for_w8a8_and_w4a8",
+            output_fisher_for_w8a8_and_w4a8,
+        ),
         ("w8a16_repeated_part_flips", w8a16_repeated_part_flips),
         ("int8_scale_granularity", int8_scale_granularity),
         ("w8a16", w8a16),
@@ -186,6 +190,43 @@ fn w8a16() {
                     r.induction_score_max_change
                 );
             }
+        }
+    }
+}
+
+/// What W8A16's output-Fisher rounding ([`microlens_host::quantize::Plan::output_fisher`]) would do
+/// for W8A8 and W4A8, whose default rounds each row independently (their blobs and pinned hashes as
+/// they are): mean KL of each, default and with the rows coupled.
+fn output_fisher_for_w8a8_and_w4a8() {
+    use microlens_host::quantize::{requantize_with, Plan};
+    let only = std::env::args().nth(2);
+    for (name, blob) in models() {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
+        let reference = Model::from_bytes(&blob).unwrap();
+        let seqs = evaluation_sequences(reference.config());
+        for dtype in [DType::I8, DType::I4] {
+            let act = default_activations(dtype);
+            let rounding = Rounding::default_for(dtype);
+            let kl = |plan: Plan| {
+                let blob = requantize_with(&reference, plan, act, &rounding).unwrap();
+                let m = Model::from_bytes(&blob).unwrap();
+                compare(&reference, &m, &seqs, || {}).unwrap().model.mean_kl
+            };
+            let default = Plan::of(dtype, act);
+            let (a, b) = (
+                kl(default),
+                kl(Plan {
+                    output_fisher: true,
+                    ..default
+                }),
+            );
+            println!(
+                "{name:24} {}: mean KL {a:.3e}, rows coupled through the output Fisher {b:.3e} ({:+.0}%)",
+                dtype.name(),
+                100.0 * (b / a - 1.0)
+            );
         }
     }
 }

@@ -4,6 +4,8 @@
 //! the model's next-token distributions: to second order `eᵀ H e / 2` in KL, with `H` the output Fisher
 //! information pulled back to the activation the row is added to ([`moment`]). (Weighting the
 //! matrices that read the stream instead, `H = sum_W Wᵀ W / tr(Wᵀ W)`, did less well for `W_E`/`W_pos`.)
+//! The same measure at what a matrix writes ([`output_moment_of`]) couples the rows of W8A16's int8
+//! matrices ([`super::plan`]).
 
 use anyhow::{anyhow, Result};
 use microlens::{Model, TensorId, TensorKind};
