@@ -85,6 +85,33 @@ fn pack_row(q: &[i8], dtype: DType, out: &mut [u8]) {
     }
 }
 
+/// Refuses what GPTQ cannot round: another `dtype` than `f16`, `i8` or `i4`, `values` that do not fill
+/// `shape` or are not finite, a `solver` for another number of inputs, or int4 groups out of order.
+fn check(
+    id: TensorId,
+    shape: [usize; 2],
+    values: &[f32],
+    dtype: DType,
+    solver: &Solver,
+) -> Result<()> {
+    ensure!(
+        matches!(dtype, DType::F16 | DType::I8 | DType::I4),
+        "GPTQ rounds to f16, i8 or i4, not {}",
+        dtype.name()
+    );
+    crate::quantize::encode::check_values(id, shape, values)?;
+    ensure!(
+        solver.n() == shape[1],
+        "tensor {id}: a {}-input Hessian for shape {shape:?}",
+        solver.n()
+    );
+    ensure!(
+        dtype != DType::I4 || solver.in_order(),
+        "tensor {id}: int4 groups need the inputs quantised in order"
+    );
+    Ok(())
+}
+
 /// Encodes a `[rows, cols]` matrix of row-major `values` as `dtype` (`I8` or `I4`) with GPTQ rounding
 /// against `solver` (for `cols` inputs).
 pub fn encode_gptq(
@@ -96,21 +123,7 @@ pub fn encode_gptq(
     clips: &[f32],
 ) -> Result<TensorData> {
     let [rows, cols] = shape;
-    ensure!(
-        matches!(dtype, DType::F16 | DType::I8 | DType::I4),
-        "GPTQ rounds to f16, i8 or i4, not {}",
-        dtype.name()
-    );
-    crate::quantize::encode::check_values(id, shape, values)?;
-    ensure!(
-        solver.n() == cols,
-        "tensor {id}: a {}-input Hessian for shape {shape:?}",
-        solver.n()
-    );
-    ensure!(
-        dtype != DType::I4 || solver.in_order(),
-        "tensor {id}: int4 groups need the inputs quantised in order"
-    );
+    check(id, shape, values, dtype, solver)?;
     if dtype == DType::F16 {
         let mut data = Vec::with_capacity(2 * values.len());
         for row in values.chunks(cols.max(1)) {
@@ -179,9 +192,7 @@ pub fn encode_gptq_rows(
         "tensor {id}: a {}-output moment for shape {shape:?}",
         outputs.n()
     );
-    // Checks the shape, values and dtype.
-    encode_gptq(id, [0, cols], &[], dtype, solver, clips)?;
-    crate::quantize::encode::check_values(id, shape, values)?;
+    check(id, shape, values, dtype, solver)?;
     let mut work: Vec<Vec<f64>> = values
         .chunks(cols.max(1))
         .map(|r| r.iter().map(|&v| v as f64).collect())
