@@ -144,11 +144,7 @@ fn shipped_model_error_sources() {
 /// (`--tables f16`).
 fn w8a16() {
     use microlens_host::quantize::{requantize_with, Plan};
-    let only = std::env::args().nth(2);
-    for (name, blob) in models() {
-        if only.as_deref().is_some_and(|o| o != name) {
-            continue;
-        }
+    for (name, blob) in named_models() {
         let reference = Model::from_bytes(&blob).unwrap();
         let seqs = evaluation_sequences(reference.config());
         let rounding = Rounding::default_for(DType::I8);
@@ -199,11 +195,7 @@ fn w8a16() {
 /// they are): mean KL of each, default and with the rows coupled.
 fn output_fisher_for_w8a8_and_w4a8() {
     use microlens_host::quantize::{requantize_with, Plan};
-    let only = std::env::args().nth(2);
-    for (name, blob) in models() {
-        if only.as_deref().is_some_and(|o| o != name) {
-            continue;
-        }
+    for (name, blob) in named_models() {
         let reference = Model::from_bytes(&blob).unwrap();
         let seqs = evaluation_sequences(reference.config());
         for dtype in [DType::I8, DType::I4] {
@@ -238,11 +230,7 @@ fn output_fisher_for_w8a8_and_w4a8() {
 fn int8_scale_granularity() {
     use microlens_host::quantize::calibration::{record, InputPrecision, MatrixInput, Source};
     use microlens_host::quantize::encode_nearest;
-    let only = std::env::args().nth(2);
-    for (name, blob) in models() {
-        if only.as_deref().is_some_and(|o| o != name) {
-            continue;
-        }
+    for (name, blob) in named_models() {
         let reference = Model::from_bytes(&blob).unwrap();
         let seqs = evaluation_sequences(reference.config());
         let calib = Source::default().sequences(&reference).unwrap();
@@ -315,11 +303,7 @@ fn w8a16_repeated_part_flips() {
     use microlens_host::eval::metrics::{argmax, top1_margin};
     use microlens_host::eval::run::run_blob;
     use microlens_host::eval::sequences::repeated_positions;
-    let only = std::env::args().nth(2);
-    for (name, blob) in models() {
-        if only.as_deref().is_some_and(|o| o != name) {
-            continue;
-        }
+    for (name, blob) in named_models() {
         let reference = Model::from_bytes(&blob).unwrap();
         let seqs = evaluation_sequences(reference.config());
         let rounding = Rounding::default_for(DType::I8);
@@ -367,11 +351,7 @@ fn w8a16_repeated_part_flips() {
 fn int8_weight_error_by_tensor() {
     use microlens::TensorKind;
     use microlens_host::quantize::{bias_of, requantize_with, Plan};
-    let only = std::env::args().nth(2);
-    for (name, blob) in models() {
-        if only.as_deref().is_some_and(|o| o != name) {
-            continue;
-        }
+    for (name, blob) in named_models() {
         let reference = Model::from_bytes(&blob).unwrap();
         let seqs = evaluation_sequences(reference.config());
         let exact = nearest_tensors(&reference, DType::F32).unwrap();
@@ -698,6 +678,14 @@ fn int4_and_exact(reference: &Model<'_>) -> (Vec<TensorData>, Vec<TensorData>) {
     let int4 = requantize_blob(reference, DType::I4, Activations::F32, &rounding).unwrap();
     let int4 = nearest_tensors(&Model::from_bytes(&int4).unwrap(), DType::F32).unwrap();
     (int4, nearest_tensors(reference, DType::F32).unwrap())
+}
+
+/// Every model under test, or the one named after the command's name.
+fn named_models() -> Vec<(&'static str, Vec<u8>)> {
+    let only = std::env::args().nth(2);
+    let mut all = models();
+    all.retain(|(name, _)| only.as_deref().is_none_or(|o| o == *name));
+    all
 }
 
 /// `reference` against itself with `tensors` (`f32` activations) on `seqs`.

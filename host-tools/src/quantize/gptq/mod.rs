@@ -122,7 +122,7 @@ pub fn encode_gptq(
     solver: &Solver,
     clips: &[f32],
 ) -> Result<TensorData> {
-    let [rows, cols] = shape;
+    let cols = shape[1];
     check(id, shape, values, dtype, solver)?;
     if dtype == DType::F16 {
         let mut data = Vec::with_capacity(2 * values.len());
@@ -140,15 +140,27 @@ pub fn encode_gptq(
             scales: Vec::new(),
         });
     }
-    let row_bytes = dtype.row_bytes(cols).unwrap_or(0);
-    let mut data = vec![0u8; rows * row_bytes];
-    let mut scales = Vec::new();
     // Rows are independent (each its own search against the shared Hessian): in parallel, then
     // packed in row order, so the blob does not depend on the thread count.
     let solved: Vec<_> = values
         .par_chunks(cols.max(1))
         .map(|row| solver.row(row, dtype, clips))
         .collect();
+    packed(id, shape, dtype, solved)
+}
+
+/// The tensor of rounded rows (integers and scales, in row order; `None` where a scale is out of the
+/// `f16` range: an error).
+fn packed(
+    id: TensorId,
+    shape: [usize; 2],
+    dtype: DType,
+    solved: Vec<Option<(Vec<i8>, Vec<f32>)>>,
+) -> Result<TensorData> {
+    let [rows, cols] = shape;
+    let row_bytes = dtype.row_bytes(cols).unwrap_or(0);
+    let mut data = vec![0u8; rows * row_bytes];
+    let mut scales = Vec::new();
     for (solved, out) in solved.into_iter().zip(data.chunks_mut(row_bytes.max(1))) {
         let (q, s) = solved.ok_or_else(|| {
             anyhow!(
@@ -223,21 +235,7 @@ pub fn encode_gptq_rows(
         }
         solved[r] = Some((q, s));
     }
-    let row_bytes = dtype.row_bytes(cols).unwrap_or(0);
-    let mut data = vec![0u8; rows * row_bytes];
-    let mut scales = Vec::new();
-    for (solved, out) in solved.into_iter().zip(data.chunks_mut(row_bytes.max(1))) {
-        let (q, s) = solved.ok_or_else(|| anyhow!("tensor {id}: a row was not rounded"))?;
-        pack_row(&q, dtype, out);
-        scales.extend(s);
-    }
-    Ok(TensorData {
-        id,
-        dtype,
-        shape,
-        data,
-        scales,
-    })
+    packed(id, shape, dtype, solved)
 }
 
 #[cfg(test)]
