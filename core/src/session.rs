@@ -10,7 +10,7 @@ use crate::hooks::{HookKind, Hooks};
 use crate::kv_cache::KvCache;
 use crate::math::rotary;
 use crate::model::Model;
-use crate::workspace::{row, row_ref, Workspace};
+use crate::workspace::{row, row_ref, run_len, Workspace};
 
 /// A model with its KV cache and workspace: feed it tokens with [`Session::step`].
 #[derive(Debug)]
@@ -127,6 +127,7 @@ impl<'a, 'b> Session<'a, 'b> {
     }
 
     /// An error if `token` cannot be consumed at `pos`: the context is full, or it is out of range.
+    #[inline(always)]
     fn check(&self, token: u32, pos: usize) -> Result<(), Error> {
         let d_vocab = self.model.config().d_vocab;
         if pos >= self.n_ctx {
@@ -142,9 +143,10 @@ impl<'a, 'b> Session<'a, 'b> {
     /// layer by layer over all of them: each component computes every position of the run before
     /// the next component (TransformerLens's order), each position with the operations of a step of
     /// its own. Their logits are the workspace's first `tokens.len()` rows.
+    #[inline(always)]
     fn forward<H: Hooks>(&mut self, tokens: &[u32], hooks: &mut H) -> Result<(), Error> {
         let cfg = *self.model.config();
-        let (pos, n) = (self.pos, tokens.len().min(self.ws.rows()));
+        let (pos, n) = (self.pos, run_len(tokens.len().min(self.ws.rows())));
         let ws = &mut self.ws;
         let model = &self.model;
         let s = &mut Step::new(model, pos, hooks);

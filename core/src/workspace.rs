@@ -92,6 +92,17 @@ pub(crate) fn row(buf: &mut [f32], r: usize, width: usize) -> &mut [f32] {
     }
 }
 
+/// The positions of a run of `n`: `n` on the host, the constant 1 without `std` (a device computes
+/// one position per step, and its loops over a run compile to one pass).
+#[inline(always)]
+pub(crate) const fn run_len(n: usize) -> usize {
+    if cfg!(feature = "std") {
+        n
+    } else {
+        1
+    }
+}
+
 /// [`row`] of a shared buffer.
 #[inline(always)]
 pub(crate) fn row_ref(buf: &[f32], r: usize, width: usize) -> &[f32] {

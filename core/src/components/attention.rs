@@ -13,7 +13,7 @@ use crate::kv_cache::KvCache;
 use crate::math::{rotary, softmax};
 use crate::quant::linear::{batched, matmul_rows, width, Input};
 use crate::weights::{Matrix, Vector};
-use crate::workspace::{row, Workspace};
+use crate::workspace::{row, run_len, Workspace};
 
 /// Calls `kind` once per head on `buf` (`n_heads * d_head` wide).
 fn per_head<H: Hooks>(s: &mut Step<'_, '_, H>, kind: HookKind, buf: &mut [f32]) {
@@ -63,6 +63,7 @@ pub(crate) fn forward<H: Hooks>(
     kv: &mut KvCache<'_>,
     n: usize,
 ) {
+    let n = run_len(n);
     project_qkv(s, w, ws, n);
     store(s, w, ws, kv, n);
     mix(s, ws, kv, n);
@@ -70,6 +71,7 @@ pub(crate) fn forward<H: Hooks>(
 }
 
 /// `q`, `k` and `v` of every position of the run (their hooks are [`store`]'s).
+#[inline(always)]
 fn project_qkv<H: Hooks>(
     s: &mut Step<'_, '_, H>,
     w: &AttnWeights<'_>,
@@ -94,6 +96,7 @@ fn project_qkv<H: Hooks>(
 
 /// Per position: the shortformer positions, `hook_q/k/v`, the rotation, then its keys and values
 /// into the cache.
+#[inline(always)]
 fn store<H: Hooks>(
     s: &mut Step<'_, '_, H>,
     w: &AttnWeights<'_>,
@@ -134,6 +137,7 @@ fn store<H: Hooks>(
 }
 
 /// Per position and head: the scores over the positions up to it, the softmax, the mix into `z`.
+#[inline(always)]
 fn mix<H: Hooks>(s: &mut Step<'_, '_, H>, ws: &mut Workspace<'_>, kv: &mut KvCache<'_>, n: usize) {
     let (cfg, activations, layer, first) = (s.cfg, s.act, s.layer, s.pos);
     let (dh, da) = (cfg.d_head, cfg.d_attn());
@@ -169,6 +173,7 @@ fn mix<H: Hooks>(s: &mut Step<'_, '_, H>, ws: &mut Workspace<'_>, kv: &mut KvCac
 }
 
 /// `attn_out = z W_O + b_O` of every position, head by head where `hook_result` is asked for.
+#[inline(always)]
 fn output<H: Hooks>(
     s: &mut Step<'_, '_, H>,
     w: &AttnWeights<'_>,

@@ -5,7 +5,7 @@ use super::Step;
 use crate::hooks::{HookKind, Hooks};
 use crate::math::activation;
 use crate::quant::linear::{batched, matmul_rows, Centred, Input};
-use crate::workspace::{row, Workspace};
+use crate::workspace::{row, run_len, Workspace};
 
 /// MLP of the step's block on `ws.normed` of the run's `n` positions (`s.pos` the first), using
 /// `ws.mlp` (`d_mlp` per position) and writing `ws.mlp_out`. With int8 activations, the input and
@@ -18,6 +18,7 @@ pub(crate) fn forward<H: Hooks>(
     ws: &mut Workspace<'_>,
     n: usize,
 ) {
+    let n = run_len(n);
     let (dm, d_mlp, act, first) = (s.cfg.d_model, s.cfg.d_mlp_or_zero(), s.act, s.pos);
     let together = batched(act, n);
     if together {

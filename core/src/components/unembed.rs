@@ -5,12 +5,13 @@ use crate::blob::DType;
 use crate::hooks::{HookKind, Hooks};
 use crate::quant::linear::{batched, matmul_rows, Input};
 use crate::tensors::{TensorId, TensorKind};
-use crate::workspace::{row, Workspace};
+use crate::workspace::{row, run_len, Workspace};
 
 /// `ws.logits` of the final normalised residuals `ws.normed` of the run's `n` positions (`s.pos` the
 /// first), quantised per token into `ws.quant` for an int8 `W_U` when the model computes with int8
 /// activations.
 pub(crate) fn forward<H: Hooks>(s: &mut Step<'_, '_, H>, ws: &mut Workspace<'_>, n: usize) {
+    let n = run_len(n);
     let w_u = s.model.matrix(TensorId::global(TensorKind::WU));
     let b_u = s.model.vector(TensorId::global(TensorKind::BU));
     let (dm, dv, first) = (s.cfg.d_model, s.cfg.d_vocab_out, s.pos);
