@@ -80,9 +80,8 @@ fn project_qkv<H: Hooks>(
 ) {
     let (dm, da, act) = (s.cfg.d_model, s.cfg.d_attn(), s.act);
     if batched(act, n) {
-        for (m, b, out) in [(&w.w_q, &w.b_q, &mut *ws.q), (&w.w_k, &w.b_k, &mut *ws.k)] {
-            matmul_rows(m, Some(b), ws.normed, n, out, da);
-        }
+        matmul_rows(&w.w_q, Some(&w.b_q), ws.normed, n, ws.q, da);
+        matmul_rows(&w.w_k, Some(&w.b_k), ws.normed, n, ws.k, da);
         matmul_rows(&w.w_v, Some(&w.b_v), ws.normed, n, ws.v, da);
         return;
     }
