@@ -1,13 +1,16 @@
-//! The softmax's exponentials on the host: eight `libm::expf` at a time, the same bits.
+//! The softmax's exponentials on the host: eight [`exp`](crate::math::exp::exp) at a time, the same
+//! bits.
 
+#[cfg(all(target_arch = "x86_64", not(feature = "fast-math")))]
+use crate::math::exp;
 use crate::math::softmax;
 
 /// The softmax's first half on the host, [`softmax::exp_shifted`] with the same bits:
-/// `x_i <- libm::expf(x_i - max)`, returning their sum added in order. `libm::expf` (FreeBSD's
-/// `e_expf.c`) is straight-line `f32` arithmetic on the range a softmax meets, `2⁻¹⁴ < |x| < 87.33`
-/// (and `1 + x` below it): eight values at a time, every lane the same operations in the same
-/// order (no fused multiply-add), so the same bits; any other value (|x| ≥ 87.33, infinities, NaN)
-/// is `libm::expf` itself. With `fast-math` (micromath's `exp`) it is the core's loop.
+/// `x_i <- exp(x_i - max)`, returning their sum added in order. Eight values at a time, every lane
+/// the core's operations in the same order (no fused multiply-add); where the core takes its
+/// exponent addition, the lanes multiply by two powers of two, the same bits (the only rounding is
+/// the last product, exact where the result is normal). With `fast-math` (micromath's `exp`) it is
+/// the core's loop.
 pub(crate) fn exp_shifted(x: &mut [f32], max: f32) -> f32 {
     #[cfg(all(target_arch = "x86_64", not(feature = "fast-math")))]
     if std::arch::is_x86_feature_detected!("avx2") {
@@ -28,9 +31,8 @@ fn exp_shifted_avx2(x: &mut [f32], max: f32) -> f32 {
         for (v, x) in v.iter_mut().zip(c.iter()) {
             *v = x - max;
         }
-        let (e, ok) = exp_lanes(v);
-        for (((c, e), ok), v) in c.iter_mut().zip(e).zip(ok).zip(v) {
-            *c = if ok { e } else { libm::expf(v) };
+        for (c, e) in c.iter_mut().zip(exp_lanes(v)) {
+            *c = e;
         }
     }
     let mut sum = 0.0f32;
@@ -44,50 +46,20 @@ fn exp_shifted_avx2(x: &mut [f32], max: f32) -> f32 {
 #[cfg(all(target_arch = "x86_64", not(feature = "fast-math")))]
 const EXP_LANES: usize = 8;
 
-/// `libm::expf` of each lane, and whether the lane is in the range computed here (`|x| < 87.33`, not
-/// NaN); the other lanes' values are meaningless. The steps and constants of libm 0.2's `expf`, with
-/// its three argument reductions (`k` from `x / ln 2` rounded, `±1`, or `0` where `hi = x`, `lo = 0`
-/// give the same operations) selected per lane, and `scalbnf(y, k)` as the product by `2^k` it is for
-/// `|k| <= 126`.
+/// [`exp::exp`] of each lane without branches: the input clamped (a no-op where the core takes its
+/// fast path), the same reduction and polynomial, the scaling by two powers of two, NaN passed on.
 #[cfg(all(target_arch = "x86_64", not(feature = "fast-math")))]
 #[inline(always)]
-fn exp_lanes(x: [f32; EXP_LANES]) -> ([f32; EXP_LANES], [bool; EXP_LANES]) {
-    const LN2_HI: f32 = f32::from_bits(0x3f31_7200);
-    const LN2_LO: f32 = f32::from_bits(0x35bf_be8e);
-    const INV_LN2: f32 = f32::from_bits(0x3fb8_aa3b);
-    const P1: f32 = f32::from_bits(0x3e2a_aa8f);
-    const P2: f32 = f32::from_bits(0xbb35_5215);
+fn exp_lanes(x: [f32; EXP_LANES]) -> [f32; EXP_LANES] {
     let mut out = [0.0f32; EXP_LANES];
-    let mut ok = [false; EXP_LANES];
-    for i in 0..EXP_LANES {
-        let x = x[i];
-        let sign = x.to_bits() & 0x8000_0000;
-        let hx = x.to_bits() & 0x7fff_ffff;
-        // `(INV_LN2 * x + HALF[sign]) as i32` (truncation: `trunc` is exact, and small here);
-        // `1 - 2 sign` is `±1`.
-        let half = f32::from_bits(0x3f00_0000 | sign);
-        let big = (INV_LN2 * x + half).trunc();
-        let one = f32::from_bits(0x3f80_0000 | sign);
-        let kf = if hx > 0x3f85_1592 {
-            big
-        } else if hx > 0x3eb1_7218 {
-            one
-        } else {
-            0.0
-        };
-        let hi = x - kf * LN2_HI;
-        let lo = kf * LN2_LO;
-        let r = hi - lo;
-        let xx = r * r;
-        let c = r - xx * (P1 + xx * P2);
-        let y = 1.0 + (r * c / (2.0 - c) - lo + hi);
-        // `2^k` for `|k| <= 126` (out-of-range lanes are not `ok`; clamped to stay finite).
-        let k = kf.clamp(-126.0, 127.0) as i32;
-        let scale = f32::from_bits(((0x7f + k) as u32) << 23);
-        out[i] = if hx > 0x3900_0000 { y * scale } else { 1.0 + x };
-        ok[i] = hx < 0x42ae_ac50;
+    for (o, x) in out.iter_mut().zip(x) {
+        let (k, p) = exp::reduce(exp::clamp(x));
+        let y = exp::scale(p, k);
+        // `x` where it is NaN, as a mask (a branch here would keep the lanes from vectorising).
+        let nan = u32::from(x.is_nan()).wrapping_neg();
+        *o = f32::from_bits((x.to_bits() & nan) | (y.to_bits() & !nan));
     }
-    (out, ok)
+    out
 }
 
 #[cfg(test)]
@@ -97,7 +69,7 @@ mod tests {
     use std::vec::Vec;
 
     #[test]
-    fn host_exp_has_the_bits_of_libm() {
+    fn host_exp_has_the_bits_of_the_core() {
         let mut values: Vec<f32> = [
             0.0,
             -0.0,
@@ -110,16 +82,26 @@ mod tests {
             0.5,
             -1.0397,
             1.0398,
+            -86.0,
+            -86.6,
+            -86.7,
             -87.33,
             -87.34,
+            -103.28,
+            -103.97,
+            -103.98,
             -88.0,
             -103.9,
             -104.0,
             -1e4,
             f32::NEG_INFINITY,
             f32::NAN,
+            88.0,
             88.7,
+            88.73,
             89.0,
+            1e30,
+            f32::INFINITY,
         ]
         .to_vec();
         let mut next = lcg(7);
@@ -148,7 +130,7 @@ mod tests {
     /// run: `cargo test --release -p microlens --features std --lib -- --ignored every_f32`.
     #[test]
     #[ignore]
-    fn host_exp_has_the_bits_of_libm_for_every_f32() {
+    fn host_exp_has_the_bits_of_the_core_for_every_f32() {
         const CHUNK: u64 = 1 << 16;
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
         let chunks = (1u64 << 32) / CHUNK;

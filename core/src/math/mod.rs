@@ -1,9 +1,11 @@
 //! Scalar and vector maths shared by the components: norms, activations, softmax, rotary and sinusoidal
 //! positions.
 //! Transcendental functions come from `libm` (or `micromath` with `fast-math`), so every target computes
-//! the same bits.
+//! the same bits; the softmax's exponential is `exp.rs`, basic `f32` operations only, the same bits too.
 
 pub(crate) mod activation;
+#[cfg(not(feature = "fast-math"))]
+pub(crate) mod exp;
 pub mod norm;
 pub(crate) mod rotary;
 pub(crate) mod rows;

@@ -1,6 +1,7 @@
 //! Numerically stable softmax.
 
-/// `e^x`: `libm::expf`, or micromath's approximation with the `fast-math` feature.
+/// `e^x` of the MLP activations: `libm::expf`, or micromath's approximation with the `fast-math`
+/// feature.
 #[inline]
 pub fn exp(x: f32) -> f32 {
     #[cfg(feature = "fast-math")]
@@ -24,13 +25,18 @@ pub fn max(x: &[f32]) -> f32 {
     super::max_of(x.iter().copied(), f32::NEG_INFINITY)
 }
 
-/// The first half of [`softmax`]: `x_i <- e^(x_i - max)`, returning `sum_i e^(x_i - max)` (added in
-/// order); dividing each `x_i` by that sum finishes it, bit for bit.
+/// The first half of the softmax: `x_i <- e^(x_i - max)` (`super::exp::exp`, or micromath's with
+/// `fast-math`), returning `sum_i e^(x_i - max)` (added in order); dividing each `x_i` by that sum
+/// finishes it, bit for bit.
 pub fn exp_shifted(x: &mut [f32], max: f32) -> f32 {
     let mut sum = 0.0f32;
     for v in x.iter_mut() {
-        *v = exp(*v - max);
-        sum += *v;
+        #[cfg(feature = "fast-math")]
+        let e = exp(*v - max);
+        #[cfg(not(feature = "fast-math"))]
+        let e = super::exp::exp(*v - max);
+        *v = e;
+        sum += e;
     }
     sum
 }
