@@ -5,7 +5,7 @@
 //! TransformerLens hook returning a modified tensor would. With `()` as the hooks, every call is an empty
 //! inline function and compiles away.
 //!
-//! A session of several rows (host, [`crate::Session::with_rows`]) computes a run of positions layer
+//! A session of several rows (host, `Session::with_rows`) computes a run of positions layer
 //! by layer, TransformerLens's order: every position meets each component before the next one does,
 //! each position's points come in their own order, each call with its own `pos`. A hook that carries
 //! a value from one point to a later one keys it by position.

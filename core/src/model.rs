@@ -149,7 +149,7 @@ impl<'a> Model<'a> {
     }
 
     /// `f32` words of workspace for a session of at most `n_ctx` positions computing `rows` of them
-    /// together ([`crate::Session::with_rows`], host only); `rows = 1` is [`Model::workspace_len_at`].
+    /// together (`Session::with_rows`, host only); `rows = 1` is [`Model::workspace_len_at`].
     pub fn workspace_len_rows(&self, n_ctx: usize, rows: usize) -> usize {
         Workspace::len_rows(&self.config.with_context(n_ctx), rows)
     }

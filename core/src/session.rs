@@ -206,7 +206,7 @@ impl<'a, 'b> Session<'a, 'b> {
 
     /// Steps through `tokens` from the current position, handing each position's logits to `on_logits`.
     /// The same logits, hooks and errors as calling [`Session::step_with`] in a loop: a session built
-    /// [`Session::with_rows`] computes up to that many positions together, layer by layer (the hooks
+    /// `Session::with_rows` computes up to that many positions together, layer by layer (the hooks
     /// called layer-major, each with its own position), each position with the same operations, so
     /// the same bits.
     pub fn run<H: Hooks>(

@@ -170,7 +170,7 @@ impl<'b> Workspace<'b> {
     }
 
     /// `f32` words of workspace for `rows` positions of `cfg` computed together (host, feature
-    /// `std`: [`crate::Session::with_rows`]); `len_rows(cfg, 1)` is [`Workspace::len`].
+    /// `std`: `Session::with_rows`); `len_rows(cfg, 1)` is [`Workspace::len`].
     pub const fn len_rows(cfg: &Config, rows: usize) -> usize {
         Layout::new(cfg, rows).len
     }
