@@ -18,6 +18,7 @@ fn blob(name: &str, processing: ProcessingOptions) -> Vec<u8> {
         processing,
         rounding: None,
         activations: None,
+        tables: None,
     };
     convert(&checkpoint(name), &opts)
         .unwrap_or_else(|e| panic!("{name}: {e:#}"))
@@ -140,6 +141,7 @@ fn pth_and_safetensors_checkpoints_give_the_same_blob() {
         processing: ProcessingOptions::default(),
         rounding: None,
         activations: None,
+        tables: None,
     };
     let from_pth = convert(&fixture_dir("attn_only_2l").join("model.pth"), &opts)
         .unwrap()

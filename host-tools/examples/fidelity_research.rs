@@ -23,7 +23,15 @@ use common::fidelity::{evaluation_sequences, fidelity, misses, models, shipped, 
 
 fn main() {
     let which = std::env::args().nth(1).unwrap_or_default();
-    let all: [(&str, fn()); 6] = [
+    let all: [(&str, fn()); 11] = [
+        (
+            "output_fisher_for_w8a8_and_w4a8",
+            output_fisher_for_w8a8_and_w4a8,
+        ),
+        ("w8a16_repeated_part_flips", w8a16_repeated_part_flips),
+        ("int8_scale_granularity", int8_scale_granularity),
+        ("w8a16", w8a16),
+        ("int8_weight_error_by_tensor", int8_weight_error_by_tensor),
         ("issue_targets", issue_targets),
         ("shipped_model_error_sources", shipped_model_error_sources),
         ("int8_rounding_error_sources", int8_rounding_error_sources),
@@ -126,6 +134,288 @@ fn shipped_model_error_sources() {
                     r.pattern_max_abs_diff
                 );
             }
+        }
+    }
+}
+
+/// W8A16 on every model (or the one named after the command), with int16 activations and the int8 or
+/// int16 KV cache: its rows rounded independently (each matrix against its inputs alone, as W8A8),
+/// coupled through the output Fisher (the default), and with that and `f16` lookup tables
+/// (`--tables f16`).
+fn w8a16() {
+    use microlens_host::quantize::{requantize_with, Plan};
+    for (name, blob) in named_models() {
+        let reference = Model::from_bytes(&blob).unwrap();
+        let seqs = evaluation_sequences(reference.config());
+        let rounding = Rounding::default_for(DType::I8);
+        for act in [Activations::I16, Activations::I16Kv16] {
+            let default = Plan::of(DType::I8, act);
+            let plans = [
+                (
+                    "rows independent",
+                    Plan {
+                        output_fisher: false,
+                        ..default
+                    },
+                ),
+                ("output Fisher", default),
+                (
+                    "f16 tables",
+                    Plan::with_tables(DType::I8, act, Some(DType::F16)).unwrap(),
+                ),
+            ];
+            for (label, plan) in plans {
+                let blob = requantize_with(&reference, plan, act, &rounding).unwrap();
+                let r =
+                    compare(&reference, &Model::from_bytes(&blob).unwrap(), &seqs, || {}).unwrap();
+                let m = &r.model;
+                println!(
+                    "{name:24} {:9} {label:16} {:6} B: mean KL {:.3e} top-1 {:.4} repeated {:.4} \
+                     ({:.4} at {} of {} beyond 3 × margin noise {:.1e}) flip margin {:.3} attention {:.2e} induction {:.1e}",
+                    act.name(),
+                    blob.len(),
+                    m.mean_kl,
+                    m.top1_agreement,
+                    m.top1_agreement_repeated,
+                    m.top1_agreement_repeated_decisive,
+                    m.repeated_decisive_positions,
+                    m.repeated_positions,
+                    m.top1_margin_noise,
+                    m.top1_flip_max_margin,
+                    r.pattern_max_abs_diff,
+                    r.induction_score_max_change
+                );
+            }
+        }
+    }
+}
+
+/// What W8A16's output-Fisher rounding ([`microlens_host::quantize::Plan::output_fisher`]) would do
+/// for W8A8 and W4A8, whose default rounds each row independently (their blobs and pinned hashes as
+/// they are): mean KL of each, default and with the rows coupled.
+fn output_fisher_for_w8a8_and_w4a8() {
+    use microlens_host::quantize::{requantize_with, Plan};
+    for (name, blob) in named_models() {
+        let reference = Model::from_bytes(&blob).unwrap();
+        let seqs = evaluation_sequences(reference.config());
+        for dtype in [DType::I8, DType::I4] {
+            let act = default_activations(dtype);
+            let rounding = Rounding::default_for(dtype);
+            let kl = |plan: Plan| {
+                let blob = requantize_with(&reference, plan, act, &rounding).unwrap();
+                let m = Model::from_bytes(&blob).unwrap();
+                compare(&reference, &m, &seqs, || {}).unwrap().model.mean_kl
+            };
+            let default = Plan::of(dtype, act);
+            let (a, b) = (
+                kl(default),
+                kl(Plan {
+                    output_fisher: true,
+                    ..default
+                }),
+            );
+            println!(
+                "{name:24} {}: mean KL {a:.3e}, rows coupled through the output Fisher {b:.3e} ({:+.0}%)",
+                dtype.name(),
+                100.0 * (b / a - 1.0)
+            );
+        }
+    }
+}
+
+/// What a finer int8 scale would buy: every matrix read through an input site rounded to nearest
+/// (the lookup tables exact, `f32` activations) with one scale per row, per group of 16 or 8 along
+/// the row, or per row after scaling each input column by `E[x_j²]^(α/2)` (AWQ-style, the inverse
+/// scale moved onto the input).
+fn int8_scale_granularity() {
+    use microlens_host::quantize::calibration::{record, InputPrecision, MatrixInput, Source};
+    use microlens_host::quantize::encode_nearest;
+    for (name, blob) in named_models() {
+        let reference = Model::from_bytes(&blob).unwrap();
+        let seqs = evaluation_sequences(reference.config());
+        let calib = Source::default().sequences(&reference).unwrap();
+        let exact = nearest_tensors(&reference, DType::F32).unwrap();
+        let sites: Vec<MatrixInput> = exact.iter().filter_map(|t| MatrixInput::of(t.id)).collect();
+        let inputs = record(&reference, &calib, InputPrecision::Float, &sites).unwrap();
+        let round = |row: &[f32], col_scale: &[f32], group: usize| -> Vec<f32> {
+            let scaled: Vec<f32> = row.iter().zip(col_scale).map(|(w, s)| w * s).collect();
+            let mut out = Vec::with_capacity(row.len());
+            for g in scaled.chunks(group) {
+                let max = g.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                let step = if max > 0.0 { max / 127.0 } else { 1.0 };
+                out.extend(g.iter().map(|v| (v / step).round() * step));
+            }
+            out.iter().zip(col_scale).map(|(w, s)| w / s).collect()
+        };
+        let variant = |group: Option<usize>, alpha: f32| {
+            let tensors: Vec<TensorData> = exact
+                .iter()
+                .map(|t| {
+                    let Some(site) = MatrixInput::of(t.id) else {
+                        return t.clone();
+                    };
+                    let [rows, n] = t.shape;
+                    let x = &inputs[&site];
+                    let count = (x.len() / n) as f64;
+                    let scale: Vec<f32> = (0..n)
+                        .map(|j| {
+                            let m2 = x
+                                .iter()
+                                .skip(j)
+                                .step_by(n)
+                                .map(|v| (*v as f64).powi(2))
+                                .sum::<f64>();
+                            ((m2 / count).max(1e-12).powf(alpha as f64 / 2.0)) as f32
+                        })
+                        .collect();
+                    let w = microlens_host::quantize::decode_matrix(t).unwrap();
+                    let q: Vec<f32> = w
+                        .chunks(n)
+                        .flat_map(|row| round(row, &scale, group.unwrap_or(n)))
+                        .collect();
+                    assert_eq!(q.len(), rows * n);
+                    encode_nearest(t.id, t.shape, &q, DType::F32).unwrap()
+                })
+                .collect();
+            compare_tensors(&reference, &tensors, &seqs).model.mean_kl
+        };
+        let row = variant(None, 0.0);
+        let g16 = variant(Some(16), 0.0);
+        let g8 = variant(Some(8), 0.0);
+        let awq: Vec<String> = [0.25f32, 0.5, 0.75]
+            .iter()
+            .map(|&a| format!("{a}: {:.3e}", variant(None, a)))
+            .collect();
+        println!(
+            "{name:24} nearest int8, tables exact: per row {row:.3e}, groups of 16 {g16:.3e} ({:.2}x), groups of 8 {g8:.3e} ({:.2}x), per row with input scaling α {}",
+            row / g16,
+            row / g8,
+            awq.join(", ")
+        );
+    }
+}
+
+/// Where W8A16's (int16 KV cache) top-1 flips on the repeated part happen: the reference's margin
+/// (first logit minus second) at every flip, against the noise of that margin, `σ`
+/// ([`microlens_host::fidelity::ModelFidelity::top1_margin_noise`]). A position whose margin is
+/// below a few `σ` is a near-tie the quantisation's own noise can flip. Prints the flips by margin.
+fn w8a16_repeated_part_flips() {
+    use microlens_host::eval::metrics::{argmax, top1_margin};
+    use microlens_host::eval::run::run_blob;
+    use microlens_host::eval::sequences::repeated_positions;
+    for (name, blob) in named_models() {
+        let reference = Model::from_bytes(&blob).unwrap();
+        let seqs = evaluation_sequences(reference.config());
+        let rounding = Rounding::default_for(DType::I8);
+        let cand = requantize_blob(&reference, DType::I8, Activations::I16Kv16, &rounding).unwrap();
+        let report = compare(&reference, &Model::from_bytes(&cand).unwrap(), &seqs, || {}).unwrap();
+        let m = &report.model;
+        let sigma = m.top1_margin_noise;
+        // The reference's margin at every repeated-part flip.
+        let mut flips = Vec::new();
+        for tokens in &seqs {
+            let r = run_blob(&blob, tokens).unwrap().logits;
+            let c = run_blob(&cand, tokens).unwrap().logits;
+            for t in repeated_positions(tokens) {
+                if argmax(&r[t]) != argmax(&c[t]) {
+                    flips.push(top1_margin(&r[t]));
+                }
+            }
+        }
+        let below = |x: f64| flips.iter().filter(|&&m| m < x).count();
+        let largest = flips.iter().cloned().fold(0.0, f64::max);
+        println!(
+            "{name:24} repeated part: {} positions, {} flips (top-1 {:.4}); flips at margins < 1e-3: {}, \
+             < 1e-2: {}, < σ = {sigma:.2e}: {}, < 2σ: {}, < 3σ: {}; largest {largest:.3}; top-1 beyond 3σ: \
+             {:.4} ({} positions)",
+            m.repeated_positions,
+            flips.len(),
+            m.top1_agreement_repeated,
+            below(1e-3),
+            below(1e-2),
+            below(sigma),
+            below(2.0 * sigma),
+            below(3.0 * sigma),
+            m.top1_agreement_repeated_decisive,
+            m.repeated_decisive_positions
+        );
+    }
+}
+
+/// Where the int8 weights' error comes from: each model with `f32` activations and KV cache, every
+/// tensor `f32` but one kind of matrix (all its layers) as int8 weights: rounded to nearest, by the
+/// default GPTQ (rows independent, int8 tables), and by W8A16's best (rows coupled through the output
+/// Fisher, `f16` tables), each with the biases its GPTQ compensated. GPTQ's figures for one kind alone
+/// overstate it (that kind's compensation of the others' errors then has nothing to undo), so they add
+/// up to more than all of them together.
+fn int8_weight_error_by_tensor() {
+    use microlens::TensorKind;
+    use microlens_host::quantize::{bias_of, requantize_with, Plan};
+    for (name, blob) in named_models() {
+        let reference = Model::from_bytes(&blob).unwrap();
+        let seqs = evaluation_sequences(reference.config());
+        let exact = nearest_tensors(&reference, DType::F32).unwrap();
+        let rounding = Rounding::default_for(DType::I8);
+        let decoded = |plan: Plan| {
+            let blob = requantize_with(&reference, plan, Activations::F32, &rounding).unwrap();
+            nearest_tensors(&Model::from_bytes(&blob).unwrap(), DType::F32).unwrap()
+        };
+        let gptq = decoded(Plan::of(DType::I8, Activations::F32));
+        let best = decoded(Plan {
+            tables: DType::F16,
+            output_fisher: true,
+            ..Plan::of(DType::I8, Activations::F32)
+        });
+        let near = {
+            let blob = microlens_host::quantize::requantize_nearest(
+                &reference,
+                DType::I8,
+                Activations::F32,
+            )
+            .unwrap();
+            nearest_tensors(&Model::from_bytes(&blob).unwrap(), DType::F32).unwrap()
+        };
+        let kl = |pick: &dyn Fn(TensorKind) -> bool, from: &[TensorData]| {
+            let tensors: Vec<_> = exact
+                .iter()
+                .zip(from)
+                .map(|(t, q)| {
+                    let take = pick(t.id.kind)
+                        || (!t.id.kind.is_matrix()
+                            && from
+                                .iter()
+                                .any(|m| bias_of(m.id) == Some(t.id) && pick(m.id.kind)));
+                    if take {
+                        q.clone()
+                    } else {
+                        t.clone()
+                    }
+                })
+                .collect();
+            compare_tensors(&reference, &tensors, &seqs).model.mean_kl
+        };
+        let all = |from: &[TensorData]| kl(&|k: TensorKind| k.is_matrix(), from);
+        let (all_n, all_g, all_b) = (all(&near), all(&gptq), all(&best));
+        println!(
+            "{name:24} all matrices: nearest {all_n:.3e}, gptq {all_g:.3e}, output Fisher and f16 tables {all_b:.3e}"
+        );
+        let mut kinds: Vec<TensorKind> = exact
+            .iter()
+            .map(|t| t.id.kind)
+            .filter(|k| k.is_matrix())
+            .collect();
+        kinds.sort_by_key(|k| *k as u8);
+        kinds.dedup();
+        for kind in kinds {
+            let one = |from: &[TensorData]| kl(&|k: TensorKind| k == kind, from);
+            let (n, g, b) = (one(&near), one(&gptq), one(&best));
+            println!(
+                "{name:24} {:8} nearest {n:.3e} ({:4.1}%) gptq {g:.3e} ({:4.1}%) best {b:.3e} ({:4.1}%)",
+                format!("{kind:?}"),
+                100.0 * n / all_n,
+                100.0 * g / all_g,
+                100.0 * b / all_b
+            );
         }
     }
 }
@@ -388,6 +678,14 @@ fn int4_and_exact(reference: &Model<'_>) -> (Vec<TensorData>, Vec<TensorData>) {
     let int4 = requantize_blob(reference, DType::I4, Activations::F32, &rounding).unwrap();
     let int4 = nearest_tensors(&Model::from_bytes(&int4).unwrap(), DType::F32).unwrap();
     (int4, nearest_tensors(reference, DType::F32).unwrap())
+}
+
+/// Every model under test, or the one named after the command's name.
+fn named_models() -> Vec<(&'static str, Vec<u8>)> {
+    let only = std::env::args().nth(2);
+    let mut all = models();
+    all.retain(|(name, _)| only.as_deref().is_none_or(|o| o == *name));
+    all
 }
 
 /// `reference` against itself with `tensors` (`f32` activations) on `seqs`.

@@ -248,3 +248,39 @@ fn activations_and_kv_options() {
         "invalid value 'i4' for '--kv <KV>'",
     );
 }
+
+/// `--tables f16` keeps a W8A16 model's lookup tables in f16 and its other matrices int8, rounded to
+/// nearest or with GPTQ; any other model refuses it.
+#[test]
+fn tables_option() {
+    use microlens::{TensorId, TensorKind};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for rounding in ["nearest", "gptq"] {
+        let args = [
+            "--dtype",
+            "i8",
+            "--activations",
+            "i16",
+            "--tables",
+            "f16",
+            "--rounding",
+            rounding,
+        ];
+        let blob = converted(d, "t.mlb", &args);
+        let model = Model::from_bytes(&blob).unwrap();
+        let dtype = |kind| model.entry(TensorId::global(kind)).unwrap().dtype;
+        assert_eq!(dtype(TensorKind::WE), DType::F16, "{rounding}");
+        assert_eq!(dtype(TensorKind::WPos), DType::F16, "{rounding}");
+        assert_eq!(dtype(TensorKind::WU), DType::I8, "{rounding}");
+        let w_q = model.entry(TensorId::layer(TensorKind::WQ, 0)).unwrap();
+        assert_eq!(w_q.dtype, DType::I8, "{rounding}");
+        let int8 = converted(d, "u.mlb", &[&args[..4], &args[6..]].concat());
+        assert!(blob.len() > int8.len());
+    }
+    refused(
+        d,
+        &["--dtype", "i8", "--tables", "f16"],
+        "--tables f16 needs --dtype i8 --activations i16",
+    );
+}

@@ -138,7 +138,7 @@ fn shipped_model_hashes_equal_the_device_ones() {
     let blob = requantize_blob(&model, DType::I8, Activations::I16, &rounding).unwrap();
     let out = microlens_host::eval::run::run_blob(&blob, &tokens).unwrap();
     let hash = microlens_host::hash::logits_hash(out.logits.iter().map(Vec::as_slice));
-    assert_eq!(format!("{hash:016x}"), "a2b2f75284f09558", "W8A16");
+    assert_eq!(format!("{hash:016x}"), "f9b3599ed85a0c44", "W8A16");
 }
 
 /// The logits hash QEMU's Cortex-M4F printed for the shipped byte-level model as int8 on its prompt
@@ -190,65 +190,90 @@ fn int8_emulation_matches_the_real_int8_model() {
     }
 }
 
-/// W8A16 (`convert --dtype i8 --activations i16`, and with `--kv i16`) on every model: better than W8A8
-/// everywhere, within 25% of today's mean KL per model, induction scores within the issue's 1e-3; the
-/// shipped model meets the issue's goals (mean KL <= 1e-4; with the int16 KV cache, top-1 on the
-/// repeated part >= 99.9%). hf_gpt2 and nonorm_1l stay above 1e-4: their int8 weights alone cost that
-/// (docs/device-speed.md, W8A16).
+/// W8A16 (`convert --dtype i8 --activations i16`, and with `--kv i16`; int8 matrices rounded against
+/// their inputs and their output Fisher) on every model, and with `--kv i16 --tables f16`: better than
+/// W8A8 everywhere, within 25% of today's mean KL per model, induction scores within the issue's 1e-3,
+/// mean KL <= 1e-4 except where measured above it (docs/fidelity.md, W8A16: `hf_gpt2`, whose int8
+/// matmul weights alone cost more; `nonorm_1l` unless its tables are `f16`), top-1 on the repeated
+/// part >= 99.9% on the shipped model and, at the positions that are not near-ties of the candidate's
+/// own margin noise, on every model.
 #[test]
 fn w8a16_fidelity_does_not_regress() {
-    // Mean KL against f32 measured with `microlens fidelity` (200 sequences, seed 0): W8A16, and
-    // W8A16 with the int16 KV cache.
-    let measured: [(&str, f64, f64); 9] = [
-        ("attn_only_2l", 6.78e-5, 4.94e-5),
-        ("gpt2_like", 6.33e-5, 4.68e-5),
-        ("shortformer", 9.26e-5, 6.97e-5),
-        ("lnpre_relu_3l", 5.10e-5, 3.62e-5),
-        ("nonorm_1l", 2.13e-4, 1.66e-4),
-        ("rotary_rms", 6.51e-5, 4.82e-5),
-        ("rotary_adjacent_rmspre", 3.41e-5, 2.79e-5),
-        ("hf_gpt2", 3.92e-4, 3.17e-4),
-        ("induction-2l", 5.62e-5, 3.22e-5),
+    use microlens_host::quantize::{requantize_with, Plan};
+    // Mean KL against f32 measured with `microlens fidelity` (200 sequences, seed 0): W8A16, with the
+    // int16 KV cache, and with the int16 KV cache and f16 tables.
+    let measured: [(&str, [f64; 3]); 9] = [
+        ("attn_only_2l", [6.10e-5, 4.23e-5, 2.74e-5]),
+        ("gpt2_like", [5.22e-5, 3.69e-5, 2.43e-5]),
+        ("shortformer", [7.95e-5, 5.59e-5, 2.54e-5]),
+        ("lnpre_relu_3l", [5.01e-5, 3.32e-5, 2.19e-5]),
+        ("nonorm_1l", [1.96e-4, 1.41e-4, 9.02e-5]),
+        ("rotary_rms", [6.52e-5, 4.88e-5, 3.83e-5]),
+        ("rotary_adjacent_rmspre", [3.11e-5, 2.45e-5, 1.68e-5]),
+        ("hf_gpt2", [3.49e-4, 2.71e-4, 1.81e-4]),
+        ("induction-2l", [3.11e-5, 1.43e-5, 9.07e-6]),
+    ];
+    // Where mean KL stays above the 1e-4 goal (docs/fidelity.md: the floor that stops it), by build.
+    let above_goal = [
+        ("hf_gpt2", 0),
+        ("hf_gpt2", 1),
+        ("hf_gpt2", 2),
+        ("nonorm_1l", 0),
+        ("nonorm_1l", 1),
+    ];
+    let builds = [
+        ("W8A16", Activations::I16, None),
+        ("int16 KV", Activations::I16Kv16, None),
+        (
+            "int16 KV, f16 tables",
+            Activations::I16Kv16,
+            Some(DType::F16),
+        ),
     ];
     let mut misses = Vec::new();
     for (name, blob) in common::fidelity::models() {
         let reference = Model::from_bytes(&blob).unwrap();
         let seqs = common::fidelity::evaluation_sequences(reference.config());
-        let report = |activations| {
-            let rounding = Rounding::default_for(DType::I8);
-            let blob = requantize_blob(&reference, DType::I8, activations, &rounding).unwrap();
+        let rounding = Rounding::default_for(DType::I8);
+        let report = |activations, tables| {
+            let plan = Plan::with_tables(DType::I8, activations, tables).unwrap();
+            let blob = requantize_with(&reference, plan, activations, &rounding).unwrap();
             compare(&reference, &Model::from_bytes(&blob).unwrap(), &seqs, || {}).unwrap()
         };
-        let a8 = report(Activations::I8);
-        let &(_, kl16, kl16kv) = measured.iter().find(|m| m.0 == name).unwrap();
-        for (act, limit) in [(Activations::I16, kl16), (Activations::I16Kv16, kl16kv)] {
-            let r = report(act);
+        let a8 = report(Activations::I8, None);
+        let &(_, limits) = measured.iter().find(|m| m.0 == name).unwrap();
+        for (k, (build, act, tables)) in builds.into_iter().enumerate() {
+            let r = report(act, tables);
             let m = &r.model;
             println!(
-                "{name:24} {:9}: mean KL {:.2e} (W8A8 {:.2e}) top-1 {:.4} (repeated part {:.4}; flips at \
-                 margins <= {:.1e}) attention {:.2e} induction {:.1e}",
-                act.name(),
+                "{name:24} {build:20}: mean KL {:.2e} (W8A8 {:.2e}) top-1 {:.4} (repeated part {:.4}, \
+                 {:.4} without near-ties; flips at margins <= {:.1e}) attention {:.2e} induction {:.1e}",
                 m.mean_kl,
                 a8.model.mean_kl,
                 m.top1_agreement,
                 m.top1_agreement_repeated,
+                m.top1_agreement_repeated_decisive,
                 m.top1_flip_max_margin,
                 r.pattern_max_abs_diff,
                 r.induction_score_max_change
             );
             let shipped = name == "induction-2l";
             let checks = [
-                ("mean KL", m.mean_kl <= 1.25 * limit),
+                ("mean KL", m.mean_kl <= 1.25 * limits[k]),
                 ("below W8A8", m.mean_kl < a8.model.mean_kl),
                 ("induction", r.induction_score_max_change <= 1e-3),
-                ("goal KL", !shipped || m.mean_kl <= 1e-4),
                 (
-                    "goal top-1",
-                    !shipped || act != Activations::I16Kv16 || m.top1_agreement_repeated >= 0.999,
+                    "goal KL",
+                    m.mean_kl <= 1e-4 || above_goal.contains(&(name, k)),
+                ),
+                ("goal top-1", !shipped || m.top1_agreement_repeated >= 0.999),
+                (
+                    "top-1 without near-ties",
+                    m.top1_agreement_repeated_decisive >= 0.999,
                 ),
             ];
             let missed = checks.iter().filter(|(_, ok)| !ok);
-            misses.extend(missed.map(|(what, _)| format!("{name} {} {what}", act.name())));
+            misses.extend(missed.map(|(what, _)| format!("{name} {build} {what}")));
         }
     }
     assert!(misses.is_empty(), "{misses:#?}");

@@ -37,6 +37,11 @@ pub struct Args {
     /// (twice its values' RAM, for attention patterns within 1/256 of float) [default: i8].
     #[arg(long, value_enum)]
     pub kv: Option<KvName>,
+    /// Lookup tables (W_E, W_pos, pos_Q, pos_K) of a W8A16 model: i8, or f16 (rows read, not
+    /// multiplied: their int8 error is up to half of the int8 weights' on the test models; more flash)
+    /// [default: i8].
+    #[arg(long, value_enum)]
+    pub tables: Option<TablesName>,
     /// Do not fold the norms into the weights that read them.
     #[arg(long)]
     pub no_fold_ln: bool,
@@ -110,6 +115,15 @@ pub enum KvName {
     I8,
     /// int16 values, one scale per position and head.
     I16,
+}
+
+/// The values of `--tables`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TablesName {
+    /// Half floats.
+    F16,
+    /// Symmetric int8, one scale per row.
+    I8,
 }
 
 /// The `--activations` and `--kv` options as one [`Activations`] (`None`: the dtype's default).
@@ -222,6 +236,10 @@ pub fn run(args: Args) -> Result<()> {
         dtype,
         rounding,
         activations,
+        tables: args.tables.map(|t| match t {
+            TablesName::F16 => DType::F16,
+            TablesName::I8 => DType::I8,
+        }),
         processing: ProcessingOptions {
             fold_ln: !args.no_fold_ln,
             center_writing_weights: !args.no_center_writing_weights,
@@ -230,6 +248,7 @@ pub fn run(args: Args) -> Result<()> {
         },
     };
     let activations = opts.activations()?;
+    opts.plan()?;
     let config = config_path(&args.checkpoint, &opts);
     microlens_host::io::files::check_output(&args.output, &[&args.checkpoint, &config])?;
     let c = convert_to_file(&args.checkpoint, &args.output, &opts)?;

@@ -17,7 +17,7 @@ use crate::import::tl_config;
 use crate::io::atomic::write_atomically;
 use crate::quantize::encode::{default_activations, encode_tensor, F32Encoder, MatrixEncoder};
 use crate::quantize::encoder_for;
-use crate::quantize::{requantize, Rounding};
+use crate::quantize::{requantize_with, Plan, Rounding};
 
 /// What `microlens convert` is asked to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,6 +33,9 @@ pub struct ConvertOptions {
     /// Activation arithmetic; `None`: [`default_activations`] of the dtype. Integer matrices take
     /// int8 (W8A8) or int16 (W8A16) activations, float ones `f32`.
     pub activations: Option<Activations>,
+    /// Storage type of the lookup tables (`W_E`, `W_pos`, `pos_Q`, `pos_K`) of a W8A16 model, `f16`
+    /// or `i8`; `None`: as the other matrices ([`Plan::with_tables`]).
+    pub tables: Option<DType>,
 }
 
 impl Default for ConvertOptions {
@@ -43,6 +46,7 @@ impl Default for ConvertOptions {
             processing: ProcessingOptions::default(),
             rounding: None,
             activations: None,
+            tables: None,
         }
     }
 }
@@ -90,6 +94,11 @@ impl ConvertOptions {
         Ok(asked)
     }
 
+    /// How the matrices are stored and rounded: the dtype's, with the lookup tables asked for.
+    pub fn plan(&self) -> Result<Plan> {
+        Plan::with_tables(self.dtype, self.activations()?, self.tables)
+    }
+
     /// The rounding asked for, or the dtype's default.
     pub fn rounding(&self) -> Rounding {
         self.rounding
@@ -101,8 +110,10 @@ impl ConvertOptions {
 /// Converts a checkpoint file to blob bytes (nothing is written). GPTQ rounding converts to `f32` first,
 /// calibrates on that model and re-encodes its matrices.
 pub fn convert(checkpoint: &Path, opts: &ConvertOptions) -> Result<Conversion> {
+    let plan = opts.plan()?;
     let encoder = WithActivations {
         encoder: encoder_for(opts.dtype)?,
+        tables: encoder_for(plan.tables)?,
         activations: opts.activations()?,
     };
     let encoder = &encoder;
@@ -117,14 +128,15 @@ pub fn convert(checkpoint: &Path, opts: &ConvertOptions) -> Result<Conversion> {
     }
     let float = convert_state_dict(sd, &cfg, &opts.processing, &F32Encoder)?;
     let model = Model::from_bytes(&float.blob).context("the written blob does not read back")?;
-    let blob = requantize(&model, opts.dtype, encoder.activations(), &rounding)?;
+    let blob = requantize_with(&model, plan, encoder.activations(), &rounding)?;
     Model::from_bytes(&blob).context("the written blob does not read back")?;
     Ok(Conversion { blob, ..float })
 }
 
-/// A matrix encoder with the activation arithmetic the options ask for.
+/// A matrix encoder with the lookup tables' encoder and the activation arithmetic the options ask for.
 struct WithActivations {
     encoder: Box<dyn MatrixEncoder>,
+    tables: Box<dyn MatrixEncoder>,
     activations: Activations,
 }
 
@@ -133,7 +145,10 @@ impl MatrixEncoder for WithActivations {
         self.encoder.dtype()
     }
     fn encode(&self, id: TensorId, shape: [usize; 2], values: &[f32]) -> Result<TensorData> {
-        self.encoder.encode(id, shape, values)
+        match crate::quantize::tables::is_table(id.kind) {
+            true => self.tables.encode(id, shape, values),
+            false => self.encoder.encode(id, shape, values),
+        }
     }
     fn activations(&self) -> Activations {
         self.activations

@@ -44,19 +44,25 @@ pub fn argmax(x: &[f32]) -> usize {
         .fold(0, |best, (i, v)| if *v > x[best] { i } else { best })
 }
 
+/// Indices of the largest value and of the second largest (the first of equals; `None` for fewer than
+/// two values).
+pub fn top2(x: &[f32]) -> (usize, Option<usize>) {
+    let best = argmax(x);
+    let second = (0..x.len())
+        .filter(|&i| i != best)
+        .fold(None, |s: Option<usize>, i| match s {
+            Some(j) if x[j] >= x[i] => Some(j),
+            _ => Some(i),
+        });
+    (best, second)
+}
+
 /// How far the largest value is ahead of the second largest (`0` for fewer than two values): the
 /// logit change that can flip an arg-max.
 pub fn top1_margin(x: &[f32]) -> f64 {
-    let best = argmax(x);
-    let second = x
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| i != best)
-        .fold(f64::NEG_INFINITY, |m, (_, &v)| m.max(v as f64));
-    if second == f64::NEG_INFINITY {
-        0.0
-    } else {
-        x[best] as f64 - second
+    match top2(x) {
+        (best, Some(second)) => x[best] as f64 - x[second] as f64,
+        _ => 0.0,
     }
 }
 

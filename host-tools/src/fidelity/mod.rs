@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use crate::analysis::{
     all_composition_scores, full_ov_copying_score, CircuitWeights, CompositionMode,
 };
-use crate::eval::metrics::{argmax, kl, log_softmax, top1_margin};
+use crate::eval::metrics::{argmax, kl, log_softmax, top2};
 use crate::eval::run::{run_model, run_model_with};
 use crate::eval::sequences::repeated_positions;
 
@@ -34,7 +34,15 @@ struct LogitStats {
     loss: [f64; 2],
     loss_positions: usize,
     same_top1_repeated: usize,
+    /// Sum over every position of the squared change of the reference's top-1 margin.
+    margin_moved_sq: f64,
+    /// `(reference margin, same top-1)` of every repeated position.
+    repeated_margins: Vec<(f64, bool)>,
 }
+
+/// Margins below this many [`ModelFidelity::top1_margin_noise`] are near-ties: a Gaussian change of
+/// that RMS crosses a margin of 3 of it at 0.13% of positions.
+pub const NEAR_TIE_NOISES: f64 = 3.0;
 
 /// What one position adds to [`LogitStats`], computed where its sequence runs.
 #[derive(Clone, Debug)]
@@ -43,6 +51,10 @@ struct PositionTerms {
     same_top1: bool,
     /// The reference's top-1 margin where the top-1 flips.
     flip_margin: Option<f64>,
+    /// The reference's top-1 margin.
+    margin: f64,
+    /// How far the candidate moves the reference's first-minus-second logit difference.
+    margin_moved: f64,
     sq_err: f64,
     values: usize,
     /// `-log p` of the next token (reference, candidate) at a repeated position.
@@ -60,6 +72,13 @@ impl LogitStats {
             .map(|(t, (r, c))| {
                 let (lr, lc) = (log_softmax(r), log_softmax(c));
                 let same_top1 = argmax(r) == argmax(c);
+                let (margin, margin_moved) = match top2(r) {
+                    (best, Some(second)) => {
+                        let m = r[best] as f64 - r[second] as f64;
+                        (m, c[best] as f64 - c[second] as f64 - m)
+                    }
+                    _ => (0.0, 0.0),
+                };
                 let loss = repeated.binary_search(&t).is_ok().then(|| {
                     let next = tokens[t + 1] as usize;
                     let log_p = |l: &[f64]| l.get(next).copied().unwrap_or(f64::NEG_INFINITY);
@@ -68,7 +87,9 @@ impl LogitStats {
                 PositionTerms {
                     kl: kl(&lr, &lc),
                     same_top1,
-                    flip_margin: (!same_top1).then(|| top1_margin(r)),
+                    flip_margin: (!same_top1).then_some(margin),
+                    margin,
+                    margin_moved,
                     sq_err: r
                         .iter()
                         .zip(c)
@@ -93,11 +114,13 @@ impl LogitStats {
             self.sq_err += p.sq_err;
             self.values += p.values;
             self.positions += 1;
+            self.margin_moved_sq += p.margin_moved * p.margin_moved;
             if let Some([r, c]) = p.loss {
                 self.loss[0] -= r;
                 self.loss[1] -= c;
                 self.loss_positions += 1;
                 self.same_top1_repeated += p.same_top1 as usize;
+                self.repeated_margins.push((p.margin, p.same_top1));
             }
         }
     }
@@ -110,6 +133,14 @@ impl LogitStats {
     fn finish(&self) -> ModelFidelity {
         let n = self.positions.max(1) as f64;
         let nl = self.loss_positions.max(1) as f64;
+        let noise = (self.margin_moved_sq / n).sqrt();
+        let decisive = self
+            .repeated_margins
+            .iter()
+            .filter(|(m, _)| *m > NEAR_TIE_NOISES * noise);
+        let (decisive, same) = decisive.fold((0usize, 0usize), |(n, s), (_, same)| {
+            (n + 1, s + *same as usize)
+        });
         ModelFidelity {
             positions: self.positions,
             mean_kl: self.kl_sum / n,
@@ -119,6 +150,9 @@ impl LogitStats {
             logit_rmse: (self.sq_err / self.values.max(1) as f64).sqrt(),
             repeated_positions: self.loss_positions,
             top1_agreement_repeated: self.same_top1_repeated as f64 / nl,
+            top1_margin_noise: noise,
+            repeated_decisive_positions: decisive,
+            top1_agreement_repeated_decisive: same as f64 / decisive.max(1) as f64,
             loss_repeated_ref: self.loss[0] / nl,
             loss_repeated_cand: self.loss[1] / nl,
         }
@@ -270,5 +304,26 @@ mod tests {
         let mut same = LogitStats::default();
         same.add(&[0, 1, 2, 3], &reference, &reference);
         assert_eq!(same.finish().top1_flip_max_margin, 0.0);
+    }
+
+    #[test]
+    fn near_ties_within_the_margin_noise_are_set_apart() {
+        // Tokens 5 6 7 5 6 7 5: positions 3, 4 and 5 are repeated.
+        let tokens = [5, 6, 7, 5, 6, 7, 5];
+        let (mut reference, mut candidate) = (Vec::new(), Vec::new());
+        for t in 0..tokens.len() {
+            // Every margin moves by 0.01; position 4 is a near-tie (margin 0.005) that flips.
+            let margin = if t == 4 { 0.005 } else { 1.0 };
+            reference.push(vec![margin, 0.0, -1.0]);
+            candidate.push(vec![margin - 0.01, 0.0, -1.0]);
+        }
+        let mut stats = LogitStats::default();
+        stats.add(&tokens, &reference, &candidate);
+        let m = stats.finish();
+        assert_eq!(m.repeated_positions, 3);
+        assert!((m.top1_agreement_repeated - 2.0 / 3.0).abs() < 1e-12);
+        assert!((m.top1_margin_noise - 0.01).abs() < 1e-6, "{m:?}");
+        assert_eq!(m.repeated_decisive_positions, 2);
+        assert_eq!(m.top1_agreement_repeated_decisive, 1.0);
     }
 }

@@ -27,6 +27,15 @@ pub struct ModelFidelity {
     pub repeated_positions: usize,
     /// Top-1 agreement on the repeated part alone, where the models predict rather than guess.
     pub top1_agreement_repeated: f64,
+    /// The candidate's noise on the top-1 margin: the root mean square, over every position, of how
+    /// much it moves the reference's first logit minus its second.
+    pub top1_margin_noise: f64,
+    /// Repeated positions whose reference margin exceeds [`super::NEAR_TIE_NOISES`] times
+    /// `top1_margin_noise` (not near-ties).
+    pub repeated_decisive_positions: usize,
+    /// Top-1 agreement on those positions: the repeated part without the near-ties the candidate's own
+    /// noise flips.
+    pub top1_agreement_repeated_decisive: f64,
     /// Mean next-token loss of the reference on the repeated part, nats.
     pub loss_repeated_ref: f64,
     /// Mean next-token loss of the candidate on the repeated part, nats.

@@ -24,6 +24,7 @@ use nalgebra::{DMatrix, DVector};
 
 use super::calibration::{record, CalibrationInputs, InputPrecision, MatrixInput};
 use super::gptq::{self, Solver};
+use super::plan::Plan;
 use super::{decode_matrix, encode_nearest, matrix_values, nearest_tensor, tables};
 
 /// `rows` (`[count][n]`) as a matrix.
@@ -104,7 +105,7 @@ fn compensate(x: &DMatrix<f64>, xq: &DMatrix<f64>) -> Result<Compensation> {
 }
 
 /// The bias added to the output of matrix `id`.
-fn bias_of(id: TensorId) -> Option<TensorId> {
+pub fn bias_of(id: TensorId) -> Option<TensorId> {
     let kind = match id.kind {
         TensorKind::WQ => TensorKind::BQ,
         TensorKind::WK => TensorKind::BK,
@@ -186,7 +187,7 @@ fn compensated_bias(
 /// every tensor no site reads (vectors, and matrices without an input site) rounded to nearest.
 fn tables_and_rest(
     model: &Model<'_>,
-    dtype: DType,
+    plan: Plan,
     seqs: &[Vec<u32>],
 ) -> Result<BTreeMap<TensorKey, TensorData>> {
     let cfg = *model.config();
@@ -201,10 +202,11 @@ fn tables_and_rest(
                     Entry::Vacant(e) => e.insert(tables::solver(model, moment, seqs, false)?),
                 };
                 let values = matrix_values(&m);
-                gptq::encode_gptq(id, id.shape(&cfg), &values, dtype, solver, &gptq::I4_CLIPS)?
+                let shape = id.shape(&cfg);
+                gptq::encode_gptq(id, shape, &values, plan.tables, solver, &gptq::I4_CLIPS)?
             }
             Some(_) if MatrixInput::of(id).is_some() => continue,
-            _ => nearest_tensor(model, id, dtype)?,
+            _ => nearest_tensor(model, id, plan.dtype_of(id.kind))?,
         };
         done.insert(key(id), t);
     }
@@ -229,7 +231,8 @@ fn forward_order(cfg: &microlens::Config) -> Vec<MatrixInput> {
 }
 
 /// Every tensor of `model` (`f32`) with its matrices quantised as `dtype` by GPTQ on `seqs`, against
-/// `against`'s inputs, for a model computing with `activations`.
+/// `against`'s inputs, for a model computing with `activations`, stored and rounded as their [`Plan`]
+/// says.
 pub fn compensated_tensors(
     model: &Model<'_>,
     dtype: DType,
@@ -237,10 +240,23 @@ pub fn compensated_tensors(
     seqs: &[Vec<u32>],
     against: CalibrationInputs,
 ) -> Result<Vec<TensorData>> {
+    let plan = Plan::of(dtype, activations);
+    compensated_tensors_with(model, plan, activations, seqs, against)
+}
+
+/// [`compensated_tensors`] with any `plan` (to measure what each of its parts does).
+pub fn compensated_tensors_with(
+    model: &Model<'_>,
+    plan: Plan,
+    activations: Activations,
+    seqs: &[Vec<u32>],
+    against: CalibrationInputs,
+) -> Result<Vec<TensorData>> {
     let cfg = *model.config();
+    let dtype = plan.matrices;
     // Act order helped the int8 matrices, not the tables; int4 groups need the inputs in order.
     let act_order = dtype != DType::I4;
-    let mut done = tables_and_rest(model, dtype, seqs)?;
+    let mut done = tables_and_rest(model, plan, seqs)?;
     let sites = forward_order(&cfg);
     let mut float = record(model, seqs, InputPrecision::Float, &sites)?;
     for site in sites {
@@ -276,8 +292,28 @@ pub fn compensated_tensors(
                 None => w.clone(),
             };
             let values: Vec<f32> = target.transpose().iter().map(|&v| v as f32).collect();
-            let t =
-                gptq::encode_gptq(id, id.shape(&cfg), &values, dtype, &solver, &gptq::I4_CLIPS)?;
+            let fisher = match plan.output_fisher {
+                true => tables::output_moment_of(model, id, seqs)?,
+                false => None,
+            };
+            let t = match fisher {
+                Some(f) => {
+                    // Rows by decreasing `F_rr`, as the inputs are ("act order").
+                    let rows = Solver::new(&f, id.shape(&cfg)[0], gptq::DAMPING, true)?;
+                    gptq::encode_gptq_rows(
+                        id,
+                        id.shape(&cfg),
+                        &values,
+                        dtype,
+                        &solver,
+                        &rows,
+                        &gptq::I4_CLIPS,
+                    )?
+                }
+                None => {
+                    gptq::encode_gptq(id, id.shape(&cfg), &values, dtype, &solver, &gptq::I4_CLIPS)?
+                }
+            };
             if let (Some(c), Some(b)) = (&comp, bias_of(id)) {
                 done.insert(key(b), compensated_bias(model, b, &w, &t, c)?);
             }

@@ -7,7 +7,8 @@
 //! ([`compensation`]), each matrix against the inputs it sees on calibration sequences
 //! ([`calibration`]) and the lookup tables (`W_E`, `W_pos`, `pos_Q`, `pos_K`) against the output
 //! Fisher ([`tables`]). The layout and the scales' format are the same either way, so the device
-//! maths is too.
+//! maths is too. W8A16 couples each matrix's rows through its output Fisher and may keep the tables
+//! in `f16` ([`plan`]).
 
 pub mod calibration;
 pub mod compensation;
@@ -16,12 +17,17 @@ pub mod encode;
 mod footprint;
 pub mod gptq;
 mod nearest;
+pub mod plan;
 mod requantize;
 pub mod tables;
 
 pub use calibration::CalibrationInputs;
+pub use compensation::bias_of;
 pub use decode::{decode_matrix, matrix_values};
 pub use footprint::{footprints, Footprint};
 pub use nearest::{encode_nearest, encoder_for, Quantizer};
+pub use plan::Plan;
 pub(crate) use requantize::nearest_tensor;
-pub use requantize::{nearest_tensors, requantize, requantize_nearest, GptqOptions, Rounding};
+pub use requantize::{
+    nearest_tensors, requantize, requantize_nearest, requantize_with, GptqOptions, Rounding,
+};

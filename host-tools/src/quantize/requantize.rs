@@ -10,6 +10,7 @@ use super::calibration::{self, CalibrationInputs};
 use super::compensation;
 use super::decode::matrix_values;
 use super::nearest::encode_nearest;
+use super::plan::Plan;
 
 /// Tensor `id` of a model, a matrix dequantised to `f32` values and re-encoded as `dtype` (rounded to
 /// nearest), a vector as `f32`.
@@ -33,15 +34,27 @@ pub fn nearest_tensors(model: &Model<'_>, dtype: DType) -> Result<Vec<TensorData
         .collect()
 }
 
-/// A blob with the same config and processing as `model`, its matrices re-encoded as `dtype` (rounded
-/// to nearest) and run with `activations`. From an `f32` blob this is exactly what converting the
-/// checkpoint as `dtype` with `--rounding nearest` gives.
+/// A blob with the same config and processing as `model`, its matrices re-encoded as `dtype` (the
+/// lookup tables as its [`Plan`] stores them; rounded to nearest) and run with `activations`. From an
+/// `f32` blob this is exactly what converting the checkpoint as `dtype` with `--rounding nearest` gives.
 pub fn requantize_nearest(
     model: &Model<'_>,
     dtype: DType,
     activations: Activations,
 ) -> Result<Vec<u8>> {
-    let tensors = nearest_tensors(model, dtype)?;
+    requantize_nearest_with(model, Plan::of(dtype, activations), activations)
+}
+
+/// [`requantize_nearest`] stored as `plan` says.
+fn requantize_nearest_with(
+    model: &Model<'_>,
+    plan: Plan,
+    activations: Activations,
+) -> Result<Vec<u8>> {
+    let tensors: Vec<TensorData> = Catalogue::new(model.config())
+        .ids()
+        .map(|id| nearest_tensor(model, id, plan.dtype_of(id.kind)))
+        .collect::<Result<_>>()?;
     write_blob(model, activations, &tensors)
 }
 
@@ -90,20 +103,31 @@ impl Rounding {
     }
 }
 
-/// [`requantize_nearest`] with `rounding` for `f16` and integer matrices (`f32` has nothing to round). GPTQ
-/// calibrates on `model` itself, which should be the `f32` original.
+/// [`requantize_nearest`] with `rounding` for `f16` and integer matrices (`f32` has nothing to round),
+/// stored and rounded as the [`Plan`] of `dtype` and `activations` says. GPTQ calibrates on `model`
+/// itself, which should be the `f32` original.
 pub fn requantize(
     model: &Model<'_>,
     dtype: DType,
     activations: Activations,
     rounding: &Rounding,
 ) -> Result<Vec<u8>> {
+    requantize_with(model, Plan::of(dtype, activations), activations, rounding)
+}
+
+/// [`requantize`] with any `plan` (e.g. W8A16's `f16` lookup tables, [`Plan::with_tables`]).
+pub fn requantize_with(
+    model: &Model<'_>,
+    plan: Plan,
+    activations: Activations,
+    rounding: &Rounding,
+) -> Result<Vec<u8>> {
     let opts = match rounding {
-        Rounding::Gptq(opts) if dtype != DType::F32 => opts,
-        _ => return requantize_nearest(model, dtype, activations),
+        Rounding::Gptq(opts) if plan.matrices != DType::F32 => opts,
+        _ => return requantize_nearest_with(model, plan, activations),
     };
     let seqs = opts.source.sequences(model)?;
     let tensors =
-        compensation::compensated_tensors(model, dtype, activations, &seqs, opts.against)?;
+        compensation::compensated_tensors_with(model, plan, activations, &seqs, opts.against)?;
     write_blob(model, activations, &tensors)
 }

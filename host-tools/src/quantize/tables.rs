@@ -4,6 +4,8 @@
 //! the model's next-token distributions: to second order `eᵀ H e / 2` in KL, with `H` the output Fisher
 //! information pulled back to the activation the row is added to ([`moment`]). (Weighting the
 //! matrices that read the stream instead, `H = sum_W Wᵀ W / tr(Wᵀ W)`, did less well for `W_E`/`W_pos`.)
+//! The same measure at what a matrix writes ([`output_moment_of`]) couples the rows of W8A16's int8
+//! matrices ([`super::plan`]).
 
 use anyhow::{anyhow, Result};
 use microlens::{Model, TensorId, TensorKind};
@@ -78,6 +80,70 @@ pub fn moment(model: &Model<'_>, id: TensorId, seqs: &[Vec<u32>]) -> Result<Vec<
         signs: &[],
     };
     output_moment(model, seqs, nudge, table.cols())
+}
+
+/// The output moment at the output of matrix `id` (`[rows][rows]`, row-major): how a change of the
+/// activation its rows write (`hook_q`, `hook_k`, `hook_v`, `hook_attn_out`, `mlp.hook_pre`,
+/// `hook_mlp_out` or the logits) moves the next-token distributions, as [`moment`] measures it for
+/// the tables, with steps of 1% of that activation's RMS; `None` for a matrix that writes no such
+/// activation (the tables).
+pub fn output_moment_of(
+    model: &Model<'_>,
+    id: TensorId,
+    seqs: &[Vec<u32>],
+) -> Result<Option<Vec<f64>>> {
+    let cfg = model.config();
+    let (kind, per_head) = match id.kind {
+        TensorKind::WQ => (HookKind::Q, true),
+        TensorKind::WK => (HookKind::K, true),
+        TensorKind::WV => (HookKind::V, true),
+        TensorKind::WO => (HookKind::AttnOut, false),
+        TensorKind::WIn => (HookKind::MlpPre, false),
+        TensorKind::WOut => (HookKind::MlpOut, false),
+        TensorKind::WU => (HookKind::Logits, false),
+        _ => return Ok(None),
+    };
+    let n = id.shape(cfg)[0];
+    let seqs = &seqs[..seqs.len().min(OUTPUT_SEQUENCES)];
+    let mut rms = Rms {
+        kind,
+        layer: id.layer,
+        sum: 0.0,
+        count: 0,
+    };
+    for tokens in seqs {
+        run_with_hooks(model, tokens, &mut rms)?;
+    }
+    let rms = (rms.sum / rms.count.max(1) as f64).sqrt();
+    let nudge = Nudge {
+        kind,
+        layer: id.layer,
+        d_head: per_head.then_some(cfg.d_head),
+        dir: 0,
+        eps: (1e-2 * rms).max(1e-6) as f32,
+        signs: &[],
+    };
+    output_moment(model, seqs, nudge, n).map(Some)
+}
+
+/// Hooks that sum the squares of activation `kind` of block `layer`.
+struct Rms {
+    kind: HookKind,
+    layer: usize,
+    sum: f64,
+    count: usize,
+}
+
+impl Hooks for Rms {
+    fn wants(&self, kind: HookKind) -> bool {
+        kind == self.kind
+    }
+    fn hook(&mut self, p: HookPoint, act: &mut [f32]) {
+        if p.layer == self.layer {
+            self.sum += act.iter().map(|v| (*v as f64).powi(2)).sum::<f64>();
+            self.count += act.len();
+        }
+    }
 }
 
 /// Calibration sequences the output moment is measured on (each costs `2 n + 1` runs for an `n`-wide

@@ -30,11 +30,16 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "repeated part ({} positions): loss reference {:.4}, candidate {:.4} nats; top-1 agreement {:.2}%",
+            "repeated part ({} positions): loss reference {:.4}, candidate {:.4} nats; top-1 agreement {:.2}%, \
+             {:.2}% at the {} whose reference margin exceeds {} times the candidate's margin noise {:.2e}",
             m.repeated_positions,
             m.loss_repeated_ref,
             m.loss_repeated_cand,
-            100.0 * m.top1_agreement_repeated
+            100.0 * m.top1_agreement_repeated,
+            100.0 * m.top1_agreement_repeated_decisive,
+            m.repeated_decisive_positions,
+            crate::fidelity::NEAR_TIE_NOISES,
+            m.top1_margin_noise
         );
         let _ = writeln!(
             s,

@@ -85,6 +85,33 @@ fn pack_row(q: &[i8], dtype: DType, out: &mut [u8]) {
     }
 }
 
+/// Refuses what GPTQ cannot round: another `dtype` than `f16`, `i8` or `i4`, `values` that do not fill
+/// `shape` or are not finite, a `solver` for another number of inputs, or int4 groups out of order.
+fn check(
+    id: TensorId,
+    shape: [usize; 2],
+    values: &[f32],
+    dtype: DType,
+    solver: &Solver,
+) -> Result<()> {
+    ensure!(
+        matches!(dtype, DType::F16 | DType::I8 | DType::I4),
+        "GPTQ rounds to f16, i8 or i4, not {}",
+        dtype.name()
+    );
+    crate::quantize::encode::check_values(id, shape, values)?;
+    ensure!(
+        solver.n() == shape[1],
+        "tensor {id}: a {}-input Hessian for shape {shape:?}",
+        solver.n()
+    );
+    ensure!(
+        dtype != DType::I4 || solver.in_order(),
+        "tensor {id}: int4 groups need the inputs quantised in order"
+    );
+    Ok(())
+}
+
 /// Encodes a `[rows, cols]` matrix of row-major `values` as `dtype` (`I8` or `I4`) with GPTQ rounding
 /// against `solver` (for `cols` inputs).
 pub fn encode_gptq(
@@ -95,22 +122,8 @@ pub fn encode_gptq(
     solver: &Solver,
     clips: &[f32],
 ) -> Result<TensorData> {
-    let [rows, cols] = shape;
-    ensure!(
-        matches!(dtype, DType::F16 | DType::I8 | DType::I4),
-        "GPTQ rounds to f16, i8 or i4, not {}",
-        dtype.name()
-    );
-    crate::quantize::encode::check_values(id, shape, values)?;
-    ensure!(
-        solver.n() == cols,
-        "tensor {id}: a {}-input Hessian for shape {shape:?}",
-        solver.n()
-    );
-    ensure!(
-        dtype != DType::I4 || solver.in_order(),
-        "tensor {id}: int4 groups need the inputs quantised in order"
-    );
+    let cols = shape[1];
+    check(id, shape, values, dtype, solver)?;
     if dtype == DType::F16 {
         let mut data = Vec::with_capacity(2 * values.len());
         for row in values.chunks(cols.max(1)) {
@@ -127,15 +140,27 @@ pub fn encode_gptq(
             scales: Vec::new(),
         });
     }
-    let row_bytes = dtype.row_bytes(cols).unwrap_or(0);
-    let mut data = vec![0u8; rows * row_bytes];
-    let mut scales = Vec::new();
     // Rows are independent (each its own search against the shared Hessian): in parallel, then
     // packed in row order, so the blob does not depend on the thread count.
     let solved: Vec<_> = values
         .par_chunks(cols.max(1))
         .map(|row| solver.row(row, dtype, clips))
         .collect();
+    packed(id, shape, dtype, solved)
+}
+
+/// The tensor of rounded rows (integers and scales, in row order; `None` where a scale is out of the
+/// `f16` range: an error).
+fn packed(
+    id: TensorId,
+    shape: [usize; 2],
+    dtype: DType,
+    solved: Vec<Option<(Vec<i8>, Vec<f32>)>>,
+) -> Result<TensorData> {
+    let [rows, cols] = shape;
+    let row_bytes = dtype.row_bytes(cols).unwrap_or(0);
+    let mut data = vec![0u8; rows * row_bytes];
+    let mut scales = Vec::new();
     for (solved, out) in solved.into_iter().zip(data.chunks_mut(row_bytes.max(1))) {
         let (q, s) = solved.ok_or_else(|| {
             anyhow!(
@@ -153,6 +178,64 @@ pub fn encode_gptq(
         data,
         scales,
     })
+}
+
+/// [`encode_gptq`] with the rows coupled through `outputs`, the solver of the second moment `F` of the
+/// matrix's outputs' effect (`[rows][rows]`): the loss is `tr(F ΔW H ΔWᵀ)`, and it is GPTQ on both
+/// sides. The rows are rounded one at a time in `outputs`' order, each against `solver` as
+/// [`encode_gptq`] rounds it, and each row's error `δ = w - ŵ` moves the rows not yet rounded by
+/// `-δ U_kj / U_kk` (`U` the Cholesky factor of `F⁻¹`): the least-squares best continuous reply
+/// of the other rows, whatever `H` is. `f16` rows are rounded as [`encode_gptq`] does.
+pub fn encode_gptq_rows(
+    id: TensorId,
+    shape: [usize; 2],
+    values: &[f32],
+    dtype: DType,
+    solver: &Solver,
+    outputs: &Solver,
+    clips: &[f32],
+) -> Result<TensorData> {
+    let [rows, cols] = shape;
+    if dtype == DType::F16 {
+        return encode_gptq(id, shape, values, dtype, solver, clips);
+    }
+    ensure!(
+        outputs.n() == rows,
+        "tensor {id}: a {}-output moment for shape {shape:?}",
+        outputs.n()
+    );
+    check(id, shape, values, dtype, solver)?;
+    let mut work: Vec<Vec<f64>> = values
+        .chunks(cols.max(1))
+        .map(|r| r.iter().map(|&v| v as f64).collect())
+        .collect();
+    let mut solved: Vec<Option<(Vec<i8>, Vec<f32>)>> = vec![None; rows];
+    let segment = if dtype == DType::I4 {
+        I4_GROUP
+    } else {
+        cols.max(1)
+    };
+    for k in 0..rows {
+        let r = outputs.order[k];
+        let row: Vec<f32> = work[r].iter().map(|&v| v as f32).collect();
+        let (q, s) = solver.row(&row, dtype, clips).ok_or_else(|| {
+            anyhow!(
+                "tensor {id} has a value beyond the {} scale range",
+                dtype.name()
+            )
+        })?;
+        let delta: Vec<f64> = (0..cols)
+            .map(|c| work[r][c] - q[c] as f64 * s[c / segment] as f64)
+            .collect();
+        let ukk = outputs.u[(k, k)];
+        for j in k + 1..rows {
+            let f = outputs.u[(k, j)] / ukk;
+            let target = &mut work[outputs.order[j]];
+            target.iter_mut().zip(&delta).for_each(|(w, d)| *w -= f * d);
+        }
+        solved[r] = Some((q, s));
+    }
+    packed(id, shape, dtype, solved)
 }
 
 #[cfg(test)]
@@ -243,6 +326,91 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// `tr(F ΔW H ΔWᵀ)` of `w_hat` against `w` (`[rows][n]`).
+    fn kronecker_loss(f: &[f64], h: &[f64], w: &[f32], w_hat: &[f32], n: usize) -> f64 {
+        let rows = w.len() / n;
+        let d =
+            nalgebra::DMatrix::from_fn(rows, n, |r, c| (w[r * n + c] - w_hat[r * n + c]) as f64);
+        let f = nalgebra::DMatrix::from_row_slice(rows, rows, f);
+        let h = nalgebra::DMatrix::from_row_slice(n, n, h);
+        (f * &d * h * d.transpose()).trace()
+    }
+
+    #[test]
+    fn coupled_rows_lower_the_output_weighted_loss() {
+        let id = TensorId::layer(TensorKind::WQ, 0);
+        let (mut lower, mut total_rows, mut total_plain) = (0, 0.0, 0.0);
+        for seed in 0..6 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let (rows, n) = (16, 24);
+            let w: Vec<f32> = (0..rows * n).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let h = second_moment(&inputs(300, n, &mut rng), n);
+            let f = second_moment(&inputs(300, rows, &mut rng), rows);
+            let solver = Solver::new(&h, n, DAMPING, true).unwrap();
+            let outputs = Solver::new(&f, rows, DAMPING, true).unwrap();
+            for dtype in [DType::I8, DType::I4] {
+                let solver = match dtype {
+                    DType::I4 => Solver::new(&h, n, DAMPING, false).unwrap(),
+                    _ => solver.clone(),
+                };
+                let coupled =
+                    encode_gptq_rows(id, [rows, n], &w, dtype, &solver, &outputs, &I4_CLIPS)
+                        .unwrap();
+                let plain = encode_gptq(id, [rows, n], &w, dtype, &solver, &I4_CLIPS).unwrap();
+                let loss =
+                    |t: &TensorData| kronecker_loss(&f, &h, &w, &decode_matrix(t).unwrap(), n);
+                let (c, p) = (loss(&coupled), loss(&plain));
+                lower += usize::from(c < p);
+                if dtype == DType::I8 {
+                    total_rows += c;
+                    total_plain += p;
+                }
+            }
+        }
+        assert!(lower >= 10, "{lower} of 12 lower");
+        assert!(
+            total_rows < 0.9 * total_plain,
+            "{total_rows} vs {total_plain}"
+        );
+    }
+
+    #[test]
+    fn uncoupled_outputs_round_as_plain_gptq() {
+        let id = TensorId::layer(TensorKind::WIn, 0);
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let (rows, n) = (6, 20);
+        let w: Vec<f32> = (0..rows * n).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let solver = Solver::new(
+            &second_moment(&inputs(100, n, &mut rng), n),
+            n,
+            DAMPING,
+            true,
+        )
+        .unwrap();
+        let diagonal: Vec<f64> = (0..rows * rows)
+            .map(|i| {
+                if i % (rows + 1) == 0 {
+                    1.0 + (i % 5) as f64
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let outputs = Solver::new(&diagonal, rows, DAMPING, true).unwrap();
+        for dtype in [DType::I8, DType::I4, DType::F16] {
+            let solver = match dtype {
+                DType::I4 => Solver::identity(n),
+                _ => solver.clone(),
+            };
+            let coupled =
+                encode_gptq_rows(id, [rows, n], &w, dtype, &solver, &outputs, &I4_CLIPS).unwrap();
+            let plain = encode_gptq(id, [rows, n], &w, dtype, &solver, &I4_CLIPS).unwrap();
+            assert_eq!(coupled, plain, "{dtype:?}");
+        }
+        let wrong = Solver::identity(rows + 1);
+        assert!(encode_gptq_rows(id, [rows, n], &w, DType::I8, &solver, &wrong, &[1.0]).is_err());
     }
 
     #[test]
