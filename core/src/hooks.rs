@@ -5,6 +5,11 @@
 //! TransformerLens hook returning a modified tensor would. With `()` as the hooks, every call is an empty
 //! inline function and compiles away.
 //!
+//! A session of several rows (host, `Session::with_rows`) computes a run of positions layer
+//! by layer, TransformerLens's order: every position meets each component before the next one does,
+//! each position's points come in their own order, each call with its own `pos`. A hook that carries
+//! a value from one point to a later one keys it by position.
+//!
 //! Quantised models (int8/int4 weights, int8 activations) expose the same points with `f32` values: the
 //! float activation before it meets an integer kernel (`hook_k`/`hook_v` before the KV cache rounds them
 //! to int8, `hook_z` before `W_O` quantises it per token). A write is used as written by the float code

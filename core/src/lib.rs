@@ -21,7 +21,9 @@
 //! The API at a glance:
 //! - [`Model`] (a validated blob, its [`Config`] and tensors) and [`Session`] (the forward pass, one
 //!   token per [`Session::step`]), sized by [`Model::kv_cache_len`] and [`Model::workspace_len`]
-//!   (or, from a config known at build time, [`KvCache::len`] and [`Workspace::len`]);
+//!   (or, from a config known at build time, [`KvCache::len`] and [`Workspace::len`]); on the host
+//!   (`std`), `Session::with_rows` computes a run of positions together in [`Session::run`], layer
+//!   by layer, with the same bits;
 //! - [`Window`], a session whose context slides over a token stream longer than it ([`WindowMode`]);
 //! - [`Hooks`], called at every [`HookPoint`] (a [`HookKind`] at a layer, head and position), and the
 //!   ready-made hooks of [`analysis`] (ablation, pattern recording, head detection, logit attribution);

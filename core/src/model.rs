@@ -147,6 +147,12 @@ impl<'a> Model<'a> {
     pub fn workspace_len_at(&self, n_ctx: usize) -> usize {
         Workspace::len(&self.config.with_context(n_ctx))
     }
+
+    /// `f32` words of workspace for a session of at most `n_ctx` positions computing `rows` of them
+    /// together (`Session::with_rows`, host only); `rows = 1` is [`Model::workspace_len_at`].
+    pub fn workspace_len_rows(&self, n_ctx: usize, rows: usize) -> usize {
+        Workspace::len_rows(&self.config.with_context(n_ctx), rows)
+    }
     /// Total blob size in bytes.
     pub fn blob_len(&self) -> usize {
         self.blob_len

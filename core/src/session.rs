@@ -10,7 +10,7 @@ use crate::hooks::{HookKind, Hooks};
 use crate::kv_cache::KvCache;
 use crate::math::rotary;
 use crate::model::Model;
-use crate::workspace::Workspace;
+use crate::workspace::{row, row_ref, run_len, Workspace};
 
 /// A model with its KV cache and workspace: feed it tokens with [`Session::step`].
 #[derive(Debug)]
@@ -43,6 +43,31 @@ impl<'a, 'b> Session<'a, 'b> {
         kv: &'b mut [f32],
         workspace: &'b mut [f32],
     ) -> Result<Self, Error> {
+        Self::build(model, n_ctx, 1, kv, workspace)
+    }
+
+    /// A session of at most `n_ctx` positions that computes up to `rows` positions together in
+    /// [`Session::run`] (host, feature `std`): over buffers of at least [`Model::kv_cache_len_at`] and
+    /// [`Model::workspace_len_rows`] words. The same logits as [`Session::with_context`], bit for bit.
+    #[cfg(feature = "std")]
+    pub fn with_rows(
+        model: &Model<'a>,
+        n_ctx: usize,
+        rows: usize,
+        kv: &'b mut [f32],
+        workspace: &'b mut [f32],
+    ) -> Result<Self, Error> {
+        Self::build(model, n_ctx, rows, kv, workspace)
+    }
+
+    /// A session of at most `n_ctx` positions, `rows` of them at once (1 without `std`).
+    fn build(
+        model: &Model<'a>,
+        n_ctx: usize,
+        rows: usize,
+        kv: &'b mut [f32],
+        workspace: &'b mut [f32],
+    ) -> Result<Self, Error> {
         if n_ctx == 0 || n_ctx > model.config().n_ctx {
             return Err(Error::OutOfRange {
                 what: "context cap",
@@ -51,7 +76,7 @@ impl<'a, 'b> Session<'a, 'b> {
         let cfg = model.config().with_context(n_ctx);
         Ok(Session {
             model: *model,
-            ws: Workspace::new(&cfg, workspace)?,
+            ws: Workspace::with_rows(&cfg, rows, workspace)?,
             kv: KvCache::new(&cfg, model.activations(), kv)?,
             pos: 0,
             n_ctx,
@@ -95,61 +120,118 @@ impl<'a, 'b> Session<'a, 'b> {
 
     /// [`Session::step`] with hooks called at every hook point of this position.
     pub fn step_with<H: Hooks>(&mut self, token: u32, hooks: &mut H) -> Result<&[f32], Error> {
-        let cfg = *self.model.config();
-        let pos = self.pos;
+        self.check(token, self.pos)?;
+        self.forward(&[token], hooks)?;
+        let dv = self.model.config().d_vocab_out;
+        Ok(row_ref(self.ws.logits, 0, dv))
+    }
+
+    /// An error if `token` cannot be consumed at `pos`: the context is full, or it is out of range.
+    #[inline(always)]
+    fn check(&self, token: u32, pos: usize) -> Result<(), Error> {
+        let d_vocab = self.model.config().d_vocab;
         if pos >= self.n_ctx {
             return Err(Error::ContextFull { n_ctx: self.n_ctx });
         }
-        if token as usize >= cfg.d_vocab {
-            return Err(Error::TokenOutOfRange {
-                token,
-                d_vocab: cfg.d_vocab,
-            });
+        if token as usize >= d_vocab {
+            return Err(Error::TokenOutOfRange { token, d_vocab });
         }
+        Ok(())
+    }
+
+    /// The forward pass of `tokens` (checked, at most the workspace's rows) at the next positions,
+    /// layer by layer over all of them: each component computes every position of the run before
+    /// the next component (TransformerLens's order), each position with the operations of a step of
+    /// its own. Their logits are the workspace's first `tokens.len()` rows.
+    #[inline(always)]
+    fn forward<H: Hooks>(&mut self, tokens: &[u32], hooks: &mut H) -> Result<(), Error> {
+        let cfg = *self.model.config();
+        let (pos, n) = (self.pos, run_len(tokens.len().min(self.ws.rows())));
         let ws = &mut self.ws;
         let model = &self.model;
         let s = &mut Step::new(model, pos, hooks);
+        let dm = cfg.d_model;
 
-        embed::forward(s, token as usize, ws);
-        rotary_angles(&cfg, pos, ws);
+        for r in 0..n {
+            s.pos = pos + r;
+            let token = tokens.get(r).copied().unwrap_or(0);
+            embed::forward(s, token as usize, ws, r);
+            rotary_angles(&cfg, s.pos, ws, r);
+        }
 
         for layer in 0..cfg.n_layers {
             s.layer = layer;
             let w = BlockWeights::load(model, layer)?;
-            s.hook(HookKind::ResidPre, 0, ws.resid);
-
-            norm::forward(s, Which::Ln1, &w.ln1, ws);
-            attention::forward(s, &w.attn, ws, &mut self.kv);
-            add(ws.resid, ws.attn_out);
+            for r in 0..n {
+                s.pos = pos + r;
+                s.hook(HookKind::ResidPre, 0, row(ws.resid, r, dm));
+                norm::forward(s, Which::Ln1, &w.ln1, ws, r);
+            }
+            s.pos = pos;
+            attention::forward(s, &w.attn, ws, &mut self.kv, n);
+            for r in 0..n {
+                s.pos = pos + r;
+                add(row(ws.resid, r, dm), row(ws.attn_out, r, dm));
+            }
 
             if let (Some((ln2, mlp_w)), true) = (&w.mlp, MLP) {
-                s.hook(HookKind::ResidMid, 0, ws.resid);
-                norm::forward(s, Which::Ln2, ln2, ws);
-                mlp::forward(s, mlp_w, ws);
-                add(ws.resid, ws.mlp_out);
+                for r in 0..n {
+                    s.pos = pos + r;
+                    s.hook(HookKind::ResidMid, 0, row(ws.resid, r, dm));
+                    norm::forward(s, Which::Ln2, ln2, ws, r);
+                }
+                s.pos = pos;
+                mlp::forward(s, mlp_w, ws, n);
+                for r in 0..n {
+                    add(row(ws.resid, r, dm), row(ws.mlp_out, r, dm));
+                }
             }
-            s.hook(HookKind::ResidPost, 0, ws.resid);
+            for r in 0..n {
+                s.pos = pos + r;
+                s.hook(HookKind::ResidPost, 0, row(ws.resid, r, dm));
+            }
         }
 
-        norm::forward(s, Which::Final, &NormWeights::final_norm(model), ws);
-        unembed::forward(s, ws);
+        let final_norm = NormWeights::final_norm(model);
+        for r in 0..n {
+            s.pos = pos + r;
+            norm::forward(s, Which::Final, &final_norm, ws, r);
+        }
+        s.pos = pos;
+        unembed::forward(s, ws, n);
 
-        self.pos += 1;
-        Ok(ws.logits)
+        self.pos += n;
+        Ok(())
     }
 
     /// Steps through `tokens` from the current position, handing each position's logits to `on_logits`.
-    /// Identical to calling [`Session::step_with`] in a loop (it is that loop).
+    /// The same logits, hooks and errors as calling [`Session::step_with`] in a loop: a session built
+    /// `Session::with_rows` computes up to that many positions together, layer by layer (the hooks
+    /// called layer-major, each with its own position), each position with the same operations, so
+    /// the same bits.
     pub fn run<H: Hooks>(
         &mut self,
         tokens: &[u32],
         hooks: &mut H,
         mut on_logits: impl FnMut(usize, &[f32]),
     ) -> Result<(), Error> {
-        for &t in tokens {
+        let dv = self.model.config().d_vocab_out;
+        let mut rest = tokens;
+        while let Some(&first) = rest.first() {
             let pos = self.pos;
-            let logits = self.step_with(t, hooks)?;
-            on_logits(pos, logits);
+            self.check(first, pos)?;
+            // The longest run of checked tokens from here (a step-by-step loop stops at the first
+            // one it refuses, after the ones before it).
+            let limit = self.ws.rows().min(self.n_ctx - pos).min(rest.len());
+            let n = rest[..limit]
+                .iter()
+                .position(|&t| t as usize >= self.model.config().d_vocab)
+                .unwrap_or(limit);
+            self.forward(&rest[..n], hooks)?;
+            for r in 0..n {
+                on_logits(pos + r, row_ref(self.ws.logits, r, dv));
+            }
+            rest = &rest[n..];
         }
         Ok(())
     }
@@ -160,8 +242,8 @@ fn add(acc: &mut [f32], x: &[f32]) {
     acc.iter_mut().zip(x).for_each(|(a, x)| *a += x);
 }
 
-/// The rotary sines and cosines of position `pos` into the workspace (rotary models only).
-fn rotary_angles(cfg: &Config, pos: usize, ws: &mut Workspace<'_>) {
+/// The rotary sines and cosines of position `pos` into row `r` of the workspace's (rotary models only).
+fn rotary_angles(cfg: &Config, pos: usize, ws: &mut Workspace<'_>, r: usize) {
     if let (
         Positional::Rotary {
             dim,
@@ -171,6 +253,7 @@ fn rotary_angles(cfg: &Config, pos: usize, ws: &mut Workspace<'_>) {
         true,
     ) = (cfg.positional, ROTARY)
     {
-        rotary::angles(pos, dim, base, adjacent_pairs, ws.rot_sin, ws.rot_cos);
+        let (sin, cos) = (row(ws.rot_sin, r, dim), row(ws.rot_cos, r, dim));
+        rotary::angles(pos, dim, base, adjacent_pairs, sin, cos);
     }
 }

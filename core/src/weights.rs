@@ -228,6 +228,30 @@ impl<'a> Matrix<'a> {
         }
     }
 
+    /// `outs[p * out_width ..][.. rows] = W xs[p * cols ..][.. cols]` for `n` inputs `p`: each output
+    /// exactly [`Matrix::matvec`]'s. On the host with a blocked copy, one load of a block's weights
+    /// serves several inputs (`host/blocked.rs`); otherwise input by input.
+    #[cfg(feature = "std")]
+    pub(crate) fn matmul(&self, xs: &[f32], n: usize, outs: &mut [f32], out_width: usize) {
+        let done = self.blocked.map_or(0, |b| b.matmul(xs, n, outs, out_width));
+        let (in_width, rows) = (self.cols, self.rows.min(out_width));
+        for (x, out) in xs
+            .chunks_exact(in_width.max(1))
+            .zip(outs.chunks_mut(out_width))
+            .take(n)
+        {
+            let out = out.get_mut(..rows).unwrap_or(&mut []);
+            match done {
+                0 => self.matvec(x, out),
+                _ => {
+                    for (r, o) in out.iter_mut().enumerate().skip(done) {
+                        *o = self.dot(r, 0, x);
+                    }
+                }
+            }
+        }
+    }
+
     /// Packed row `r` of an `i4` matrix (empty if out of range).
     fn i4_row(&self, r: usize) -> &'a [u8] {
         let row_bytes = DType::I4.row_bytes(self.cols).unwrap_or(0);

@@ -22,6 +22,7 @@ use crate::error::Error;
 use crate::hooks::{HookKind, HookPoint, Hooks, COMPILED};
 use crate::math::rotary;
 use crate::session::Session;
+use crate::workspace::row;
 
 /// How a [`Window`] slides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -207,12 +208,14 @@ impl<'w, 'a, 'b> Window<'w, 'a, 'b> {
                 return;
             };
             let (k, v) = kept.split_at(d_attn);
-            rotary::angles(p, dim, base, adjacent_pairs, ws.rot_sin, ws.rot_cos);
-            ws.k.iter_mut().zip(k).for_each(|(dst, src)| *dst = *src);
-            for head in ws.k.chunks_exact_mut(cfg.d_head) {
-                rotary::rotate(head, ws.rot_sin, ws.rot_cos, adjacent_pairs);
+            let (sin, cos) = (row(ws.rot_sin, 0, dim), row(ws.rot_cos, 0, dim));
+            rotary::angles(p, dim, base, adjacent_pairs, sin, cos);
+            let key = row(ws.k, 0, d_attn);
+            key.iter_mut().zip(k).for_each(|(dst, src)| *dst = *src);
+            for head in key.chunks_exact_mut(cfg.d_head) {
+                rotary::rotate(head, sin, cos, adjacent_pairs);
             }
-            kv.store(0, p, ws.k, v);
+            kv.store(0, p, key, v);
         }
         self.session.set_pos(w - 1);
     }

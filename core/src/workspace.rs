@@ -1,11 +1,17 @@
-//! The activations of one forward step, carved out of one caller-provided `f32` buffer.
+//! The activations of one forward step, carved out of one caller-provided `f32` buffer: of one
+//! position, or (host, feature `std`) of a run of up to `rows` positions computed layer by layer
+//! together, each per-position buffer then `rows` consecutive rows ([`row`]).
 
 use crate::config::{Config, Positional};
 use crate::error::Error;
 
 /// Sizes of every activation buffer, in `f32` words: the one place the workspace's length is computed.
+/// The per-position buffers (all but the scores, one head's result and the integer scratch) are
+/// `rows` times their width.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Layout {
+    /// Positions computed together.
+    rows: usize,
     /// Residual stream, normalised input, attention output, MLP output, one head's result: `d_model` each.
     d_model: usize,
     /// Q, K, V and Z of all heads: `n_heads * d_head` each.
@@ -34,8 +40,8 @@ const fn max(a: usize, b: usize) -> usize {
 }
 
 impl Layout {
-    /// The layout for `cfg`.
-    const fn new(cfg: &Config) -> Self {
+    /// The layout for `cfg` and `rows` positions at once.
+    const fn new(cfg: &Config, rows: usize) -> Self {
         let rotary = match cfg.positional {
             Positional::Rotary { dim, .. } => dim,
             _ => 0,
@@ -43,16 +49,20 @@ impl Layout {
         let widest = max(max(cfg.d_model, cfg.d_attn()), cfg.d_mlp_or_zero());
         let quant = widest.div_ceil(4).saturating_mul(3);
         // Saturating (a config not validated may hold anything): `usize::MAX` is a length no buffer has.
-        let len = cfg
+        let per_row = cfg
             .d_model
-            .saturating_mul(5)
+            .saturating_mul(4)
             .saturating_add(cfg.d_attn().saturating_mul(4))
-            .saturating_add(cfg.n_ctx)
             .saturating_add(cfg.d_mlp_or_zero())
             .saturating_add(cfg.d_vocab_out)
-            .saturating_add(rotary.saturating_mul(2))
+            .saturating_add(rotary.saturating_mul(2));
+        let len = per_row
+            .saturating_mul(rows)
+            .saturating_add(cfg.d_model)
+            .saturating_add(cfg.n_ctx)
             .saturating_add(quant);
         Layout {
+            rows,
             d_model: cfg.d_model,
             d_attn: cfg.d_attn(),
             n_ctx: cfg.n_ctx,
@@ -65,9 +75,55 @@ impl Layout {
     }
 }
 
+/// Row `r` of a buffer of rows `width` wide: on the host, `buf[r * width..][..width]` (empty if out
+/// of range); without `std` a workspace has one row, and this is `buf` itself (no index computed).
+#[inline(always)]
+pub(crate) fn row(buf: &mut [f32], r: usize, width: usize) -> &mut [f32] {
+    #[cfg(feature = "std")]
+    {
+        let start = r.saturating_mul(width);
+        buf.get_mut(start..start.saturating_add(width))
+            .unwrap_or(&mut [])
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        let _ = (r, width);
+        buf
+    }
+}
+
+/// The positions of a run of `n`: `n` on the host, the constant 1 without `std` (a device computes
+/// one position per step, and its loops over a run compile to one pass).
+#[inline(always)]
+pub(crate) const fn run_len(n: usize) -> usize {
+    if cfg!(feature = "std") {
+        n
+    } else {
+        1
+    }
+}
+
+/// [`row`] of a shared buffer.
+#[inline(always)]
+pub(crate) fn row_ref(buf: &[f32], r: usize, width: usize) -> &[f32] {
+    #[cfg(feature = "std")]
+    {
+        let start = r.saturating_mul(width);
+        buf.get(start..start.saturating_add(width)).unwrap_or(&[])
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        let _ = (r, width);
+        buf
+    }
+}
+
 /// Named, disjoint activation buffers.
 #[derive(Debug)]
 pub struct Workspace<'b> {
+    /// Positions computed together (host only: one without `std`).
+    #[cfg(feature = "std")]
+    rows: usize,
     /// The residual stream.
     pub(crate) resid: &'b mut [f32],
     /// The output of the current norm.
@@ -110,12 +166,42 @@ impl<'b> Workspace<'b> {
     /// `f32` words of workspace a forward step of `cfg` needs. `const`, so a firmware can size a `static`
     /// from a config known at build time.
     pub const fn len(cfg: &Config) -> usize {
-        Layout::new(cfg).len
+        Layout::new(cfg, 1).len
     }
 
-    /// Carves the buffers for `cfg` out of `buf`, which must hold at least [`Workspace::len`] words.
-    pub(crate) fn new(cfg: &Config, buf: &'b mut [f32]) -> Result<Self, Error> {
-        let l = Layout::new(cfg);
+    /// `f32` words of workspace for `rows` positions of `cfg` computed together (host, feature
+    /// `std`: `Session::with_rows`); `len_rows(cfg, 1)` is [`Workspace::len`].
+    pub const fn len_rows(cfg: &Config, rows: usize) -> usize {
+        Layout::new(cfg, rows).len
+    }
+
+    /// Positions computed together: 1 without `std` (a constant, so the device's loops over them
+    /// compile to one pass).
+    #[inline(always)]
+    pub(crate) fn rows(&self) -> usize {
+        #[cfg(feature = "std")]
+        {
+            self.rows
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            1
+        }
+    }
+
+    /// Carves the buffers for `rows` positions (1 without `std`) of `cfg` out of `buf`, which must
+    /// hold at least [`Workspace::len_rows`] words ([`Workspace::len`] for one).
+    pub(crate) fn with_rows(cfg: &Config, rows: usize, buf: &'b mut [f32]) -> Result<Self, Error> {
+        #[cfg(not(feature = "std"))]
+        let rows = {
+            let _ = rows;
+            1
+        };
+        if rows == 0 {
+            return Err(Error::OutOfRange { what: "rows" });
+        }
+        let l = Layout::new(cfg, rows);
+        let n = |width: usize| width * rows;
         if buf.len() < l.len {
             return Err(Error::BufferTooSmall {
                 what: "workspace",
@@ -125,20 +211,22 @@ impl<'b> Workspace<'b> {
         }
         let mut rest = buf;
         Ok(Workspace {
-            resid: take(&mut rest, l.d_model),
-            normed: take(&mut rest, l.d_model),
-            q: take(&mut rest, l.d_attn),
-            k: take(&mut rest, l.d_attn),
-            v: take(&mut rest, l.d_attn),
-            z: take(&mut rest, l.d_attn),
+            #[cfg(feature = "std")]
+            rows: l.rows,
+            resid: take(&mut rest, n(l.d_model)),
+            normed: take(&mut rest, n(l.d_model)),
+            q: take(&mut rest, n(l.d_attn)),
+            k: take(&mut rest, n(l.d_attn)),
+            v: take(&mut rest, n(l.d_attn)),
+            z: take(&mut rest, n(l.d_attn)),
             scores: take(&mut rest, l.n_ctx),
             head_out: take(&mut rest, l.d_model),
-            attn_out: take(&mut rest, l.d_model),
-            mlp: take(&mut rest, l.d_mlp),
-            mlp_out: take(&mut rest, l.d_model),
-            logits: take(&mut rest, l.d_vocab_out),
-            rot_sin: take(&mut rest, l.rotary),
-            rot_cos: take(&mut rest, l.rotary),
+            attn_out: take(&mut rest, n(l.d_model)),
+            mlp: take(&mut rest, n(l.d_mlp)),
+            mlp_out: take(&mut rest, n(l.d_model)),
+            logits: take(&mut rest, n(l.d_vocab_out)),
+            rot_sin: take(&mut rest, n(l.rotary)),
+            rot_cos: take(&mut rest, n(l.rotary)),
             quant: bytemuck::cast_slice_mut(take(&mut rest, l.quant)),
         })
     }

@@ -14,7 +14,9 @@ use crate::model::Model;
 use crate::tensors::{TensorId, TensorKind};
 
 /// Per-head direct logit attribution of the current position to a direction in the residual stream,
-/// written into a `[n_layers][n_heads]` buffer each step (complete once the step returns).
+/// written into a `[n_layers][n_heads]` buffer each step (complete once the step returns): for
+/// [`crate::Session::step_with`], one position at a time (a session of several rows calls the hooks
+/// layer by layer across its positions).
 #[derive(Debug)]
 pub struct DirectLogitAttribution<'a> {
     direction: &'a mut [f32],

@@ -11,9 +11,9 @@ use crate::features;
 use crate::hooks::{HookKind, Hooks};
 use crate::kv_cache::KvCache;
 use crate::math::{rotary, softmax};
-use crate::quant::linear::{width, Input};
+use crate::quant::linear::{batched, matmul_rows, width, Input};
 use crate::weights::{Matrix, Vector};
-use crate::workspace::Workspace;
+use crate::workspace::{row, run_len, Workspace};
 
 /// Calls `kind` once per head on `buf` (`n_heads * d_head` wide).
 fn per_head<H: Hooks>(s: &mut Step<'_, '_, H>, kind: HookKind, buf: &mut [f32]) {
@@ -45,7 +45,12 @@ fn add_positional(table: Option<Matrix<'_>>, pos: usize, out: &mut [f32], tmp: &
     }
 }
 
-/// Attention of block `layer` on the normalised input `ws.normed`, writing `ws.attn_out`.
+/// Attention of block `layer` on the normalised inputs `ws.normed` of the run's `n` positions
+/// (`s.pos` the first), writing `ws.attn_out`, in the natural phases of causal attention: the
+/// projections of every position ([`project_qkv`]), each position's keys and values into the cache
+/// ([`store`]), each position's scores, softmax and mix over the positions up to its own ([`mix`]),
+/// the output projection of every position ([`output`]). Position by position (`n = 1`) this is the
+/// device's order; a run computes each position's values with the same operations.
 ///
 /// With int8 activations, `x` is quantised once for `W_Q`, `W_K` and `W_V`, each head's query once for
 /// its scores against the int8 keys, and `z` once for `W_O`. The hooks see `f32` values everywhere:
@@ -56,73 +61,151 @@ pub(crate) fn forward<H: Hooks>(
     w: &AttnWeights<'_>,
     ws: &mut Workspace<'_>,
     kv: &mut KvCache<'_>,
+    n: usize,
 ) {
-    let (cfg, activations, layer, pos) = (s.cfg, s.act, s.layer, s.pos);
-    let dh = cfg.d_head;
-    let mut x = Input::new(ws.normed, activations, ws.quant);
-    project(&w.w_q, &w.b_q, &mut x, ws.q);
-    add_positional(w.pos_q, pos, ws.q, ws.z);
-    project(&w.w_k, &w.b_k, &mut x, ws.k);
-    add_positional(w.pos_k, pos, ws.k, ws.z);
-    project(&w.w_v, &w.b_v, &mut x, ws.v);
-    per_head(s, HookKind::Q, ws.q);
-    per_head(s, HookKind::K, ws.k);
-    per_head(s, HookKind::V, ws.v);
-    if let (Positional::Rotary { adjacent_pairs, .. }, true) = (cfg.positional, features::ROTARY) {
-        for (q, k) in ws.q.chunks_exact_mut(dh).zip(ws.k.chunks_exact_mut(dh)) {
-            rotary::rotate(q, ws.rot_sin, ws.rot_cos, adjacent_pairs);
-            rotary::rotate(k, ws.rot_sin, ws.rot_cos, adjacent_pairs);
-        }
-        per_head(s, HookKind::RotQ, ws.q);
-        per_head(s, HookKind::RotK, ws.k);
-    }
-    kv.store(layer, pos, ws.k, ws.v);
+    let n = run_len(n);
+    project_qkv(s, w, ws, n);
+    store(s, w, ws, kv, n);
+    mix(s, ws, kv, n);
+    output(s, w, ws, n);
+}
 
+/// `q`, `k` and `v` of every position of the run (their hooks are [`store`]'s).
+#[inline(always)]
+fn project_qkv<H: Hooks>(
+    s: &mut Step<'_, '_, H>,
+    w: &AttnWeights<'_>,
+    ws: &mut Workspace<'_>,
+    n: usize,
+) {
+    let (dm, da, act) = (s.cfg.d_model, s.cfg.d_attn(), s.act);
+    if batched(act, n) {
+        matmul_rows(&w.w_q, Some(&w.b_q), ws.normed, n, ws.q, da);
+        matmul_rows(&w.w_k, Some(&w.b_k), ws.normed, n, ws.k, da);
+        matmul_rows(&w.w_v, Some(&w.b_v), ws.normed, n, ws.v, da);
+        return;
+    }
+    for r in 0..n {
+        let mut x = Input::new(row(ws.normed, r, dm), act, ws.quant);
+        project(&w.w_q, &w.b_q, &mut x, row(ws.q, r, da));
+        project(&w.w_k, &w.b_k, &mut x, row(ws.k, r, da));
+        project(&w.w_v, &w.b_v, &mut x, row(ws.v, r, da));
+    }
+}
+
+/// Per position: the shortformer positions, `hook_q/k/v`, the rotation, then its keys and values
+/// into the cache.
+#[inline(always)]
+fn store<H: Hooks>(
+    s: &mut Step<'_, '_, H>,
+    w: &AttnWeights<'_>,
+    ws: &mut Workspace<'_>,
+    kv: &mut KvCache<'_>,
+    n: usize,
+) {
+    let (cfg, layer, first) = (s.cfg, s.layer, s.pos);
+    let (dh, da) = (cfg.d_head, cfg.d_attn());
+    for r in 0..n {
+        s.pos = first + r;
+        let (q, k, v) = (row(ws.q, r, da), row(ws.k, r, da), row(ws.v, r, da));
+        add_positional(w.pos_q, s.pos, q, ws.z);
+        add_positional(w.pos_k, s.pos, k, ws.z);
+        per_head(s, HookKind::Q, q);
+        per_head(s, HookKind::K, k);
+        per_head(s, HookKind::V, v);
+        if let (
+            Positional::Rotary {
+                adjacent_pairs,
+                dim,
+                ..
+            },
+            true,
+        ) = (cfg.positional, features::ROTARY)
+        {
+            let (sin, cos) = (row(ws.rot_sin, r, dim), row(ws.rot_cos, r, dim));
+            for (q, k) in q.chunks_exact_mut(dh).zip(k.chunks_exact_mut(dh)) {
+                rotary::rotate(q, sin, cos, adjacent_pairs);
+                rotary::rotate(k, sin, cos, adjacent_pairs);
+            }
+            per_head(s, HookKind::RotQ, q);
+            per_head(s, HookKind::RotK, k);
+        }
+        kv.store(layer, s.pos, k, v);
+    }
+    s.pos = first;
+}
+
+/// Per position and head: the scores over the positions up to it, the softmax, the mix into `z`.
+#[inline(always)]
+fn mix<H: Hooks>(s: &mut Step<'_, '_, H>, ws: &mut Workspace<'_>, kv: &mut KvCache<'_>, n: usize) {
+    let (cfg, activations, layer, first) = (s.cfg, s.act, s.layer, s.pos);
+    let (dh, da) = (cfg.d_head, cfg.d_attn());
     let scale = cfg.layer_attn_scale(layer);
     let wide_q = width(activations) == Some(true);
-    let row = &mut ws.scores[..=pos.min(cfg.n_ctx - 1)];
-    for (h, (q, z)) in
-        ws.q.chunks_exact(dh)
-            .zip(ws.z.chunks_exact_mut(dh))
-            .enumerate()
-    {
-        let mut max = kv.scores(layer, h, q, wide_q, ws.quant, scale, row);
-        if s.wants(HookKind::AttnScores) {
-            s.hook(HookKind::AttnScores, h, row);
-            max = softmax::max(row);
-        }
-        // The softmax's division by the sum happens here for `hook_pattern`, else in the mix's
-        // weights (the same operation on the same values).
-        // The host's SIMD copy where it is built (the same bits).
-        #[cfg(feature = "std")]
-        let mut sum = crate::host::exp::exp_shifted(row, max);
-        #[cfg(not(feature = "std"))]
-        let mut sum = softmax::exp_shifted(row, max);
-        if s.wants(HookKind::Pattern) {
-            softmax::normalize(row, sum);
-            s.hook(HookKind::Pattern, h, row);
-            sum = 1.0;
-        }
-        kv.mix(layer, h, row, sum, z);
-        s.hook(HookKind::Z, h, z);
-    }
-
-    let mut z = Input::new(ws.z, activations, ws.quant);
-    if s.wants(HookKind::Result) {
-        ws.attn_out.iter_mut().for_each(|o| *o = 0.0);
-        for h in 0..cfg.n_heads {
-            for (r, o) in ws.head_out.iter_mut().enumerate() {
-                *o = z.dot(&w.w_o, r, h * dh, dh);
+    for r in 0..n {
+        s.pos = first + r;
+        let row_scores = &mut ws.scores[..=s.pos.min(cfg.n_ctx - 1)];
+        let (q, z) = (row(ws.q, r, da), row(ws.z, r, da));
+        for (h, (q, z)) in q.chunks_exact(dh).zip(z.chunks_exact_mut(dh)).enumerate() {
+            let mut max = kv.scores(layer, h, q, wide_q, ws.quant, scale, row_scores);
+            if s.wants(HookKind::AttnScores) {
+                s.hook(HookKind::AttnScores, h, row_scores);
+                max = softmax::max(row_scores);
             }
-            s.hook(HookKind::Result, h, ws.head_out);
-            ws.attn_out
-                .iter_mut()
-                .zip(ws.head_out.iter())
-                .for_each(|(o, r)| *o += r);
+            // The softmax's division by the sum happens here for `hook_pattern`, else in the mix's
+            // weights (the same operation on the same values).
+            // The host's SIMD copy where it is built (the same bits).
+            #[cfg(feature = "std")]
+            let mut sum = crate::host::exp::exp_shifted(row_scores, max);
+            #[cfg(not(feature = "std"))]
+            let mut sum = softmax::exp_shifted(row_scores, max);
+            if s.wants(HookKind::Pattern) {
+                softmax::normalize(row_scores, sum);
+                s.hook(HookKind::Pattern, h, row_scores);
+                sum = 1.0;
+            }
+            kv.mix(layer, h, row_scores, sum, z);
+            s.hook(HookKind::Z, h, z);
         }
-        w.b_o.add_to(ws.attn_out);
-    } else {
-        project(&w.w_o, &w.b_o, &mut z, ws.attn_out);
     }
-    s.hook(HookKind::AttnOut, 0, ws.attn_out);
+    s.pos = first;
+}
+
+/// `attn_out = z W_O + b_O` of every position, head by head where `hook_result` is asked for.
+#[inline(always)]
+fn output<H: Hooks>(
+    s: &mut Step<'_, '_, H>,
+    w: &AttnWeights<'_>,
+    ws: &mut Workspace<'_>,
+    n: usize,
+) {
+    let (cfg, activations, first) = (s.cfg, s.act, s.pos);
+    let (dh, dm, da) = (cfg.d_head, cfg.d_model, cfg.d_attn());
+    let result = s.wants(HookKind::Result);
+    if !result && batched(activations, n) {
+        matmul_rows(&w.w_o, Some(&w.b_o), ws.z, n, ws.attn_out, dm);
+    }
+    for r in 0..n {
+        s.pos = first + r;
+        let attn_out = row(ws.attn_out, r, dm);
+        let mut z = Input::new(row(ws.z, r, da), activations, ws.quant);
+        if result {
+            attn_out.iter_mut().for_each(|o| *o = 0.0);
+            for h in 0..cfg.n_heads {
+                for (r, o) in ws.head_out.iter_mut().enumerate() {
+                    *o = z.dot(&w.w_o, r, h * dh, dh);
+                }
+                s.hook(HookKind::Result, h, ws.head_out);
+                attn_out
+                    .iter_mut()
+                    .zip(ws.head_out.iter())
+                    .for_each(|(o, r)| *o += r);
+            }
+            w.b_o.add_to(attn_out);
+        } else if !batched(activations, n) {
+            project(&w.w_o, &w.b_o, &mut z, attn_out);
+        }
+        s.hook(HookKind::AttnOut, 0, attn_out);
+    }
+    s.pos = first;
 }

@@ -6,14 +6,21 @@ use crate::features;
 use crate::hooks::{HookKind, Hooks};
 use crate::math::sinusoidal::sinusoidal;
 use crate::tensors::{TensorId, TensorKind};
-use crate::workspace::Workspace;
+use crate::workspace::{row, Workspace};
 
-/// Writes the embedding of `token` at the step's position into `ws.resid`, using `ws.normed` for the
+/// Writes the embedding of `token` at the step's position into row `r` of `ws.resid`, using that row
+/// of `ws.normed` for the
 /// positional vector (`W_pos[pos]`, or [`sinusoidal`] computed on the fly). Shortformer models fire
 /// `hook_pos_embed` too, but their positions enter through the per-layer `pos_Q`/`pos_K` tables, so a
 /// write there has no effect.
-pub(crate) fn forward<H: Hooks>(s: &mut Step<'_, '_, H>, token: usize, ws: &mut Workspace<'_>) {
-    let (resid, tmp) = (&mut *ws.resid, &mut *ws.normed);
+pub(crate) fn forward<H: Hooks>(
+    s: &mut Step<'_, '_, H>,
+    token: usize,
+    ws: &mut Workspace<'_>,
+    r: usize,
+) {
+    let dm = s.cfg.d_model;
+    let (resid, tmp) = (row(ws.resid, r, dm), row(ws.normed, r, dm));
     if let Some(w_e) = s.model.matrix(TensorId::global(TensorKind::WE)) {
         w_e.row_into(token, resid);
     }

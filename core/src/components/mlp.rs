@@ -4,25 +4,47 @@ use super::block::MlpWeights;
 use super::Step;
 use crate::hooks::{HookKind, Hooks};
 use crate::math::activation;
-use crate::quant::linear::{Centred, Input};
-use crate::workspace::Workspace;
+use crate::quant::linear::{batched, matmul_rows, Centred, Input};
+use crate::workspace::{row, run_len, Workspace};
 
-/// MLP of the step's block on `ws.normed`, using `ws.mlp` (`d_mlp`) and writing `ws.mlp_out`. With
-/// int8 activations, the input and the activated hidden vector are each quantised per token into
-/// `ws.quant` for the integer matmuls, the hidden vector centred on its mid-range first
-/// ([`Centred`]: it is mostly of one sign); the activation function itself runs in `f32` between
-/// them, where the hooks see it.
+/// MLP of the step's block on `ws.normed` of the run's `n` positions (`s.pos` the first), using
+/// `ws.mlp` (`d_mlp` per position) and writing `ws.mlp_out`. With int8 activations, the input and
+/// the activated hidden vector are each quantised per token into `ws.quant` for the integer
+/// matmuls, the hidden vector centred on its mid-range first ([`Centred`]: it is mostly of one
+/// sign); the activation function itself runs in `f32` between them, where the hooks see it.
 pub(crate) fn forward<H: Hooks>(
     s: &mut Step<'_, '_, H>,
     w: &MlpWeights<'_>,
     ws: &mut Workspace<'_>,
+    n: usize,
 ) {
-    let hidden = &mut *ws.mlp;
-    Input::new(ws.normed, s.act, ws.quant).matvec(&w.w_in, Some(&w.b_in), hidden);
-    s.hook(HookKind::MlpPre, 0, hidden);
-    activation::apply(s.cfg.act_fn, hidden);
-    s.hook(HookKind::MlpPost, 0, hidden);
-    Centred::new(hidden, s.act, &w.w_out, ws.quant).matvec(&w.w_out, ws.mlp_out);
-    w.b_out.add_to(ws.mlp_out);
-    s.hook(HookKind::MlpOut, 0, ws.mlp_out);
+    let n = run_len(n);
+    let (dm, d_mlp, act, first) = (s.cfg.d_model, s.cfg.d_mlp_or_zero(), s.act, s.pos);
+    let together = batched(act, n);
+    if together {
+        matmul_rows(&w.w_in, Some(&w.b_in), ws.normed, n, ws.mlp, d_mlp);
+    }
+    for r in 0..n {
+        s.pos = first + r;
+        let hidden = row(ws.mlp, r, d_mlp);
+        if !together {
+            Input::new(row(ws.normed, r, dm), act, ws.quant).matvec(&w.w_in, Some(&w.b_in), hidden);
+        }
+        s.hook(HookKind::MlpPre, 0, hidden);
+        activation::apply(s.cfg.act_fn, hidden);
+        s.hook(HookKind::MlpPost, 0, hidden);
+        if !together {
+            let out = row(ws.mlp_out, r, dm);
+            Centred::new(hidden, act, &w.w_out, ws.quant).matvec(&w.w_out, out);
+            w.b_out.add_to(out);
+        }
+    }
+    if together {
+        matmul_rows(&w.w_out, Some(&w.b_out), ws.mlp, n, ws.mlp_out, dm);
+    }
+    for r in 0..n {
+        s.pos = first + r;
+        s.hook(HookKind::MlpOut, 0, row(ws.mlp_out, r, dm));
+    }
+    s.pos = first;
 }

@@ -5,7 +5,7 @@ use super::Step;
 use crate::config::Normalization;
 use crate::hooks::{HookKind, Hooks};
 use crate::math::norm;
-use crate::workspace::Workspace;
+use crate::workspace::{row, Workspace};
 
 /// Which norm, for its hook names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,21 +28,23 @@ impl Which {
     }
 }
 
-/// `ws.normed = norm(ws.resid)`: centre (LN), `hook_scale`, divide, then `* w + b` and `hook_normalized`
+/// `ws.normed = norm(ws.resid)` of row `r` of the run (at `s.pos`): centre (LN), `hook_scale`, divide, then `* w + b` and `hook_normalized`
 /// for LN, or `hook_normalized` then `* w` for RMS (TransformerLens 2.x's placement).
 pub(crate) fn forward<H: Hooks>(
     s: &mut Step<'_, '_, H>,
     which: Which,
     w: &NormWeights<'_>,
     ws: &mut Workspace<'_>,
+    r: usize,
 ) {
-    let out = &mut *ws.normed;
+    let dm = s.cfg.d_model;
+    let out = row(ws.normed, r, dm);
     let n = match crate::features::NORM {
         true => s.cfg.normalization,
         false => Normalization::None,
     };
-    // The copy of the residual stream, centred, and the scale.
-    let mut scale = [norm::scale(n, s.cfg.eps, ws.resid, out)];
+    // The copy of the residual stream's row, centred, and the scale.
+    let mut scale = [norm::scale(n, s.cfg.eps, row(ws.resid, r, dm), out)];
     if !n.is_some() {
         return;
     }

@@ -3,26 +3,44 @@
 use super::Step;
 use crate::blob::DType;
 use crate::hooks::{HookKind, Hooks};
-use crate::quant::linear::Input;
+use crate::quant::linear::{batched, matmul_rows, Input};
 use crate::tensors::{TensorId, TensorKind};
-use crate::workspace::Workspace;
+use crate::workspace::{row, run_len, Workspace};
 
-/// `ws.logits` of the final normalised residual `ws.normed` (quantised per token into `ws.quant` for
-/// an int8 `W_U` when the model computes with int8 activations).
-pub(crate) fn forward<H: Hooks>(s: &mut Step<'_, '_, H>, ws: &mut Workspace<'_>) {
+/// `ws.logits` of the final normalised residuals `ws.normed` of the run's `n` positions (`s.pos` the
+/// first), quantised per token into `ws.quant` for an int8 `W_U` when the model computes with int8
+/// activations.
+pub(crate) fn forward<H: Hooks>(s: &mut Step<'_, '_, H>, ws: &mut Workspace<'_>, n: usize) {
+    let n = run_len(n);
     let w_u = s.model.matrix(TensorId::global(TensorKind::WU));
     let b_u = s.model.vector(TensorId::global(TensorKind::BU));
+    let (dm, dv, first) = (s.cfg.d_model, s.cfg.d_vocab_out, s.pos);
     // With the int8 kernel in the build, the bias goes into the product (added as it rescales); else
     // in a pass of its own (a float build's deepest stack runs through here: no extra argument).
     let (with, after) = match (&w_u, DType::I8.compiled()) {
         (Some(_), true) => (b_u, None),
         _ => (None, b_u),
     };
-    if let Some(w_u) = w_u {
-        Input::new(ws.normed, s.act, ws.quant).matvec(&w_u, with.as_ref(), ws.logits);
+    let together = batched(s.act, n) && w_u.is_some();
+    if let (Some(w_u), true) = (&w_u, together) {
+        matmul_rows(w_u, b_u.as_ref(), ws.normed, n, ws.logits, dv);
     }
-    if let Some(b_u) = after {
-        b_u.add_to(ws.logits);
+    for r in 0..n {
+        s.pos = first + r;
+        let logits = row(ws.logits, r, dv);
+        if !together {
+            if let Some(w_u) = &w_u {
+                Input::new(row(ws.normed, r, dm), s.act, ws.quant).matvec(
+                    w_u,
+                    with.as_ref(),
+                    logits,
+                );
+            }
+            if let Some(b_u) = &after {
+                b_u.add_to(logits);
+            }
+        }
+        s.hook(HookKind::Logits, 0, logits);
     }
-    s.hook(HookKind::Logits, 0, ws.logits);
+    s.pos = first;
 }

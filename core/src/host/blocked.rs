@@ -114,6 +114,153 @@ impl Blocked {
     }
 }
 
+/// Positions per pass of [`Blocked::matmul`]: one load of a block's column serves this many
+/// independent accumulator chains.
+const POSITIONS: usize = 4;
+
+/// The rows of a matrix product: `n` inputs `cols` wide, `n` outputs `out_width` apart.
+struct Rows<'x> {
+    xs: &'x [f32],
+    n: usize,
+    out_width: usize,
+}
+
+impl Blocked {
+    /// `outs[p * out_width + r] = W[r] . xs[p * cols ..][.. cols]` for each of `n` positions `p`
+    /// and the rows `r` of whole blocks, each exactly as [`Blocked::matvec`] computes it (the same
+    /// chains, [`POSITIONS`] of them per load of a block's column); returns how many leading rows
+    /// of each output it wrote (0 unless the inputs are `n` whole rows and the outputs fit).
+    pub(crate) fn matmul(&self, xs: &[f32], n: usize, outs: &mut [f32], out_width: usize) -> usize {
+        let rows = self.rows.min(out_width - out_width % LANES);
+        let fits = n.checked_mul(self.cols) == Some(xs.len())
+            && n.checked_mul(out_width)
+                .is_some_and(|len| len <= outs.len());
+        if !fits || rows == 0 {
+            return 0;
+        }
+        let r = Rows { xs, n, out_width };
+        dispatch_rows(self, &r, rows, outs);
+        rows
+    }
+}
+
+/// Runs [`blocks_rows`] compiled for the widest vector unit the CPU has.
+fn dispatch_rows(b: &Blocked, r: &Rows<'_>, rows: usize, outs: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (just detected), the only requirement of
+            // `blocks_rows_avx512`.
+            #[allow(unsafe_code)]
+            unsafe {
+                blocks_rows_avx512(b, r, rows, outs)
+            };
+            return;
+        }
+        if std::arch::is_x86_feature_detected!("avx") {
+            // SAFETY: the CPU has AVX (just detected), the only requirement of `blocks_rows_avx`.
+            #[allow(unsafe_code)]
+            unsafe {
+                blocks_rows_avx(b, r, rows, outs)
+            };
+            return;
+        }
+    }
+    blocks_rows(b, r, rows, outs)
+}
+
+/// [`blocks_rows`] with AVX-512F (no fused multiply-add: the feature set enables none).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn blocks_rows_avx512(b: &Blocked, r: &Rows<'_>, rows: usize, outs: &mut [f32]) {
+    blocks_rows(b, r, rows, outs)
+}
+
+/// [`blocks_rows`] with AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+fn blocks_rows_avx(b: &Blocked, r: &Rows<'_>, rows: usize, outs: &mut [f32]) {
+    blocks_rows(b, r, rows, outs)
+}
+
+/// Every block of `b` (the first `rows` rows) against every input of `r`: [`POSITIONS`] inputs per
+/// pass over a block, then the last ones one at a time, each lane scaled as [`blocks`] does.
+#[inline(always)]
+fn blocks_rows(b: &Blocked, r: &Rows<'_>, rows: usize, outs: &mut [f32]) {
+    let cols = b.cols;
+    let x = |p: usize| &r.xs[p * cols..(p + 1) * cols];
+    let whole = r.n - r.n % POSITIONS;
+    for (k, w) in
+        b.w.chunks_exact(cols * LANES)
+            .take(rows / LANES)
+            .enumerate()
+    {
+        let mut write = |p: usize, acc: [f32; LANES]| {
+            let at = p * r.out_width + k * LANES;
+            outs[at..at + LANES].copy_from_slice(&acc);
+        };
+        for p in (0..whole).step_by(POSITIONS) {
+            let xs: [&[f32]; POSITIONS] = core::array::from_fn(|i| x(p + i));
+            for (i, acc) in block_dot(b, k, w, xs).into_iter().enumerate() {
+                write(p + i, acc);
+            }
+        }
+        for p in whole..r.n {
+            write(p, block_dot(b, k, w, [x(p)])[0]);
+        }
+    }
+}
+
+/// Block `k` of `b` (its weights `w`) against `P` inputs, scaled as [`blocks`] scales one.
+#[inline(always)]
+fn block_dot<const P: usize>(
+    b: &Blocked,
+    k: usize,
+    w: &[f32],
+    xs: [&[f32]; P],
+) -> [[f32; LANES]; P] {
+    match &b.scales {
+        Scales::None => lanes_dot_n(w, xs),
+        Scales::Row(s) => {
+            let s = &s[k * LANES..(k + 1) * LANES];
+            lanes_dot_n(w, xs).map(|acc| core::array::from_fn(|l| acc[l] * s[l]))
+        }
+        Scales::Group(s) => {
+            let groups = b.cols.div_ceil(I4_GROUP);
+            let s = &s[k * groups * LANES..(k + 1) * groups * LANES];
+            let mut total = [[0.0f32; LANES]; P];
+            let parts = w.chunks(I4_GROUP * LANES).zip(s.chunks_exact(LANES));
+            for (g, (w, s)) in parts.enumerate() {
+                let end = ((g + 1) * I4_GROUP).min(b.cols);
+                let part = xs.map(|x| &x[g * I4_GROUP..end]);
+                for (t, acc) in total.iter_mut().zip(lanes_dot_n(w, part)) {
+                    for ((t, a), s) in t.iter_mut().zip(acc).zip(s) {
+                        *t += a * s;
+                    }
+                }
+            }
+            total
+        }
+    }
+}
+
+/// [`lanes_dot`] of `P` inputs at once: one load of each column of `w` serves `P` chains, each
+/// `acc[p][l] = sum_c w[c * LANES + l] * xs[p][c]` from 0 in column order, multiply then add.
+#[inline(always)]
+fn lanes_dot_n<const P: usize>(w: &[f32], xs: [&[f32]; P]) -> [[f32; LANES]; P] {
+    let mut acc = [[0.0f32; LANES]; P];
+    let n = xs.iter().map(|x| x.len()).min().unwrap_or(0);
+    for (c, w) in w.chunks_exact(LANES).take(n).enumerate() {
+        for (acc, x) in acc.iter_mut().zip(&xs) {
+            let x = x[c];
+            for (a, &w) in acc.iter_mut().zip(w) {
+                *a += w * x;
+            }
+        }
+    }
+    acc
+}
+
 /// Runs [`blocks`] compiled for the widest vector unit the CPU has.
 fn dispatch(b: &Blocked, x: &[f32], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]

@@ -38,6 +38,42 @@ pub(crate) fn quantize_as<'q>(x: &[f32], wide: bool, scratch: &'q mut [i8]) -> Q
     }
 }
 
+/// Whether `n` positions computing with `activations` meet their matrices together
+/// ([`matmul_rows`]): on the host (feature `std`; a constant `false` without it), more than one
+/// position, `f32` inputs. Integer activations are quantised per position and go one at a time
+/// (their kernels' sums are exact, in any order).
+#[inline(always)]
+pub(crate) fn batched(activations: Activations, n: usize) -> bool {
+    cfg!(feature = "std") && FLOAT_PATH && n > 1 && width(activations).is_none()
+}
+
+/// `out_p = W x_p (+ b)` for `n` `f32` inputs `x_p`, rows of `xs` `W.cols()` wide, into rows of
+/// `outs` `out_width` apart: each exactly [`Input::matvec`] of `x_p` with `f32` activations (the
+/// bias added after the product). On the host one load of the weights serves several positions
+/// ([`Matrix::matmul`]).
+pub(crate) fn matmul_rows(
+    w: &Matrix<'_>,
+    bias: Option<&Vector<'_>>,
+    xs: &[f32],
+    n: usize,
+    outs: &mut [f32],
+    out_width: usize,
+) {
+    let xs = xs.get(..n.saturating_mul(w.cols())).unwrap_or(&[]);
+    let rows = out_width.min(w.rows());
+    #[cfg(feature = "std")]
+    w.matmul(xs, n, outs, out_width);
+    for (p, out) in outs.chunks_mut(out_width.max(1)).take(n).enumerate() {
+        let out = out.get_mut(..rows).unwrap_or(&mut []);
+        #[cfg(not(feature = "std"))]
+        w.matvec(xs.get(p * w.cols()..(p + 1) * w.cols()).unwrap_or(&[]), out);
+        let _ = p;
+        if let Some(b) = bias {
+            b.add_to(out);
+        }
+    }
+}
+
 /// An activation vector ready to be multiplied, the one way into a matrix: the `f32` values, plus
 /// their per-token int8 or int16 quantisation (held in the caller's scratch) when the model computes
 /// with integer activations. Quantised once, it serves every matrix that reads the same vector (`W_Q`,

@@ -3,7 +3,8 @@
 //! random tokens), logits of every position.
 //!
 //! - decode, batch 1 with KV cache, 1 thread: microlens `Session::step` (host weights), candle;
-//! - full forward, batch 64, 1 and 2 threads: microlens's host batch forward (rayon over sequences),
+//! - full forward, batch 64, 1 and 2 threads: microlens `Session::run` over a session of
+//!   `BATCH_ROWS` rows (positions computed together, layer by layer; rayon over sequences),
 //!   candle (its own matmul threads), TransformerLens `model(tokens)` and `run_with_cache` (torch CPU,
 //!   `torch.set_num_threads`), when a Python with `transformer_lens` is found (`MICROLENS_PYTHON`, else
 //!   `python3`; skipped with a line saying so otherwise).
@@ -28,6 +29,9 @@ use rayon::prelude::*;
 
 const SEQUENCES: usize = 1024;
 const BATCH: usize = 64;
+/// Positions microlens computes together in the full forward (`Session::with_rows`): the
+/// commands' own choice, `eval::run::BATCH_ROWS`.
+const ROWS: usize = microlens_host::eval::run::BATCH_ROWS;
 /// Sequences TransformerLens decodes token by token (it is slow at it).
 const TL_DECODE_SEQUENCES: usize = 8;
 
@@ -158,14 +162,17 @@ fn main() {
                     || {
                         (
                             vec![0.0; model.kv_cache_len()],
-                            vec![0.0; model.workspace_len()],
+                            vec![0.0; model.workspace_len_rows(cfg.n_ctx, ROWS)],
                         )
                     },
                     |(kv, ws), s| {
-                        let mut session = Session::new(&model, kv, ws).expect("buffers");
-                        for &t in s {
-                            std::hint::black_box(session.step(t).expect("in range"));
-                        }
+                        let mut session =
+                            Session::with_rows(&model, cfg.n_ctx, ROWS, kv, ws).expect("buffers");
+                        session
+                            .run(s, &mut (), |_, l| {
+                                std::hint::black_box(l);
+                            })
+                            .expect("in range");
                     },
                 )
             })

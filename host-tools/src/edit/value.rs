@@ -40,7 +40,9 @@ pub enum Injection {
 struct Inject<'a> {
     how: &'a Injection,
     delta: &'a [f32],
-    coef: f32,
+    /// Per position, `u . hidden` (a run of positions meets `hook_post` of every position before
+    /// their `hook_mlp_out`).
+    coef: Vec<f32>,
 }
 
 impl Hooks for Inject<'_> {
@@ -52,10 +54,15 @@ impl Hooks for Inject<'_> {
         let coef = match (self.how, p.kind) {
             (Injection::At { layer, pos }, _) if p.layer == *layer && p.pos == *pos => 1.0,
             (Injection::RankOne { layer, u }, HookKind::MlpPost) if p.layer == *layer => {
-                self.coef = act.iter().zip(u).map(|(a, u)| a * u).sum();
+                if self.coef.len() <= p.pos {
+                    self.coef.resize(p.pos + 1, 0.0);
+                }
+                self.coef[p.pos] = act.iter().zip(u).map(|(a, u)| a * u).sum();
                 return;
             }
-            (Injection::RankOne { layer, .. }, HookKind::MlpOut) if p.layer == *layer => self.coef,
+            (Injection::RankOne { layer, .. }, HookKind::MlpOut) if p.layer == *layer => {
+                self.coef.get(p.pos).copied().unwrap_or(0.0)
+            }
             _ => return,
         };
         act.iter_mut()
@@ -102,7 +109,7 @@ pub fn target_logprob(
     let mut hooks = Inject {
         how,
         delta,
-        coef: 0.0,
+        coef: Vec::new(),
     };
     let logits = run_with_hooks(model, prompt, &mut hooks)?;
     let last = logits.last().context("empty prompt")?;

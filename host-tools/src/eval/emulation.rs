@@ -82,12 +82,24 @@ pub struct Int8Emulation<'m, 'b> {
     roundings: Vec<Int8Rounding>,
     rotary: bool,
     d_head: usize,
-    /// The vector the next matrix reads (the block input, the MLP input or the final residual).
-    input: Vec<f32>,
-    /// `z` of every head at this position, `[n_heads * d_head]`.
-    z: Vec<f32>,
-    /// The MLP's activated hidden vector.
-    hidden: Vec<f32>,
+    /// Per position (a run of positions meets the hooks layer by layer, each position's points in
+    /// its own order): the vector its next matrix reads (the block input, the MLP input or the final
+    /// residual).
+    input: Vec<Vec<f32>>,
+    /// Per position, `z` of every head, `[n_heads * d_head]`.
+    z: Vec<Vec<f32>>,
+    /// Per position, the MLP's activated hidden vector.
+    hidden: Vec<Vec<f32>>,
+    /// `n_heads * d_head`.
+    d_attn: usize,
+}
+
+/// The slot of position `pos` in `per_pos`, created empty (or `len` zeros) if new.
+fn slot(per_pos: &mut Vec<Vec<f32>>, pos: usize, len: usize) -> &mut Vec<f32> {
+    if per_pos.len() <= pos {
+        per_pos.resize(pos + 1, vec![0.0; len]);
+    }
+    &mut per_pos[pos]
 }
 
 impl<'m, 'b> Int8Emulation<'m, 'b> {
@@ -100,8 +112,9 @@ impl<'m, 'b> Int8Emulation<'m, 'b> {
             rotary: matches!(cfg.positional, Positional::Rotary { .. }),
             d_head: cfg.d_head,
             input: Vec::new(),
-            z: vec![0.0; cfg.n_heads * cfg.d_head],
+            z: Vec::new(),
             hidden: Vec::new(),
+            d_attn: cfg.n_heads * cfg.d_head,
         }
     }
 
@@ -145,7 +158,7 @@ impl Hooks for Int8Emulation<'_, '_> {
     }
 
     fn hook(&mut self, p: HookPoint, act: &mut [f32]) {
-        let (l, head_rows) = (p.layer, p.head * self.d_head);
+        let (l, head_rows, pos, d_attn) = (p.layer, p.head * self.d_head, p.pos, self.d_attn);
         match p.kind {
             // The last of these before a matrix is what it reads (the norm's output for normed models).
             HookKind::ResidPre
@@ -153,16 +166,16 @@ impl Hooks for Int8Emulation<'_, '_> {
             | HookKind::ResidMid
             | HookKind::Ln2Normalized
             | HookKind::ResidPost
-            | HookKind::LnFinalNormalized => self.input = act.to_vec(),
+            | HookKind::LnFinalNormalized => *slot(&mut self.input, pos, 0) = act.to_vec(),
             HookKind::Q | HookKind::K | HookKind::V => {
                 let (kind, rounding) = match p.kind {
                     HookKind::Q => (TensorKind::WQ, Int8Rounding::Queries),
                     HookKind::K => (TensorKind::WK, Int8Rounding::Keys),
                     _ => (TensorKind::WV, Int8Rounding::Values),
                 };
-                let x = core::mem::take(&mut self.input);
+                let x = core::mem::take(slot(&mut self.input, pos, 0));
                 self.input_error(kind, l, &x, head_rows, act);
-                self.input = x;
+                self.input[pos] = x;
                 let rotated_later = self.rotary && p.kind != HookKind::V;
                 if self.on(rounding) && !rotated_later {
                     fake_quantize(act);
@@ -170,19 +183,26 @@ impl Hooks for Int8Emulation<'_, '_> {
             }
             HookKind::RotQ if self.on(Int8Rounding::Queries) => fake_quantize(act),
             HookKind::RotK if self.on(Int8Rounding::Keys) => fake_quantize(act),
-            HookKind::Z => self.z[head_rows..head_rows + act.len()].copy_from_slice(act),
-            HookKind::AttnOut => self.input_error(TensorKind::WO, l, &self.z.clone(), 0, act),
-            HookKind::MlpPre => {
-                let x = core::mem::take(&mut self.input);
-                self.input_error(TensorKind::WIn, l, &x, 0, act);
-                self.input = x;
+            HookKind::Z => slot(&mut self.z, pos, d_attn)[head_rows..head_rows + act.len()]
+                .copy_from_slice(act),
+            HookKind::AttnOut => {
+                let z = slot(&mut self.z, pos, d_attn).clone();
+                self.input_error(TensorKind::WO, l, &z, 0, act)
             }
-            HookKind::MlpPost => self.hidden = act.to_vec(),
-            HookKind::MlpOut => self.input_error(TensorKind::WOut, l, &self.hidden.clone(), 0, act),
+            HookKind::MlpPre => {
+                let x = core::mem::take(slot(&mut self.input, pos, 0));
+                self.input_error(TensorKind::WIn, l, &x, 0, act);
+                self.input[pos] = x;
+            }
+            HookKind::MlpPost => *slot(&mut self.hidden, pos, 0) = act.to_vec(),
+            HookKind::MlpOut => {
+                let hidden = slot(&mut self.hidden, pos, 0).clone();
+                self.input_error(TensorKind::WOut, l, &hidden, 0, act)
+            }
             HookKind::Logits => {
-                let x = core::mem::take(&mut self.input);
+                let x = core::mem::take(slot(&mut self.input, pos, 0));
                 self.input_error(TensorKind::WU, 0, &x, 0, act);
-                self.input = x;
+                self.input[pos] = x;
             }
             _ => {}
         }

@@ -88,6 +88,10 @@ pub fn session_buffers(model: &Model<'_>, n_tokens: usize) -> Result<(Vec<f32>, 
     ))
 }
 
+/// Positions [`run_with_hooks`] computes together (`Session::with_rows`): one load of a block of
+/// weights serves four of them, and 64 rows of the shipped model's activations stay in the cache.
+pub const BATCH_ROWS: usize = 64;
+
 /// An error if a logit is NaN or infinite (weights whose products overflow `f32`).
 pub fn check_finite(logits: &[Vec<f32>]) -> Result<()> {
     if let Some(pos) = logits.iter().position(|l| l.iter().any(|x| !x.is_finite())) {
@@ -111,15 +115,19 @@ pub fn par_map<T: Sync, R: Send>(
 }
 
 /// Runs `tokens` from position 0 through `model` with `hooks`, returning every position's logits (an
-/// error if one is not finite).
+/// error if one is not finite): up to [`BATCH_ROWS`] positions at a time, layer by layer
+/// (`Session::with_rows`), the bits of `Session::step_with` position by position.
 pub fn run_with_hooks<H: Hooks>(
     model: &Model<'_>,
     tokens: &[u32],
     hooks: &mut H,
 ) -> Result<Vec<Vec<f32>>> {
     check_tokens(model, tokens)?;
-    let (mut kv, mut ws) = session_buffers(model, tokens.len())?;
-    let mut session = Session::with_context(model, tokens.len(), &mut kv, &mut ws)?;
+    let n = tokens.len();
+    let rows = n.clamp(1, BATCH_ROWS);
+    let mut kv = buffer(model.kv_cache_len_at(n), "KV cache")?;
+    let mut ws = buffer(model.workspace_len_rows(n, rows), "workspace")?;
+    let mut session = Session::with_rows(model, n, rows, &mut kv, &mut ws)?;
     let mut logits = Vec::with_capacity(tokens.len());
     session.run(tokens, hooks, |_, l| logits.push(l.to_vec()))?;
     check_finite(&logits)?;
