@@ -14,6 +14,8 @@ mod preamble;
 #[cfg(feature = "std")]
 mod writer;
 
+// `scale_bits_pair` is unused where the int8 kernel rescales in its own epilogue (`quant::dsp_kernel`).
+#[allow(unused_imports)]
 pub(crate) use dtype::{decode_finite_scale, scale_bits_pair, scales_valid, widen_f16, SCALE_UNIT};
 #[cfg(any(feature = "std", feature = "encode", test))]
 pub use dtype::{encode_scale, scale_up};

@@ -39,15 +39,16 @@ pub(crate) fn forward<H: Hooks>(
 ) {
     let dm = s.cfg.d_model;
     let out = row(ws.normed, r, dm);
-    out.iter_mut()
-        .zip(row(ws.resid, r, dm).iter())
-        .for_each(|(o, x)| *o = *x);
-    let n = s.cfg.normalization;
-    if !n.is_some() || !crate::features::NORM {
+    let n = match crate::features::NORM {
+        true => s.cfg.normalization,
+        false => Normalization::None,
+    };
+    // The copy of the residual stream's row, centred, and the scale.
+    let mut scale = [norm::scale(n, s.cfg.eps, row(ws.resid, r, dm), out)];
+    if !n.is_some() {
         return;
     }
     let (scale_hook, normalized_hook) = which.hooks();
-    let mut scale = [norm::scale(n, s.cfg.eps, out)];
     s.hook(scale_hook, 0, &mut scale);
     norm::divide(n, scale[0], out);
     let rms = matches!(n, Normalization::RMS | Normalization::RMSPre);

@@ -13,24 +13,26 @@ pub const Q16_MAX: f32 = 32767.0;
 ///
 /// The FPU rounds: adding `1.5 * 2^23` leaves no fraction bits, so the sum is the nearest integer plus
 /// that constant (ties to even, IEEE 754's default on every target; Rust never contracts to a fused
-/// multiply-add), read back from its bits; the fraction `y - nearest` is exact, and a tie (`+-0.5`)
-/// that went to the even neighbour towards zero moves one step away from zero.
+/// multiply-add), read back from its bits. Within `-127..=127` that integer is the answer but for a
+/// tie (`y - nearest`, exact, is `+-0.5`) that went to the even neighbour towards zero, which moves
+/// one step away from zero; outside it (`|y| >= 127.5`, or a NaN, whose bits land far from the
+/// constant's) the clamp decides. Integer tests on the bits, the same answers as `libm::roundf`.
 #[inline]
 pub fn quantize_one(x: f32, scale: f32) -> i8 {
     const MAGIC: f32 = 12_582_912.0;
     let y = x / scale;
-    if libm::fabsf(y) <= Q_MAX {
-        let r = y + MAGIC;
-        let q = (r.to_bits() as i32 - MAGIC.to_bits() as i32) as i8;
+    let r = y + MAGIC;
+    let q = (r.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
+    if (q.wrapping_add(127) as u32) <= 254 {
         let d = y - (r - MAGIC);
-        if libm::fabsf(d) != 0.5 {
-            q
+        if d.to_bits() << 1 != 0.5f32.to_bits() << 1 {
+            q as i8
         } else if d > 0.0 && y > 0.0 {
-            q + 1
+            q as i8 + 1
         } else if d < 0.0 && y < 0.0 {
-            q - 1
+            q as i8 - 1
         } else {
-            q
+            q as i8
         }
     } else if y > 0.0 {
         127

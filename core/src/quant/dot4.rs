@@ -1,12 +1,12 @@
 //! The four-row int8 kernel, [`dot4_strided`], that the matmuls, the attention scores and the value
 //! mix spend most of their time in: one entry, the target's implementation behind it (Helium in
-//! `mve.rs`, the DSP instructions' `asm!` loop in `dsp.rs`, the host's SIMD in `host/dot4.rs`, plain
+//! `mve.rs`, the DSP instructions' loop in `dsp_kernel.rs`, the host's SIMD in `host/dot4.rs`, plain
 //! Rust in `dsp.rs` elsewhere). Every one computes the same wrapping integer sums, so the same bits.
 
-#[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
-use super::dsp::dot4_strided as kernel;
 #[cfg(not(any(feature = "std", all(feature = "dsp", target_arch = "arm"))))]
 use super::dsp::dot4_strided_portable as kernel;
+#[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
+use super::dsp_kernel::dot4_strided as kernel;
 #[cfg(all(feature = "mve", target_arch = "arm"))]
 use super::mve::dot4_strided as kernel;
 #[cfg(all(feature = "std", not(all(feature = "dsp", target_arch = "arm"))))]

@@ -7,9 +7,8 @@
 //! order, so every target computes the same bits.
 
 use super::activations::{Quantized, Wide};
-use super::dot4;
 use super::dsp::{self, mac_lanes, sxtb16, sxtb16_ror8, word};
-use crate::blob::{decode_finite_scale as decode_scale, scale_bits_pair, SCALE_UNIT};
+use crate::blob::{decode_finite_scale as decode_scale, SCALE_UNIT};
 
 /// Columns per `i32` partial sum: `2^16 * 128 * 128 = 2^30`, so no partial sum can overflow whatever the
 /// bytes are.
@@ -98,14 +97,15 @@ fn tail(w: &[u8], x: &[u8]) -> i32 {
 
 /// `out[r] = (W[r] . x) * (s_w[r] * s_x)` for an int8 matrix of `cols`-byte rows in `w` with `f16`
 /// row scales `scales` (as [`rescale`]), over the first `x.len()` columns of each row: four rows at a
-/// time on [`dot4::dot4_strided`] when `lanes` are `x`'s ([`Quantized::lanes`](super::Quantized::lanes)),
+/// time on [`super::dot4::dot4_strided`] when `lanes` are `x`'s ([`Quantized::lanes`](super::Quantized::lanes)),
 /// else (and for the last `rows % 4`) one at a time.
 /// A row or scale missing from `w` or `scales` leaves its output alone. `x` is int8 ([`Quantized::q`])
 /// or int16 ([`Quantized::wide`], on the same kernel for up to [`WIDE_CHUNK`] columns).
 ///
 /// `bias` (little-endian `f32`s, any alignment, possibly empty) is then added to the outputs it
 /// covers, `out[r] += b[r]`: in the rescaling loop itself for the four-row part (the same two
-/// roundings, product then sum, as a separate pass), after it for the rest.
+/// roundings, product then sum, as a separate pass; with the DSP instructions and an FPU the kernel's
+/// own epilogue rescales and adds), after it for the rest.
 pub fn matvec(
     w: &[u8],
     cols: usize,
@@ -129,9 +129,9 @@ pub fn matvec(
     if fits && n % 4 == 0 && lanes.len() == n / 2 && s_x < 65_536.0 {
         let rows = out.len().min(w.len() / cols).min(scales.len() / 2);
         let quads = &mut out[..rows - rows % 4];
-        dot4::dot4_strided(w, cols, lanes, bytemuck::cast_slice_mut(quads));
-        fused = rescale_quads(quads, scales, s_x, bias);
-        done = quads.len();
+        if let Some(biased) = quads_rescaled(w, cols, lanes, quads, scales, s_x, bias) {
+            (done, fused) = (quads.len(), biased);
+        }
     }
     // The other rows one at a time (all of them without the lanes), as [`rescale`] of [`dot`].
     let rest = w.chunks_exact(cols.max(1)).zip(scales.chunks_exact(2));
@@ -149,10 +149,48 @@ pub fn matvec(
     }
 }
 
+/// [`matvec`]'s four-row part: the kernel's sums of `quads`' rows times `s_w * s_x`, plus the bias over
+/// the rows it covers ([`rescale_quads`]); with the DSP instructions in the kernel's own epilogue
+/// (`dsp_kernel::dot4_rescaled`, the same roundings). Returns how many rows took the bias, or `None` (nothing
+/// written: the caller computes them one at a time).
+#[inline(always)]
+fn quads_rescaled(
+    w: &[u8],
+    cols: usize,
+    lanes: &[u32],
+    quads: &mut [f32],
+    scales: &[u8],
+    s_x: f32,
+    bias: &[u8],
+) -> Option<usize> {
+    #[cfg(all(
+        feature = "dsp",
+        not(feature = "mve"),
+        target_arch = "arm",
+        target_abi = "eabihf",
+        feature = "weights-i8"
+    ))]
+    {
+        super::dsp_kernel::dot4_rescaled(w, cols, lanes, quads, scales, s_x * SCALE_UNIT, bias)
+    }
+    #[cfg(not(all(
+        feature = "dsp",
+        not(feature = "mve"),
+        target_arch = "arm",
+        target_abi = "eabihf",
+        feature = "weights-i8"
+    )))]
+    {
+        super::dot4::dot4_strided(w, cols, lanes, bytemuck::cast_slice_mut(quads));
+        Some(rescale_quads(quads, scales, s_x, bias))
+    }
+}
+
 /// [`matvec`]'s epilogue for the four-row part: the kernel's `i32` sums (as bits in `quads`) times
 /// `s_w * s_x` (`s_w` from the `f16` scales, two per word), plus the bias over the pairs of rows it
 /// covers; returns how many rows took the bias. Out of line, so that its registers do not widen the
 /// frame that is live while the kernel runs (the Cortex-M0's deepest stack goes through here).
+#[allow(dead_code)] // where the kernel rescales in its own epilogue (`dsp_kernel`)
 #[inline(never)]
 fn rescale_quads(quads: &mut [f32], scales: &[u8], s_x: f32, bias: &[u8]) -> usize {
     let s_x = s_x * SCALE_UNIT;
@@ -162,7 +200,10 @@ fn rescale_quads(quads: &mut [f32], scales: &[u8], s_x: f32, bias: &[u8]) -> usi
     let (scales_with, scales_without) = scales.split_at(biased.min(scales.len() / 2) * 2);
     let pairs = with.chunks_exact_mut(2).zip(scales_with.chunks_exact(4));
     for ((o, s), b) in pairs.zip(bias.chunks_exact(8)) {
-        let (s, b) = (scale_bits_pair(s), [&b[..4], &b[4..]].map(dsp::word));
+        let (s, b) = (
+            crate::blob::scale_bits_pair(s),
+            [&b[..4], &b[4..]].map(dsp::word),
+        );
         for ((o, s), b) in o.iter_mut().zip(s).zip(b) {
             *o = o.to_bits() as i32 as f32 * (s * s_x) + f32::from_bits(b);
         }
@@ -171,7 +212,7 @@ fn rescale_quads(quads: &mut [f32], scales: &[u8], s_x: f32, bias: &[u8]) -> usi
         .chunks_exact_mut(2)
         .zip(scales_without.chunks_exact(4));
     for (o, s) in pairs {
-        for (o, s) in o.iter_mut().zip(scale_bits_pair(s)) {
+        for (o, s) in o.iter_mut().zip(crate::blob::scale_bits_pair(s)) {
             *o = o.to_bits() as i32 as f32 * (s * s_x);
         }
     }
@@ -194,6 +235,7 @@ pub fn rescale(acc: i64, s_w: f32, s_x: f32) -> f32 {
 mod tests {
     use super::*;
     use crate::quant::activations::{Quantized, Wide};
+    use crate::quant::dot4;
 
     #[test]
     fn dot_is_exact_and_sign_extends_bytes() {

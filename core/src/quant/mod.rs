@@ -10,6 +10,8 @@
 pub mod activations;
 pub(crate) mod dot4;
 pub(crate) mod dsp;
+#[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
+mod dsp_kernel;
 #[cfg(feature = "encode")]
 pub mod encode;
 pub(crate) mod int4;
