@@ -22,7 +22,7 @@ mod solver;
 
 pub use solver::Solver;
 
-use search::SEARCH_ROUNDS;
+use search::{Budget, SEARCH_ROUNDS};
 
 /// Damping added to the diagonal of `H` before inverting it, as a fraction of its mean diagonal.
 pub const DAMPING: f64 = 0.01;
@@ -57,7 +57,7 @@ impl Solver {
             }
             let (_, mut q, mut scales) = best?;
             for _ in 0..SEARCH_ROUNDS {
-                if !self.search(&target, &mut q, &scales, I4_GROUP, I4_MAX as i8) {
+                if !self.search(&target, &mut q, &scales, I4_GROUP, Budget::INT4) {
                     break;
                 }
                 self.refine(&target, &mut q, &mut scales, I4_GROUP, I4_MAX as i8);
@@ -65,7 +65,7 @@ impl Solver {
             (q, scales)
         } else {
             let (mut q, scales) = self.gptq(&target, n.max(1), 127.0, &[1.0], true)?;
-            self.search(&target, &mut q, &scales, n.max(1), 127);
+            self.search(&target, &mut q, &scales, n.max(1), Budget::INT8);
             (q, scales)
         };
         let mut out = vec![0i8; n];

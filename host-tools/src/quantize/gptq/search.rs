@@ -219,14 +219,8 @@ impl Solver {
         q: &mut [i8],
         scales: &[f32],
         segment: usize,
-        limit: i8,
+        budget: Budget,
     ) -> bool {
-        let max_nodes = if limit > I4_MAX as i8 {
-            SEARCH_NODES_INT8
-        } else {
-            SEARCH_NODES_INT4
-        };
-        let budget = Budget { limit, max_nodes };
         let (mut work, mut changed) = (w.to_vec(), false);
         let mut loss = self.loss(w, q, scales, segment);
         for start in (0..self.n).step_by(SEARCH_WIDTH.min(segment)) {
@@ -253,15 +247,23 @@ impl Solver {
     }
 }
 
-/// Search-tree nodes per int8 block (64 columns of `-127..=127`) in [`Solver::search`], at most. Nearly
-/// every int8 block reaches any budget and keeps improving to its end, but the models do not: 200,000
-/// nodes (ten times the time) left the fixtures' int8 mean KL within -7% to +3% of these, both
-/// directions, the size of calibration noise.
-const SEARCH_NODES_INT8: u64 = 20_000;
-/// Search-tree nodes per int4 block (a group of 32 in `-7..=7`), at most: most int4 searches end
-/// before it (1,504 of the shipped model's 1,640 blocks), so it costs little; 25 times more moved the
-/// fixtures' mean KL by -6% to +3%.
-const SEARCH_NODES_INT4: u64 = 200_000;
+impl Budget {
+    /// An int8 row's search (blocks of up to 64 columns in `-127..=127`). Nearly every int8 block
+    /// reaches any node budget and keeps improving to its end, but the models do not: 200,000 nodes
+    /// (ten times the time) left the fixtures' int8 mean KL within -7% to +3% of 20,000's, both
+    /// directions, the size of calibration noise.
+    pub const INT8: Budget = Budget {
+        limit: 127,
+        max_nodes: 20_000,
+    };
+    /// An int4 row's search (groups of 32 in `-7..=7`): most int4 searches end before 200,000 nodes
+    /// (1,504 of the shipped model's 1,640 blocks), so it costs little; 25 times more moved the
+    /// fixtures' mean KL by -6% to +3%.
+    pub const INT4: Budget = Budget {
+        limit: I4_MAX as i8,
+        max_nodes: 200_000,
+    };
+}
 
 /// Columns searched together in [`Solver::search`], at most (a block's search keeps a table of
 /// `width²` values and recurses `width` deep): an int4 group, or an int8 row of up to 64 inputs (the
