@@ -8,7 +8,7 @@ use crate::error::Error;
 use crate::features::{MLP, ROTARY};
 use crate::hooks::{HookKind, Hooks};
 use crate::kv_cache::KvCache;
-use crate::math::rotary;
+use crate::math::{add, rotary};
 use crate::model::Model;
 use crate::workspace::{row, row_ref, run_len, Workspace};
 
@@ -235,11 +235,6 @@ impl<'a, 'b> Session<'a, 'b> {
         }
         Ok(())
     }
-}
-
-/// `acc += x`.
-fn add(acc: &mut [f32], x: &[f32]) {
-    acc.iter_mut().zip(x).for_each(|(a, x)| *a += x);
 }
 
 /// The rotary sines and cosines of position `pos` into row `r` of the workspace's (rotary models only).

@@ -37,6 +37,6 @@ pub(crate) fn forward<H: Hooks>(
     }
     s.hook(HookKind::PosEmbed, 0, tmp);
     if positional.adds_to_residual() {
-        resid.iter_mut().zip(tmp.iter()).for_each(|(r, p)| *r += p);
+        crate::math::add(resid, tmp);
     }
 }
