@@ -322,6 +322,19 @@ impl<'a> Matrix<'a> {
 
     /// Row `r` dequantised into `out` (`out.len()` values from column 0).
     pub fn row_into(&self, r: usize, out: &mut [f32]) {
+        self.row_each(r, out, |o, w| *o = w);
+    }
+
+    /// `out += ` row `r` dequantised (`out.len()` values from column 0): the same bits as
+    /// [`Matrix::row_into`] a scratch row and adding it, in one pass.
+    pub fn add_row_to(&self, r: usize, out: &mut [f32]) {
+        self.row_each(r, out, |o, w| *o += w);
+    }
+
+    /// `f(out[c], W[r][c])` for each column `c < out.len()` of row `r` dequantised (0 past the
+    /// row or for a dtype not compiled in).
+    #[inline(always)]
+    fn row_each(&self, r: usize, out: &mut [f32], mut f: impl FnMut(&mut f32, f32)) {
         let start = r * self.cols;
         match self.dtype {
             d @ DType::F32 if d.compiled() => {
@@ -329,23 +342,21 @@ impl<'a> Matrix<'a> {
                     .data
                     .get(4 * start..4 * (start + self.cols))
                     .unwrap_or(&[]);
-                out.iter_mut().zip(f32s(w)).for_each(|(o, w)| *o = w);
+                out.iter_mut().zip(f32s(w)).for_each(|(o, w)| f(o, w));
             }
             d @ DType::F16 if d.compiled() => {
                 let w = self
                     .data
                     .get(2 * start..2 * (start + self.cols))
                     .unwrap_or(&[]);
-                for (o, w) in out.iter_mut().zip(f16s(w)) {
-                    *o = w;
-                }
+                out.iter_mut().zip(f16s(w)).for_each(|(o, w)| f(o, w));
             }
             d @ DType::I8 if d.compiled() => {
                 let w = self.data.get(start..start + self.cols).unwrap_or(&[]);
                 let s = self.scale(r);
                 out.iter_mut()
                     .zip(w)
-                    .for_each(|(o, &q)| *o = (q as i8) as f32 * s);
+                    .for_each(|(o, &q)| f(o, (q as i8) as f32 * s));
             }
             d @ DType::I4 if d.compiled() => {
                 // One scale per group, one byte per two columns (a missing byte reads as 0).
@@ -358,11 +369,11 @@ impl<'a> Matrix<'a> {
                     for (k, o) in o.chunks_mut(2).enumerate() {
                         let b = bytes.get(k).copied().unwrap_or(0);
                         let pair = [(b << 4) as i8 >> 4, b as i8 >> 4];
-                        o.iter_mut().zip(pair).for_each(|(o, n)| *o = n as f32 * s);
+                        o.iter_mut().zip(pair).for_each(|(o, n)| f(o, n as f32 * s));
                     }
                 }
             }
-            _ => out.iter_mut().for_each(|o| *o = 0.0),
+            _ => out.iter_mut().for_each(|o| f(o, 0.0)),
         }
     }
 }

@@ -37,11 +37,10 @@ fn project(w: &Matrix<'_>, b: &Vector<'_>, x: &mut Input<'_>, out: &mut [f32]) {
     }
 }
 
-/// Adds row `pos` of a shortformer positional table to `out`, using `tmp` as scratch.
-fn add_positional(table: Option<Matrix<'_>>, pos: usize, out: &mut [f32], tmp: &mut [f32]) {
+/// Adds row `pos` of a shortformer positional table to `out`.
+fn add_positional(table: Option<Matrix<'_>>, pos: usize, out: &mut [f32]) {
     if let (Some(t), true) = (table, features::SHORTFORMER) {
-        t.row_into(pos, tmp);
-        out.iter_mut().zip(tmp.iter()).for_each(|(o, p)| *o += p);
+        t.add_row_to(pos, out);
     }
 }
 
@@ -108,8 +107,8 @@ fn store<H: Hooks>(
     for r in 0..n {
         s.pos = first + r;
         let (q, k, v) = (row(ws.q, r, da), row(ws.k, r, da), row(ws.v, r, da));
-        add_positional(w.pos_q, s.pos, q, ws.z);
-        add_positional(w.pos_k, s.pos, k, ws.z);
+        add_positional(w.pos_q, s.pos, q);
+        add_positional(w.pos_k, s.pos, k);
         per_head(s, HookKind::Q, q);
         per_head(s, HookKind::K, k);
         per_head(s, HookKind::V, v);

@@ -9,8 +9,8 @@ use crate::tensors::{TensorId, TensorKind};
 use crate::workspace::{row, Workspace};
 
 /// Writes the embedding of `token` at the step's position into row `r` of `ws.resid`, using that row
-/// of `ws.normed` for the
-/// positional vector (`W_pos[pos]`, or [`sinusoidal`] computed on the fly). Shortformer models fire
+/// of `ws.normed` for the positional vector (`W_pos[pos]`, or [`sinusoidal`] computed on the fly;
+/// a `W_pos` row no hook asks for is added straight from the table, the same bits). Shortformer models fire
 /// `hook_pos_embed` too, but their positions enter through the per-layer `pos_Q`/`pos_K` tables, so a
 /// write there has no effect.
 pub(crate) fn forward<H: Hooks>(
@@ -31,6 +31,10 @@ pub(crate) fn forward<H: Hooks>(
         Positional::Sinusoidal if features::SINUSOIDAL => sinusoidal(s.pos, tmp),
         _ => {
             if let Some(w_pos) = s.model.matrix(TensorId::global(TensorKind::WPos)) {
+                // Without a `hook_pos_embed` to show the row to, added in the same pass.
+                if positional.adds_to_residual() && !s.wants(HookKind::PosEmbed) {
+                    return w_pos.add_row_to(s.pos, resid);
+                }
                 w_pos.row_into(s.pos, tmp);
             }
         }
