@@ -313,24 +313,23 @@ impl Catalogue {
 
     /// Table slot of `id`, or `None` if the model has no such tensor.
     pub fn slot(&self, id: TensorId) -> Option<usize> {
-        let find = |kinds: &[TensorKind], ranks: &[u8]| {
-            kinds
-                .iter()
-                .zip(ranks)
-                .find(|(k, _)| **k == id.kind)
-                .map(|(_, r)| *r)
+        // `TensorKind::ALL` lists the head, layer and tail kinds in that order, each kind at its
+        // discriminant: its index in its own group is a subtraction, no search.
+        let (k, h, l) = (id.kind as usize, HEAD_KINDS.len(), LAYER_KINDS.len());
+        let rank = |ranks: &[u8], i: usize| {
+            let r = ranks.get(i).copied().filter(|&r| r != ABSENT)?;
+            Some(r as usize)
         };
-        if id.kind.per_layer() {
+        if k < h {
+            rank(&self.head, k)
+        } else if k < h + l {
             if id.layer >= self.n_layers {
                 return None;
             }
-            let r = find(&LAYER_KINDS, &self.layer).filter(|&r| r != ABSENT)?;
-            Some(self.n_head + id.layer * self.per_layer + r as usize)
-        } else if let Some(r) = find(&HEAD_KINDS, &self.head) {
-            (r != ABSENT).then_some(r as usize)
+            Some(self.n_head + id.layer * self.per_layer + rank(&self.layer, k - h)?)
         } else {
-            let r = find(&TAIL_KINDS, &self.tail).filter(|&r| r != ABSENT)?;
-            Some(self.n_head + self.n_layers * self.per_layer + r as usize)
+            let tail = self.n_head + self.n_layers * self.per_layer;
+            Some(tail + rank(&self.tail, k - h - l)?)
         }
     }
 
@@ -354,5 +353,44 @@ impl Catalogue {
             .filter(|(_, r)| *r != ABSENT)
             .map(|(k, _)| TensorId::global(*k));
         head.chain(layers).chain(tail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Normalization;
+
+    #[test]
+    fn every_tensor_is_at_its_catalogue_index_and_absent_ones_have_no_slot() {
+        let positions = [
+            Positional::Standard,
+            Positional::Shortformer,
+            Positional::Sinusoidal,
+        ];
+        let norms = [Normalization::LN, Normalization::LNPre, Normalization::RMS];
+        for (mlp, positional, normalization) in [None, Some(32)]
+            .into_iter()
+            .flat_map(|m| positions.into_iter().map(move |p| (m, p)))
+            .flat_map(|(m, p)| norms.into_iter().map(move |n| (m, p, n)))
+        {
+            let mut cfg = Config::new(3, 16, 2, 8, 10, 12, mlp);
+            (cfg.positional, cfg.normalization) = (positional, normalization);
+            let catalogue = Catalogue::new(&cfg);
+            let ids: std::vec::Vec<_> = catalogue.ids().collect();
+            assert_eq!(ids.len(), catalogue.len());
+            for (index, id) in ids.iter().enumerate() {
+                assert_eq!(catalogue.slot(*id), Some(index), "{id}");
+            }
+            for kind in TensorKind::ALL {
+                let at = |layer| catalogue.slot(TensorId::layer(kind, layer));
+                if !kind.present(&cfg) {
+                    assert_eq!(at(0), None, "{kind:?}");
+                }
+                if kind.per_layer() {
+                    assert_eq!(at(3), None, "{kind:?} past the last layer");
+                }
+            }
+        }
     }
 }
