@@ -133,6 +133,10 @@ pub fn matvec(
             (done, fused) = (quads.len(), biased);
         }
     }
+    // Every row done and no bias word left for the rows after `fused`: nothing more to do.
+    if done == out.len() && (fused == done || bias.len() / 4 <= fused) {
+        return;
+    }
     // The other rows one at a time (all of them without the lanes), as [`rescale`] of [`dot`].
     let rest = w.chunks_exact(cols.max(1)).zip(scales.chunks_exact(2));
     for (o, (row, s)) in out.iter_mut().zip(rest).skip(done) {

@@ -181,7 +181,7 @@ impl<'x> Input<'x> {
             _ if FLOAT_PATH => w.matvec(self.x, out),
             _ => out.fill(0.0),
         }
-        if let Some(b) = bias {
+        if let (Some(b), true) = (bias, biased < all.len()) {
             let rest = Vector::new(b.bytes().get(4 * biased..).unwrap_or(&[]));
             rest.add_to(all.get_mut(biased..).unwrap_or(&mut []));
         }
