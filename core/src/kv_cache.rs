@@ -263,16 +263,11 @@ impl<'b> KvCache<'b> {
                 let fits = !wide_q || dh <= int8::WIDE_CHUNK;
                 let whole = dh % 4 == 0 && qq.lanes.len() == dh / 2 && fits;
                 // Four keys at a time, `stride` apart, one pass over the query for all four; the
-                // last `n % 4` keys in one more quad when `buf` and the cache hold the rows after
-                // them (stale positions: their sums are dropped, each kept sum is the same exact
-                // integer), else after the quads.
+                // last `n % 4` keys in one more quad when `buf` has room and the cache the rows
+                // after them (stale positions of the layer: their sums are dropped, each kept sum
+                // is the same exact integer), else after the quads.
                 let up = n.next_multiple_of(4);
-                let room = up <= buf.len()
-                    && up
-                        .saturating_mul(stride)
-                        .saturating_sub(stride)
-                        .saturating_add(dh)
-                        <= keys4.len();
+                let room = up <= buf.len() && up <= self.n_ctx;
                 let quads = match whole {
                     true if room => up,
                     true => n - n % 4,
