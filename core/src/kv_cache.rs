@@ -337,10 +337,7 @@ impl<'b> KvCache<'b> {
             Store::I8 { v, v_scale, .. } if I8 || I16 => {
                 let first = self.value_scales(layer, head);
                 let scales = from(v_scale, first);
-                let max = pattern.iter_mut().zip(scales).fold(0.0, |max, (p, s)| {
-                    *p = *p / sum * s;
-                    mix::max_abs(max, *p)
-                });
+                let max = mix::weights(pattern, sum, scales);
                 let rows = first * self.d_head;
                 match I16 && self.int16() {
                     true => mix::mix16(pattern, max, from(as_i16_ref(v), rows), self.n_ctx, z),

@@ -31,6 +31,22 @@ pub fn max_abs(max: f32, w: f32) -> f32 {
     }
 }
 
+/// The weights `w_j = p_j / sum * s_j` of [`mix`] in place of the pattern `p` (as far as `scales`
+/// goes), returning `max|w_j|` as [`max_abs`] gives it. Non-negative floats (and `+inf`) order as their
+/// bits, so the maximum is an integer one; a sign bit or a NaN takes the float comparisons.
+pub fn weights(pattern: &mut [f32], sum: f32, scales: &[f32]) -> f32 {
+    let n = pattern.len().min(scales.len());
+    let mut top = 0u32;
+    for (p, s) in pattern.iter_mut().zip(scales) {
+        *p = *p / sum * s;
+        top = top.max(p.to_bits());
+    }
+    match top <= f32::INFINITY.to_bits() {
+        true => f32::from_bits(top),
+        false => pattern.iter().take(n).fold(0.0, |max, w| max_abs(max, *w)),
+    }
+}
+
 /// One weight in fixed point: `w * inv` rounded half up, saturated to the `i16` range (NaN to 0).
 #[inline(always)]
 fn fixed(w: f32, inv: f32) -> i32 {
@@ -222,6 +238,30 @@ mod tests {
                 assert!(err <= bound, "seed {seed} i {i}: {err} > {bound}");
                 // Far below the int8 rounding of the values (half a step of 1/127 of max|v|).
                 assert!(err <= 1e-4 * max * sum_v, "seed {seed} i {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn weights_maximum_is_the_float_one() {
+        let scales = [0.5f32, 2.0, 0.0, 1e-3, 7.0, f32::INFINITY];
+        for (pattern, sum) in [
+            (vec![0.25f32, 1.0, 0.5, 0.125, 0.0, 0.0], 1.75),
+            (vec![1.0, 0.0, 0.0, 0.0, 1e-30, 0.5], 3.0),
+            (vec![-1.0, 0.5, 0.0, 2.0, 0.0, 0.0], 1.0),
+            (vec![f32::NAN, 0.5, 1.0, 0.25, 0.0, 0.0], 2.0),
+            (vec![0.0, 0.5, 1.0, 0.25, 0.0, 1.0], 2.0),
+            (vec![-0.0, 0.0, 0.0, 0.0, 0.0, 0.0], 1.0),
+            (vec![0.5, 0.25], 1.0),
+        ] {
+            let n = pattern.len().min(scales.len());
+            let want: Vec<f32> = (0..n).map(|j| pattern[j] / sum * scales[j]).collect();
+            let max_want = want.iter().fold(0.0, |m, w| max_abs(m, *w));
+            let mut got = pattern.clone();
+            let max = weights(&mut got, sum, &scales);
+            assert_eq!(max.to_bits(), max_want.to_bits(), "{pattern:?}");
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(g.to_bits(), w.to_bits());
             }
         }
     }
