@@ -67,6 +67,34 @@ fn lanes(w: [u32; 4], inv: f32) -> (u32, u32) {
     (pack(q[0], q[2]), pack(q[1], q[3]))
 }
 
+/// [`lanes`] of every group of four words of `words`, in place: group `g`'s four weights become
+/// words `2g` and `2g + 1` (groups before `g` are read). The assembly loop (`mix_lanes.rs`) where the
+/// build has it.
+#[cfg(not(all(
+    feature = "dsp",
+    not(feature = "mve"),
+    target_arch = "arm",
+    target_abi = "eabihf"
+)))]
+fn pack_lanes(words: &mut [u32], inv: f32) {
+    for g in 0..words.len() / 4 {
+        if let Some(&[a, b, c, d]) = words.get(4 * g..4 * g + 4) {
+            let (e, o) = lanes([a, b, c, d], inv);
+            if let Some([even, odd]) = words.get_mut(2 * g..2 * g + 2) {
+                (*even, *odd) = (e, o);
+            }
+        }
+    }
+}
+
+#[cfg(all(
+    feature = "dsp",
+    not(feature = "mve"),
+    target_arch = "arm",
+    target_abi = "eabihf"
+))]
+use super::mix_lanes::pack_lanes;
+
 /// The first four bytes of `b` as a little-endian word, zeros where `b` ends.
 #[inline(always)]
 fn padded_word(b: &[u8]) -> u32 {
@@ -92,14 +120,7 @@ pub fn mix(weights: &mut [f32], max: f32, values: &[i8], stride: usize, z: &mut 
     let words: &mut [u32] = bytemuck::cast_slice_mut(weights);
     let groups = n / 4;
     // In place: group g's four weights become words 2g and 2g + 1; groups before g are read.
-    for g in 0..groups {
-        if let Some(&[a, b, c, d]) = words.get(4 * g..4 * g + 4) {
-            let (e, o) = lanes([a, b, c, d], inv);
-            if let Some([even, odd]) = words.get_mut(2 * g..2 * g + 2) {
-                (*even, *odd) = (e, o);
-            }
-        }
-    }
+    pack_lanes(words.get_mut(..4 * groups).unwrap_or(&mut []), inv);
     // The last `n % 4` weights, zeros after them: a group of their own when every row has the bytes
     // (stale positions, times zero) and there is room for its words, else added row by row.
     let mut tail = [0u32; 4];

@@ -19,6 +19,13 @@ pub(crate) mod int4_rows;
 pub(crate) mod int8;
 pub(crate) mod linear;
 pub(crate) mod mix;
+#[cfg(all(
+    feature = "dsp",
+    not(feature = "mve"),
+    target_arch = "arm",
+    target_abi = "eabihf"
+))]
+mod mix_lanes;
 #[cfg(all(feature = "mve", target_arch = "arm"))]
 mod mve;
 pub mod offset;
