@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::math::rows;
 use crate::quant::activations::{quantize_into, quantize_one16, scale16, scale_of};
 use crate::quant::linear::quantize_as;
-use crate::quant::{dot4, int8, mix};
+use crate::quant::{attention_loops, dot4, int8, mix};
 
 /// Whether this build has the `f32` and the int8 cache (features `activations-f32`, and
 /// `activations-i8` or `activations-i16`).
@@ -283,12 +283,10 @@ impl<'b> KvCache<'b> {
                 let scales = from(k_scale, self.value_scales(layer, head));
                 let (scales4, scales) = scales.split_at(row4.len().min(scales.len()));
                 let mut scales = scales.iter();
+                keep(attention_loops::scores(row4, scales4, qq.scale, attn_scale));
                 let mut score = |acc: f32, s_k: Option<&f32>| {
                     keep(acc * (qq.scale * s_k.copied().unwrap_or(0.0)) / attn_scale)
                 };
-                for (s, s_k) in row4.iter_mut().zip(scales4) {
-                    *s = score(s.to_bits() as i32 as f32, Some(s_k));
-                }
                 // With int16 queries (no cheap single-key dot product), the last keys as one more
                 // quad when the cache holds the rows after them but `buf` has no room.
                 let next = keys4.get(quads * stride..).unwrap_or(&[]);

@@ -7,6 +7,7 @@
 //! the 16-bit lanes of two words, `SMLAD`), and rescaled once. The weights' rounding, at most `S / 2` each, is 1/65534 of the largest weight: far
 //! below the int8 rounding of the values it multiplies.
 
+use super::attention_loops::{pack_lanes, rescale};
 use super::{dot4, dsp};
 
 /// Largest magnitude of a fixed-point weight (for up to 512 positions; see [`w_max`]).
@@ -62,38 +63,10 @@ fn pack(a: i32, b: i32) -> u32 {
 /// The lanes of four consecutive weights (`f32` bits) for [`dsp::mac_lanes`]: `(pack(q0, q2),
 /// pack(q1, q3))`, the pairing `SXTB16` makes of a word of values.
 #[inline(always)]
-fn lanes(w: [u32; 4], inv: f32) -> (u32, u32) {
+pub(super) fn lanes(w: [u32; 4], inv: f32) -> (u32, u32) {
     let q = w.map(|w| fixed(f32::from_bits(w), inv));
     (pack(q[0], q[2]), pack(q[1], q[3]))
 }
-
-/// [`lanes`] of every group of four words of `words`, in place: group `g`'s four weights become
-/// words `2g` and `2g + 1` (groups before `g` are read). The assembly loop (`mix_lanes.rs`) where the
-/// build has it.
-#[cfg(not(all(
-    feature = "dsp",
-    not(feature = "mve"),
-    target_arch = "arm",
-    target_abi = "eabihf"
-)))]
-fn pack_lanes(words: &mut [u32], inv: f32) {
-    for g in 0..words.len() / 4 {
-        if let Some(&[a, b, c, d]) = words.get(4 * g..4 * g + 4) {
-            let (e, o) = lanes([a, b, c, d], inv);
-            if let Some([even, odd]) = words.get_mut(2 * g..2 * g + 2) {
-                (*even, *odd) = (e, o);
-            }
-        }
-    }
-}
-
-#[cfg(all(
-    feature = "dsp",
-    not(feature = "mve"),
-    target_arch = "arm",
-    target_abi = "eabihf"
-))]
-use super::mix_lanes::pack_lanes;
 
 /// The first four bytes of `b` as a little-endian word, zeros where `b` ends.
 #[inline(always)]
@@ -153,8 +126,13 @@ pub fn mix(weights: &mut [f32], max: f32, values: &[i8], stride: usize, z: &mut 
     let quads = z.len() - z.len() % 4;
     let (z4, rest) = z.split_at_mut(quads);
     dot4::dot4_strided(values, stride, packed, bytemuck::cast_slice_mut(z4));
-    for (i, z) in z4.iter_mut().enumerate() {
-        *z = finish(z.to_bits() as i32, i);
+    match tail {
+        None => rescale(z4, scale),
+        Some(_) => {
+            for (i, z) in z4.iter_mut().enumerate() {
+                *z = finish(z.to_bits() as i32, i);
+            }
+        }
     }
     for (r, z) in rest.iter_mut().enumerate() {
         let row = values

@@ -8,8 +8,16 @@
 //! the integers `libm::roundf` gives, so a quantised model computes the same bits on every target.
 
 pub mod activations;
+pub(crate) mod attention_loops;
 pub(crate) mod dot4;
 pub(crate) mod dsp;
+#[cfg(all(
+    feature = "dsp",
+    not(feature = "mve"),
+    target_arch = "arm",
+    target_abi = "eabihf"
+))]
+mod dsp_attention;
 #[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
 mod dsp_kernel;
 #[cfg(feature = "encode")]
@@ -19,13 +27,6 @@ pub(crate) mod int4_rows;
 pub(crate) mod int8;
 pub(crate) mod linear;
 pub(crate) mod mix;
-#[cfg(all(
-    feature = "dsp",
-    not(feature = "mve"),
-    target_arch = "arm",
-    target_abi = "eabihf"
-))]
-mod mix_lanes;
 #[cfg(all(feature = "mve", target_arch = "arm"))]
 mod mve;
 pub mod offset;
