@@ -1,6 +1,6 @@
 //! The attention's per-score and per-position loops over the int8 cache's integer sums: the scores'
-//! rescaling and maximum ([`scores`]), the value mix's fixed-point weights ([`pack_lanes`]) and its
-//! sums' rescaling ([`rescale`]). Portable Rust here; on cores with the DSP instructions and an FPU the
+//! rescaling and maximum ([`scores`]), the value mix's weights and their maximum ([`weight_bits`]),
+//! their fixed-point lanes ([`pack_lanes`]) and the mix's sums' rescaling ([`rescale`]). Portable Rust here; on cores with the DSP instructions and an FPU the
 //! same operations in the same order in assembly (`dsp_attention.rs`), so the same bits.
 
 #[cfg(all(
@@ -9,14 +9,14 @@
     target_arch = "arm",
     target_abi = "eabihf"
 ))]
-pub(crate) use super::dsp_attention::{pack_lanes, rescale, scores};
+pub(crate) use super::dsp_attention::{pack_lanes, rescale, scores, weight_bits};
 #[cfg(not(all(
     feature = "dsp",
     not(feature = "mve"),
     target_arch = "arm",
     target_abi = "eabihf"
 )))]
-pub(crate) use portable::{pack_lanes, rescale, scores};
+pub(crate) use portable::{pack_lanes, rescale, scores, weight_bits};
 
 #[allow(dead_code)]
 mod portable {
@@ -32,6 +32,17 @@ mod portable {
             max = crate::math::max_of(core::iter::once(*s), max);
         }
         max
+    }
+
+    /// `p_j <- p_j / sum * scales[j]` for `j < min(pattern.len(), scales.len())`, returning the
+    /// largest of their bits (0 for none).
+    pub(crate) fn weight_bits(pattern: &mut [f32], scales: &[f32], sum: f32) -> u32 {
+        let mut top = 0u32;
+        for (p, s) in pattern.iter_mut().zip(scales) {
+            *p = *p / sum * s;
+            top = top.max(p.to_bits());
+        }
+        top
     }
 
     /// Words `4g .. 4g + 4` of `words` (the `f32` bits of four weights) become words `2g`, `2g + 1`,

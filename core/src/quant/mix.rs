@@ -7,7 +7,7 @@
 //! the 16-bit lanes of two words, `SMLAD`), and rescaled once. The weights' rounding, at most `S / 2` each, is 1/65534 of the largest weight: far
 //! below the int8 rounding of the values it multiplies.
 
-use super::attention_loops::{pack_lanes, rescale};
+use super::attention_loops::{pack_lanes, rescale, weight_bits};
 use super::{dot4, dsp};
 
 /// Largest magnitude of a fixed-point weight (for up to 512 positions; see [`w_max`]).
@@ -37,11 +37,8 @@ pub fn max_abs(max: f32, w: f32) -> f32 {
 /// bits, so the maximum is an integer one; a sign bit or a NaN takes the float comparisons.
 pub fn weights(pattern: &mut [f32], sum: f32, scales: &[f32]) -> f32 {
     let n = pattern.len().min(scales.len());
-    let mut top = 0u32;
-    for (p, s) in pattern.iter_mut().zip(scales) {
-        *p = *p / sum * s;
-        top = top.max(p.to_bits());
-    }
+    let (pattern, scales) = (&mut pattern[..n], &scales[..n]);
+    let top = weight_bits(pattern, scales, sum);
     match top <= f32::INFINITY.to_bits() {
         true => f32::from_bits(top),
         false => pattern.iter().take(n).fold(0.0, |max, w| max_abs(max, *w)),
