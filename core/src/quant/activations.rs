@@ -1,6 +1,6 @@
 //! Per-token symmetric quantisation of an activation vector: int8 (`scale = max|x| / 127`) or int16
 //! (`scale = max|x| / 32767`), `q = round(x * (1 / scale))` to nearest, ties to even, so
-//! `x ~ q * scale`. The weight encoders round `w / scale` half away from zero ([`quantize_one`]).
+//! `x ~ q * scale`. The weight encoders round `w / scale` half away from zero (`encode::quantize_one`).
 
 /// Largest magnitude of a quantised value: the range is symmetric, `-127..=127`.
 pub const Q_MAX: f32 = 127.0;
@@ -27,9 +27,9 @@ pub fn quantize_one16(x: f32, inv: f32) -> i16 {
 
 /// One int8 activation: `x * inv` rounded to nearest, ties to even, saturated to the `i8` range (one
 /// `SSAT`). With `inv` from [`scale8`] of a vector holding `x` the result is within `-127..=127`:
-/// `|x| * inv <= 127 * (1 + 2^-23) < 127.5`; a NaN goes to an end of the range. A multiply where
-/// [`quantize_one`] divides, and no tie fix: the same integer but where `x * inv` and `x / scale`
-/// straddle a half.
+/// `|x| * inv <= 127 * (1 + 2^-23) < 127.5`; a NaN goes to an end of the range. A multiply where the
+/// weights' `encode::quantize_one` divides, and no tie fix: the same integer but where `x * inv` and
+/// `x / scale` straddle a half.
 #[inline(always)]
 pub fn quantize_one8(x: f32, inv: f32) -> i8 {
     nearest(x * inv).clamp(-128, 127) as i8
