@@ -97,17 +97,28 @@ pub struct Quantized<'q> {
 /// more bytes, word-aligned after the values, the values' lanes go there too.
 pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     let n = x.len().min(buf.len());
-    let (scale, inv) = scale8(&x[..n]);
+    let x = &x[..n];
+    let (scale, inv) = scale8(x);
     let (q, rest) = buf.split_at_mut(n);
-    quantize_into(x, inv, q.iter_mut());
     let words = match bytemuck::try_cast_slice_mut::<i8, u32>(rest) {
         Ok(words) if n % 4 == 0 => words.get_mut(..n / 2).unwrap_or(&mut []),
         _ => &mut [],
     };
-    for (lanes, q) in words.chunks_exact_mut(2).zip(q.chunks_exact(4)) {
-        let w = u32::from_le_bytes([q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8]);
-        lanes[0] = super::dsp::sxtb16(w);
-        lanes[1] = super::dsp::sxtb16_ror8(w);
+    match words.is_empty() {
+        true => quantize_into(x, inv, q.iter_mut()),
+        // Four values at a time, their lanes from the same registers.
+        false => {
+            let groups = q.chunks_exact_mut(4).zip(x.chunks_exact(4));
+            for ((q, x), lanes) in groups.zip(words.chunks_exact_mut(2)) {
+                let v = [0, 1, 2, 3].map(|k| quantize_one8(x[k], inv));
+                let (even, odd) = (lane_pair(v[0], v[2]), lane_pair(v[1], v[3]));
+                // The bytes from the lanes: the low byte of each 16-bit lane, `[q0, q1, q2, q3]`.
+                let bytes = (even & 0x00ff_00ff) | (odd & 0x00ff_00ff) << 8;
+                q.copy_from_slice(&bytes.to_le_bytes().map(|b| b as i8));
+                lanes[0] = even;
+                lanes[1] = odd;
+            }
+        }
     }
     Quantized {
         q,
@@ -115,6 +126,12 @@ pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
         scale,
         lanes: words,
     }
+}
+
+/// Two int8 values as the kernel's 16-bit lanes: `a` in the low half, `b` in the high, sign-extended.
+#[inline(always)]
+fn lane_pair(a: i8, b: i8) -> u32 {
+    (a as i16 as u16 as u32) | ((b as i16 as u16 as u32) << 16)
 }
 
 /// The [`Quantized`] that [`quantize`] of `n` values with `scale` left in `buf`, read again.
@@ -360,9 +377,16 @@ mod tests {
                 .map(|_| f32::from_bits(next() & 0xbfff_ffff))
                 .collect();
             let (scale, inv) = scale8(&x);
-            let mut buf = std::vec![0i8; n];
-            let q = quantize(&x, &mut buf);
+            // Room for the lanes: given when `n` is whole groups of four.
+            let mut buf = std::vec![0u32; n];
+            let q = quantize(&x, bytemuck::cast_slice_mut(&mut buf));
             assert_eq!(q.scale, scale);
+            assert_eq!(q.lanes.len(), if n % 4 == 0 { n / 2 } else { 0 });
+            for (lanes, v) in q.lanes.chunks_exact(2).zip(q.q.chunks_exact(4)) {
+                assert_eq!(lanes, [lane_pair(v[0], v[2]), lane_pair(v[1], v[3])]);
+                let word = u32::from_le_bytes([v[0] as u8, v[1] as u8, v[2] as u8, v[3] as u8]);
+                assert_eq!(lanes[0], crate::quant::dsp::sxtb16(word));
+            }
             for (&q, &x) in q.q.iter().zip(&x) {
                 assert_eq!(q, quantize_one8(x, inv));
                 assert!((-127..=127).contains(&q), "{x} * {inv}");
