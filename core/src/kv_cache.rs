@@ -11,7 +11,7 @@ use crate::blob::Activations;
 use crate::config::Config;
 use crate::error::Error;
 use crate::math::rows;
-use crate::quant::activations::{quantize_into, quantize_one16, scale16, scale_of};
+use crate::quant::activations::{quantize_into, quantize_one16, scale16, scale8};
 use crate::quant::linear::quantize_as;
 use crate::quant::{attention_loops, dot4, int8, mix};
 
@@ -429,8 +429,9 @@ fn store_i16<'q>(x: &[f32], q: impl Iterator<Item = &'q mut i16>, scale: Option<
 /// `max|x| / 127`, stored in `scale`; nothing if the scale has no slot.
 fn store_i8<'q>(x: &[f32], q: impl Iterator<Item = &'q mut i8>, scale: Option<&mut f32>) {
     if let Some(scale) = scale {
-        *scale = scale_of(x);
-        quantize_into(x, *scale, q);
+        let inv;
+        (*scale, inv) = scale8(x);
+        quantize_into(x, inv, q);
     }
 }
 

@@ -4,8 +4,9 @@
 //! value mix (`mix`), the centring of one-signed inputs ([`offset`]), and (feature `encode`) the weight
 //! row encoders the converter uses.
 //!
-//! Every float operation here happens in one fixed order (no reassociation, no FMA), and rounding gives
-//! the integers `libm::roundf` gives, so a quantised model computes the same bits on every target.
+//! Every float operation here happens in one fixed order (no reassociation, no FMA), and each rounding
+//! to an integer is spelled out on the float's bits (activations to nearest even, weights half away
+//! from zero), so a quantised model computes the same bits on every target.
 
 pub mod activations;
 pub(crate) mod attention_loops;
