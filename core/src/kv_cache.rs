@@ -11,9 +11,9 @@ use crate::blob::Activations;
 use crate::config::Config;
 use crate::error::Error;
 use crate::math::rows;
-use crate::quant::activations::{quantize_into, quantize_one16, scale16, scale_of};
+use crate::quant::activations::{quantize_into, quantize_one16, scale16, scale8};
 use crate::quant::linear::quantize_as;
-use crate::quant::{dot4, int8, mix};
+use crate::quant::{attention_loops, dot4, int8, mix};
 
 /// Whether this build has the `f32` and the int8 cache (features `activations-f32`, and
 /// `activations-i8` or `activations-i16`).
@@ -204,11 +204,11 @@ impl<'b> KvCache<'b> {
         }
     }
 
-    /// Attention scores of `head` at `layer` over positions `0 .. row.len()`:
-    /// `row[j] = (q . k_j) / attn_scale`, returning their maximum ([`crate::math::softmax::max`]). An int8 cache
-    /// quantises `q` (one head, `d_head`) into `scratch`, to int8 or (`wide_q`, W8A16) int16, and
-    /// computes `(acc_j * (s_q * s_kj)) / attn_scale` with `acc_j` exact (an int16 cache: int16 queries,
-    /// `i64` sums).
+    /// Attention scores of `head` at `layer` over positions `0 .. n` (at most `buf.len()`):
+    /// `buf[j] = (q . k_j) / attn_scale`, returning their maximum ([`crate::math::softmax::max`]);
+    /// `buf[n..]` is scratch. An int8 cache quantises `q` (one head, `d_head`) into `scratch`, to int8
+    /// or (`wide_q`, W8A16) int16, and computes `(acc_j * (s_q * s_kj)) / attn_scale` with `acc_j`
+    /// exact (an int16 cache: int16 queries, `i64` sums).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn scores(
         &self,
@@ -218,9 +218,11 @@ impl<'b> KvCache<'b> {
         wide_q: bool,
         scratch: &mut [i8],
         attn_scale: f32,
-        row: &mut [f32],
+        buf: &mut [f32],
+        n: usize,
     ) -> f32 {
         let dh = self.d_head;
+        let n = n.min(buf.len());
         let mut max = f32::NEG_INFINITY;
         let mut keep = |s: f32| {
             max = crate::math::max_of(core::iter::once(s), max);
@@ -229,12 +231,14 @@ impl<'b> KvCache<'b> {
         match &self.store {
             Store::F32 { k, .. } if F32 => {
                 // Four keys per pass over the query, `n_heads * d_head` apart.
+                let row = &mut buf[..n];
                 let keys = from(k, self.slot(layer, 0, head) * dh);
                 let q = q.get(..dh).unwrap_or(q);
                 rows::dot4_f32(keys, self.n_heads * dh, q, row);
                 row.iter_mut().for_each(|s| *s = keep(*s / attn_scale));
             }
             Store::I8 { k, k_scale, .. } if I16 && self.int16() => {
+                let row = &mut buf[..n];
                 let qq = quantize_as(q, true, scratch);
                 let stride = self.n_heads * dh;
                 let keys = from(as_i16_ref(k), self.slot(layer, 0, head) * dh);
@@ -255,26 +259,36 @@ impl<'b> KvCache<'b> {
                 let first = self.slot(layer, 0, head);
                 let stride = self.n_heads * dh;
                 let keys = from(k, first * dh);
+                let keys4: &[u8] = bytemuck::cast_slice(keys);
                 let fits = !wide_q || dh <= int8::WIDE_CHUNK;
                 let whole = dh % 4 == 0 && qq.lanes.len() == dh / 2 && fits;
-                // Four keys at a time, `stride` apart, one pass over the query for all four; then
-                // the last `row.len() % 4` keys one by one.
-                let quads = if whole { row.len() - row.len() % 4 } else { 0 };
-                let (row4, rest) = row.split_at_mut(quads);
+                // Four keys at a time, `stride` apart, one pass over the query for all four; the
+                // last `n % 4` keys in one more quad when `buf` has room and the cache the rows
+                // after them (stale positions of the layer: their sums are dropped, each kept sum
+                // is the same exact integer), else after the quads.
+                let up = n.next_multiple_of(4);
+                let room = up <= buf.len() && up <= self.n_ctx;
+                let quads = match whole {
+                    true if room => up,
+                    true => n - n % 4,
+                    false => 0,
+                };
+                dot4::dot4_strided(
+                    keys4,
+                    stride,
+                    qq.lanes,
+                    bytemuck::cast_slice_mut(&mut buf[..quads]),
+                );
+                let (row4, rest) = buf[..n].split_at_mut(quads.min(n));
                 let scales = from(k_scale, self.value_scales(layer, head));
-                let (scales4, scales) = scales.split_at(quads.min(scales.len()));
+                let (scales4, scales) = scales.split_at(row4.len().min(scales.len()));
                 let mut scales = scales.iter();
-                let keys4: &[u8] = bytemuck::cast_slice(keys);
-                dot4::dot4_strided(keys4, stride, qq.lanes, bytemuck::cast_slice_mut(row4));
+                keep(attention_loops::scores(row4, scales4, qq.scale, attn_scale));
                 let mut score = |acc: f32, s_k: Option<&f32>| {
                     keep(acc * (qq.scale * s_k.copied().unwrap_or(0.0)) / attn_scale)
                 };
-                for (s, s_k) in row4.iter_mut().zip(scales4) {
-                    *s = score(s.to_bits() as i32 as f32, Some(s_k));
-                }
                 // With int16 queries (no cheap single-key dot product), the last keys as one more
-                // quad when the cache holds the rows after them (stale positions: their sums are
-                // dropped); each kept sum is the same exact integer.
+                // quad when the cache holds the rows after them but `buf` has no room.
                 let next = keys4.get(quads * stride..).unwrap_or(&[]);
                 if wide_q && whole && !rest.is_empty() && next.len() >= 3 * stride + dh {
                     let mut sums = [0i32; 4];
@@ -321,10 +335,7 @@ impl<'b> KvCache<'b> {
             Store::I8 { v, v_scale, .. } if I8 || I16 => {
                 let first = self.value_scales(layer, head);
                 let scales = from(v_scale, first);
-                let max = pattern.iter_mut().zip(scales).fold(0.0, |max, (p, s)| {
-                    *p = *p / sum * s;
-                    mix::max_abs(max, *p)
-                });
+                let max = mix::weights(pattern, sum, scales);
                 let rows = first * self.d_head;
                 match I16 && self.int16() {
                     true => mix::mix16(pattern, max, from(as_i16_ref(v), rows), self.n_ctx, z),
@@ -418,22 +429,24 @@ fn store_i16<'q>(x: &[f32], q: impl Iterator<Item = &'q mut i16>, scale: Option<
 /// `max|x| / 127`, stored in `scale`; nothing if the scale has no slot.
 fn store_i8<'q>(x: &[f32], q: impl Iterator<Item = &'q mut i8>, scale: Option<&mut f32>) {
     if let Some(scale) = scale {
-        *scale = scale_of(x);
-        quantize_into(x, *scale, q);
+        let inv;
+        (*scale, inv) = scale8(x);
+        quantize_into(x, inv, q);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::activations::quantize16;
+    use crate::quant::activations::{quantize, quantize16};
     use crate::testing::lcg;
     use std::{vec, vec::Vec};
 
     #[test]
-    fn int16_query_scores_are_the_exact_sums_whatever_the_last_keys_take() {
-        // 11 positions: the last `len % 4` keys take the kernel's extra quad while the cache holds
-        // three rows after them, and the single-key path at the end of the cache.
+    fn scores_are_the_exact_sums_whatever_the_last_keys_take() {
+        // 11 positions: the last `len % 4` keys take one more quad of the kernel where the buffer
+        // has room, else (int16 queries) the extra quad while the cache holds three rows after them,
+        // and the single-key path at the end of the cache.
         let cfg = Config::new(2, 32, 2, 16, 8, 11, None);
         let mut buf = vec![0.0f32; KvCache::len(&cfg, Activations::I16)];
         let mut kv = KvCache::new(&cfg, Activations::I16, &mut buf).unwrap();
@@ -446,27 +459,36 @@ mod tests {
             }
         }
         let mut scratch = vec![0u32; 16];
-        for (layer, head, len) in
-            (0..2).flat_map(|l| (0..2).flat_map(move |h| (1..=11).map(move |n| (l, h, n))))
+        let cases = (0..2).flat_map(|l| (0..2).flat_map(move |h| (1..=11).map(move |n| (l, h, n))));
+        for ((layer, head, len), (wide, room)) in
+            cases.flat_map(|c| [(true, 0), (true, 3), (false, 0), (false, 3)].map(move |w| (c, w)))
         {
             let q: Vec<f32> = (0..16).map(|_| next()).collect();
-            let mut row = vec![0.0f32; len];
+            let mut row = vec![7.0f32; len + room];
             let scratch = bytemuck::cast_slice_mut(&mut scratch);
-            let max = kv.scores(layer, head, &q, true, scratch, 4.0, &mut row);
+            let max = kv.scores(layer, head, &q, wide, scratch, 4.0, &mut row, len);
             let mut words = [0u32; 8];
-            let qq = quantize16(&q, bytemuck::cast_slice_mut(&mut words));
+            let qq = match wide {
+                true => quantize16(&q, bytemuck::cast_slice_mut(&mut words)),
+                false => quantize(&q, bytemuck::cast_slice_mut(&mut words)),
+            };
             let Store::I8 { k, k_scale, .. } = &kv.store else {
                 unreachable!()
             };
+            let row = &row[..len];
             for (j, s) in row.iter().enumerate() {
                 let key = &k[kv.range(layer, j, head)];
-                let acc: i64 = (0..16).map(|i| key[i] as i64 * qq.wide.get(i) as i64).sum();
+                let x = |i: usize| match wide {
+                    true => qq.wide.get(i) as i64,
+                    false => qq.q[i] as i64,
+                };
+                let acc: i64 = (0..16).map(|i| key[i] as i64 * x(i)).sum();
                 let s_k = k_scale[kv.value_scales(layer, head) + j];
                 let want = acc as f32 * (qq.scale * s_k) / 4.0;
                 assert_eq!(
                     s.to_bits(),
                     want.to_bits(),
-                    "layer {layer} head {head} len {len} key {j}"
+                    "layer {layer} head {head} len {len} wide {wide} room {room} key {j}"
                 );
             }
             assert_eq!(max, row.iter().fold(f32::NEG_INFINITY, |m, s| m.max(*s)));

@@ -143,10 +143,11 @@ fn mix<H: Hooks>(s: &mut Step<'_, '_, H>, ws: &mut Workspace<'_>, kv: &mut KvCac
     let wide_q = width(activations) == Some(true);
     for r in 0..n {
         s.pos = first + r;
-        let row_scores = &mut ws.scores[..=s.pos.min(cfg.n_ctx - 1)];
+        let keys = s.pos.min(cfg.n_ctx - 1) + 1;
         let (q, z) = (row(ws.q, r, da), row(ws.z, r, da));
         for (h, (q, z)) in q.chunks_exact(dh).zip(z.chunks_exact_mut(dh)).enumerate() {
-            let mut max = kv.scores(layer, h, q, wide_q, ws.quant, scale, row_scores);
+            let mut max = kv.scores(layer, h, q, wide_q, ws.quant, scale, ws.scores, keys);
+            let row_scores = &mut ws.scores[..keys];
             if s.wants(HookKind::AttnScores) {
                 s.hook(HookKind::AttnScores, h, row_scores);
                 max = softmax::max(row_scores);

@@ -27,6 +27,17 @@ const C: [f32; 5] = [
     f32::from_bits(0x3c09_1cee),
     f32::from_bits(0x3ab5_121f),
 ];
+/// The constants of the device's softmax loop (`dsp_exp.rs`), in the order its registers take them:
+/// [`INV_LN2`], [`ROUND`], [`LN2_HI`], [`LN2_LO`], [`C`], 1.
+#[cfg(all(
+    feature = "dsp",
+    not(feature = "mve"),
+    target_arch = "arm",
+    target_abi = "eabihf"
+))]
+pub(crate) static LOOP_CONSTANTS: [f32; 10] = [
+    INV_LN2, ROUND, LN2_HI, LN2_LO, C[0], C[1], C[2], C[3], C[4], 1.0,
+];
 /// The `k` for which `e^r 2^k` is a normal `f32` (`e^r` lies in `[0.70, 1.42]`): the fast path.
 const K_MIN: i32 = -125;
 /// See [`K_MIN`].

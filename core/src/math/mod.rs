@@ -4,6 +4,14 @@
 //! the same bits; the softmax's exponential is `exp.rs`, basic `f32` operations only, the same bits too.
 
 pub(crate) mod activation;
+#[cfg(all(
+    feature = "dsp",
+    not(feature = "mve"),
+    not(feature = "fast-math"),
+    target_arch = "arm",
+    target_abi = "eabihf"
+))]
+mod dsp_exp;
 #[cfg(not(feature = "fast-math"))]
 pub(crate) mod exp;
 pub mod norm;

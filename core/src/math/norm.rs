@@ -28,28 +28,37 @@ pub(crate) fn each4(dst: &mut [f32], src: &[f32], mut f: impl FnMut(&mut f32, f3
 }
 
 /// `x = src` (over the shorter length), centred (LN only), and `scale = sqrt(mean(x^2) + eps)`: the
-/// copy with the mean's sum, then the centring with the squares' sum, one pass each (RMSNorm
+/// mean's sum over `src`, then the copy centred with the squares' sum, one pass each (RMSNorm
 /// subtracts 0, which leaves every value as it is). Returns `scale`, or 1 for no norm or an empty
 /// vector (then `x` is only the copy).
 pub fn scale(norm: Normalization, eps: f32, src: &[f32], x: &mut [f32]) -> f32 {
-    // `Iterator::sum`'s start, so that an all-negative-zero vector sums to -0.
-    let mut sum = -0.0f32;
-    each4(x, src, |v, s| {
-        *v = s;
-        sum += s;
-    });
     let len = x.len().min(src.len());
+    let (x, src) = (&mut x[..len], &src[..len]);
     if !norm.is_some() || len == 0 {
+        x.copy_from_slice(src);
         return 1.0;
     }
     let n = len as f32;
-    let mean = if norm.centers() { sum / n } else { 0.0 };
+    let mean = match norm.centers() {
+        true => sum(src) / n,
+        false => 0.0,
+    };
     let mut sq = -0.0f32;
-    each4_mut(&mut x[..len], |v| {
-        *v -= mean;
+    each4(x, src, |v, s| {
+        *v = s - mean;
         sq += *v * *v;
     });
     libm::sqrtf(sq / n + eps)
+}
+
+/// `x[0] + x[1] + ...` left to right from -0 (`Iterator::sum`'s start, so that an all-negative-zero
+/// vector sums to -0), four values per loop test.
+#[inline(always)]
+fn sum(x: &[f32]) -> f32 {
+    let x4 = x.chunks_exact(4);
+    let rest = x4.remainder();
+    let total = x4.fold(-0.0f32, |t, q| q.iter().fold(t, |t, &v| t + v));
+    rest.iter().fold(total, |t, &v| t + v)
 }
 
 /// In place: `x / scale` (nothing for no norm).

@@ -30,6 +30,28 @@ pub fn max(x: &[f32]) -> f32 {
 /// finishes it, bit for bit.
 pub fn exp_shifted(x: &mut [f32], max: f32) -> f32 {
     let mut sum = 0.0f32;
+    // The assembly loop where the build has it, stopping where the exponential leaves its fast path.
+    #[cfg(all(
+        feature = "dsp",
+        not(feature = "mve"),
+        not(feature = "fast-math"),
+        target_arch = "arm",
+        target_abi = "eabihf"
+    ))]
+    {
+        let mut at = 0;
+        while let Some(rest) = x.get_mut(at..).filter(|r| !r.is_empty()) {
+            at += super::dsp_exp::run(rest, max, &mut sum);
+            if let Some(v) = x.get_mut(at) {
+                let e = super::exp::exp(*v - max);
+                *v = e;
+                sum += e;
+                at += 1;
+            }
+        }
+        return sum;
+    }
+    #[allow(unreachable_code)]
     for v in x.iter_mut() {
         #[cfg(feature = "fast-math")]
         let e = exp(*v - max);

@@ -1,5 +1,6 @@
 //! Per-token symmetric quantisation of an activation vector: int8 (`scale = max|x| / 127`) or int16
-//! (`scale = max|x| / 32767`), `q = round(x / scale)` (half away from zero), so `x ~ q * scale`.
+//! (`scale = max|x| / 32767`), `q = round(x * (1 / scale))` to nearest, ties to even, so
+//! `x ~ q * scale`. The weight encoders round `w / scale` half away from zero (`encode::quantize_one`).
 
 /// Largest magnitude of a quantised value: the range is symmetric, `-127..=127`.
 pub const Q_MAX: f32 = 127.0;
@@ -7,50 +8,31 @@ pub const Q_MAX: f32 = 127.0;
 /// Largest magnitude of an int16 activation: `-32767..=32767`.
 pub const Q16_MAX: f32 = 32767.0;
 
-/// One int8 value, for activations and for the weight encoders alike: `x / scale` rounded half away
-/// from zero (the integer `libm::roundf` gives, without its call), clamped to `-127..=127`. A non-finite
-/// quotient (from a zero or non-finite scale) gives 0 (NaN) or the clamp, never a panic.
-///
-/// The FPU rounds: adding `1.5 * 2^23` leaves no fraction bits, so the sum is the nearest integer plus
-/// that constant (ties to even, IEEE 754's default on every target; Rust never contracts to a fused
-/// multiply-add), read back from its bits. Within `-127..=127` that integer is the answer but for a
-/// tie (`y - nearest`, exact, is `+-0.5`) that went to the even neighbour towards zero, which moves
-/// one step away from zero; outside it (`|y| >= 127.5`, or a NaN, whose bits land far from the
-/// constant's) the clamp decides. Integer tests on the bits, the same answers as `libm::roundf`.
-#[inline]
-pub fn quantize_one(x: f32, scale: f32) -> i8 {
+/// `y` rounded to the nearest integer, ties to even: the FPU's own rounding, adding `1.5 * 2^23` leaves
+/// no fraction bits, read back from the sum's bits. Exact for `|y| < 2^22`; beyond, or for a NaN, a
+/// large value of the input's sign, which the callers' clamps take.
+#[inline(always)]
+fn nearest(y: f32) -> i32 {
     const MAGIC: f32 = 12_582_912.0;
-    let y = x / scale;
-    let r = y + MAGIC;
-    let q = (r.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
-    if (q.wrapping_add(127) as u32) <= 254 {
-        let d = y - (r - MAGIC);
-        if d.to_bits() << 1 != 0.5f32.to_bits() << 1 {
-            q as i8
-        } else if d > 0.0 && y > 0.0 {
-            q as i8 + 1
-        } else if d < 0.0 && y < 0.0 {
-            q as i8 - 1
-        } else {
-            q as i8
-        }
-    } else if y > 0.0 {
-        127
-    } else if y < 0.0 {
-        -127
-    } else {
-        0
-    }
+    (y + MAGIC).to_bits() as i32 - MAGIC.to_bits() as i32
 }
 
 /// One int16 value: `x * inv` (`inv = 32767 / max|x|`, [`scale16`]) rounded to nearest, ties to even
-/// (the FPU's own rounding through `1.5 * 2^23`: at 1/65534 of the vector's range the tie rule does
-/// not matter, and no division or tie fix is spent), clamped to `-32767..=32767` (a NaN to the clamp).
+/// (at 1/65534 of the vector's range the tie rule does not matter, and no division or tie fix is
+/// spent), clamped to `-32767..=32767` (a NaN to the clamp).
 #[inline(always)]
 pub fn quantize_one16(x: f32, inv: f32) -> i16 {
-    const MAGIC: f32 = 12_582_912.0;
-    let r = x * inv + MAGIC;
-    (r.to_bits() as i32 - MAGIC.to_bits() as i32).clamp(-32767, 32767) as i16
+    nearest(x * inv).clamp(-32767, 32767) as i16
+}
+
+/// One int8 activation: `x * inv` rounded to nearest, ties to even, saturated to the `i8` range (one
+/// `SSAT`). With `inv` from [`scale8`] of a vector holding `x` the result is within `-127..=127`:
+/// `|x| * inv <= 127 * (1 + 2^-23) < 127.5`; a NaN goes to an end of the range. A multiply where the
+/// weights' `encode::quantize_one` divides, and no tie fix: the same integer but where `x * inv` and
+/// `x / scale` straddle a half.
+#[inline(always)]
+pub fn quantize_one8(x: f32, inv: f32) -> i8 {
+    nearest(x * inv).clamp(-128, 127) as i8
 }
 
 /// `max|x|` over the values of `x` that are not NaN (+0 for none): as integers, each value's bits
@@ -70,20 +52,29 @@ pub fn max_abs(x: &[f32]) -> f32 {
     }
 }
 
-/// The int16 scale of a vector and its inverse: `(max|x| / 32767, 32767 / max|x|)`, `(0, 0)` for an
-/// all-zero vector (NaNs ignored).
+/// A vector's scale and its inverse for the largest integer `q_max`: `(max|x| / q_max, q_max / max|x|)`,
+/// `(0, 0)` for an all-zero vector (NaNs ignored); the inverse at most `f32::MAX` (a subnormal maximum).
 #[inline]
-pub fn scale16(x: &[f32]) -> (f32, f32) {
+fn scale_and_inverse(x: &[f32], q_max: f32) -> (f32, f32) {
     let max = max_abs(x);
     match max > 0.0 {
-        true => (max / Q16_MAX, Q16_MAX / max),
+        true => (max / q_max, (q_max / max).min(f32::MAX)),
         false => (0.0, 0.0),
     }
 }
 
-/// The scale of a vector: `max|x| / 127` (0 for an all-zero vector; NaNs are ignored).
-pub fn scale_of(x: &[f32]) -> f32 {
-    max_abs(x) / Q_MAX
+/// The int16 scale of a vector and its inverse: `(max|x| / 32767, 32767 / max|x|)`, `(0, 0)` for an
+/// all-zero vector (NaNs ignored).
+#[inline]
+pub fn scale16(x: &[f32]) -> (f32, f32) {
+    scale_and_inverse(x, Q16_MAX)
+}
+
+/// The int8 scale of a vector and its inverse: `(max|x| / 127, 127 / max|x|)`, `(0, 0)` for an
+/// all-zero vector (NaNs ignored).
+#[inline]
+pub fn scale8(x: &[f32]) -> (f32, f32) {
+    scale_and_inverse(x, Q_MAX)
 }
 
 /// A vector quantised to int8 or int16 with one scale: `x[i] ~ q[i] * scale`.
@@ -106,17 +97,28 @@ pub struct Quantized<'q> {
 /// more bytes, word-aligned after the values, the values' lanes go there too.
 pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     let n = x.len().min(buf.len());
-    let scale = scale_of(&x[..n]);
+    let x = &x[..n];
+    let (scale, inv) = scale8(x);
     let (q, rest) = buf.split_at_mut(n);
-    quantize_into(x, scale, q.iter_mut());
     let words = match bytemuck::try_cast_slice_mut::<i8, u32>(rest) {
         Ok(words) if n % 4 == 0 => words.get_mut(..n / 2).unwrap_or(&mut []),
         _ => &mut [],
     };
-    for (lanes, q) in words.chunks_exact_mut(2).zip(q.chunks_exact(4)) {
-        let w = u32::from_le_bytes([q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8]);
-        lanes[0] = super::dsp::sxtb16(w);
-        lanes[1] = super::dsp::sxtb16_ror8(w);
+    match words.is_empty() {
+        true => quantize_into(x, inv, q.iter_mut()),
+        // Four values at a time, their lanes from the same registers.
+        false => {
+            let groups = q.chunks_exact_mut(4).zip(x.chunks_exact(4));
+            for ((q, x), lanes) in groups.zip(words.chunks_exact_mut(2)) {
+                let v = [0, 1, 2, 3].map(|k| quantize_one8(x[k], inv));
+                let (even, odd) = (lane_pair(v[0], v[2]), lane_pair(v[1], v[3]));
+                // The bytes from the lanes: the low byte of each 16-bit lane, `[q0, q1, q2, q3]`.
+                let bytes = (even & 0x00ff_00ff) | (odd & 0x00ff_00ff) << 8;
+                q.copy_from_slice(&bytes.to_le_bytes().map(|b| b as i8));
+                lanes[0] = even;
+                lanes[1] = odd;
+            }
+        }
     }
     Quantized {
         q,
@@ -124,6 +126,12 @@ pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
         scale,
         lanes: words,
     }
+}
+
+/// Two int8 values as the kernel's 16-bit lanes: `a` in the low half, `b` in the high, sign-extended.
+#[inline(always)]
+fn lane_pair(a: i8, b: i8) -> u32 {
+    (a as i16 as u16 as u32) | ((b as i16 as u16 as u32) << 16)
 }
 
 /// The [`Quantized`] that [`quantize`] of `n` values with `scale` left in `buf`, read again.
@@ -215,9 +223,10 @@ pub(crate) fn quantized16(buf: &[i8], n: usize, scale: f32) -> Quantized<'_> {
     }
 }
 
-/// `q[i] = round(x[i] / scale)` ([`quantize_one`]) for as many values as `q` yields.
-pub fn quantize_into<'q>(x: &[f32], scale: f32, q: impl Iterator<Item = &'q mut i8>) {
-    q.zip(x).for_each(|(q, &x)| *q = quantize_one(x, scale));
+/// `q[i] = round(x[i] * inv)` ([`quantize_one8`], `inv` from [`scale8`]) for as many values as `q`
+/// yields.
+pub fn quantize_into<'q>(x: &[f32], inv: f32, q: impl Iterator<Item = &'q mut i8>) {
+    q.zip(x).for_each(|(q, &x)| *q = quantize_one8(x, inv));
 }
 
 /// `q * scale`, written into `out`.
@@ -294,21 +303,6 @@ mod tests {
     }
 
     #[test]
-    fn rounds_half_away_from_zero_and_survives_zero_and_nan() {
-        assert_eq!(quantize_one(2.5, 1.0), 3);
-        assert_eq!(quantize_one(-2.5, 1.0), -3);
-        assert_eq!(quantize_one(1e9, 1.0), 127);
-        assert_eq!(quantize_one(-1e9, 1.0), -127);
-        assert_eq!(quantize_one(0.0, 0.0), 0);
-        assert_eq!(quantize_one(f32::NAN, 1.0), 0);
-        assert_eq!(quantize_one(f32::INFINITY, 1.0), 127);
-        assert_eq!(quantize_one(-3e9, 1.0), -127);
-        let mut buf = [5i8; 3];
-        let qx = quantize(&[0.0; 3], &mut buf);
-        assert_eq!((qx.q, qx.scale), (&[0i8; 3][..], 0.0));
-    }
-
-    #[test]
     fn lanes_are_the_values_sign_extended_in_pairs() {
         let mut words = [0u32; 6];
         let buf: &mut [i8] = bytemuck::cast_slice_mut(&mut words);
@@ -329,7 +323,7 @@ mod tests {
                 .iter()
                 .filter(|v| !v.is_nan())
                 .fold(0.0f32, |m, v| m.max(v.abs()));
-            assert_eq!(scale_of(&x[..n]), want / 127.0, "n {n}");
+            assert_eq!(scale8(&x[..n]).0, want / 127.0, "n {n}");
         }
     }
 
@@ -365,64 +359,47 @@ mod tests {
         }
     }
 
-    /// The reference: `libm::roundf` of the quotient, clamped.
-    fn plain(x: f32, s: f32) -> i8 {
-        (libm::roundf(x / s) as i32).clamp(-127, 127) as i8
-    }
-
     #[test]
-    fn rounding_equals_libm_roundf_on_every_value_up_to_128() {
-        // Every f32 in [-128, 128] (every tie among them), then a sweep of quotients and odd inputs.
+    fn int8_activations_round_to_nearest_even_within_the_symmetric_range() {
+        // Every f32 in [-127.49, 127.49] against `rintf` (ties to even), inverse 1.
         let mut bits = 0u32;
-        while bits < 0x4300_0001 {
+        while f32::from_bits(bits) < 127.49 {
             for y in [f32::from_bits(bits), -f32::from_bits(bits)] {
-                assert_eq!(quantize_one(y, 1.0), plain(y, 1.0), "{y}");
+                assert_eq!(quantize_one8(y, 1.0) as f32, libm::rintf(y), "{y}");
             }
             bits += 1;
         }
-        let mut next = lcg(0x9e37_79b9);
-        for _ in 0..100_000 {
-            let seed = next();
-            let (x, s) = (
-                (seed >> 8) as f32 / 65_536.0 - 128.0,
-                0.37 + (seed & 0xff) as f32 / 300.0,
-            );
-            assert_eq!(quantize_one(x, s), plain(x, s), "{x} / {s}");
-        }
-        for (x, s) in [
-            (f32::NAN, 1.0),
-            (0.0, 0.0),
-            (1.0, 0.0),
-            (-3e38, 0.1),
-            (-1e9, 1.0),
-        ] {
-            assert_eq!(quantize_one(x, s), plain(x, s), "{x} / {s}");
-        }
-    }
-
-    #[test]
-    fn rounding_equals_libm_roundf() {
-        let mut next = lcg(0x1234_5678);
-        for i in 0..200_000u32 {
-            let seed = next();
-            let x = f32::from_bits(seed);
-            let y = (i as f32 - 100_000.0) / 512.0;
-            for (x, s) in [(x, 1.0), (y, 1.0), (y, 0.37), (x, 3e-39)] {
-                assert_eq!(quantize_one(x, s), plain(x, s), "{x} / {s}");
+        assert_eq!((quantize_one8(2.5, 1.0), quantize_one8(-3.5, 1.0)), (2, -4));
+        // Vectors with their own inverse stay within -127..=127, the maximum at the end.
+        let mut next = lcg(0x5ca1_e008);
+        for n in 1..200 {
+            let x: std::vec::Vec<f32> = (0..n)
+                .map(|_| f32::from_bits(next() & 0xbfff_ffff))
+                .collect();
+            let (scale, inv) = scale8(&x);
+            // Room for the lanes: given when `n` is whole groups of four.
+            let mut buf = std::vec![0u32; n];
+            let q = quantize(&x, bytemuck::cast_slice_mut(&mut buf));
+            assert_eq!(q.scale, scale);
+            assert_eq!(q.lanes.len(), if n % 4 == 0 { n / 2 } else { 0 });
+            for (lanes, v) in q.lanes.chunks_exact(2).zip(q.q.chunks_exact(4)) {
+                assert_eq!(lanes, [lane_pair(v[0], v[2]), lane_pair(v[1], v[3])]);
+                let word = u32::from_le_bytes([v[0] as u8, v[1] as u8, v[2] as u8, v[3] as u8]);
+                assert_eq!(lanes[0], crate::quant::dsp::sxtb16(word));
             }
+            for (&q, &x) in q.q.iter().zip(&x) {
+                assert_eq!(q, quantize_one8(x, inv));
+                assert!((-127..=127).contains(&q), "{x} * {inv}");
+                assert!((q as f32 * scale - x).abs() <= 0.5 * scale * 1.0001, "{x}");
+            }
+            assert_eq!(q.q.iter().map(|q| q.unsigned_abs()).max(), Some(127));
         }
-        for y in [
-            0.5f32,
-            -0.5,
-            1.5,
-            -1.5,
-            126.5,
-            -126.5,
-            0.49999997,
-            -0.49999997,
-            2.5000002,
-        ] {
-            assert_eq!(quantize_one(y, 1.0), plain(y, 1.0), "{y}");
-        }
+        // An all-zero vector, a subnormal maximum (the inverse held finite) and NaN.
+        let mut buf = [5i8; 3];
+        let qx = quantize(&[0.0; 3], &mut buf);
+        assert_eq!((qx.q, qx.scale), (&[0i8; 3][..], 0.0));
+        let qx = quantize(&[3e-37, 0.0, -1e-45], &mut buf);
+        assert_eq!((scale8(&[1e-45]).1, qx.q), (f32::MAX, &[102i8, 0, 0][..]));
+        assert!([127, -128].contains(&quantize_one8(f32::NAN, 1.0)));
     }
 }

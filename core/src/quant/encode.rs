@@ -1,8 +1,43 @@
-//! Weight encoders, one row at a time, with the same rounding as the run-time activation quantiser
-//! (`libm::roundf`, half away from zero): the converter's quantisers call these, so host and device agree.
+//! Weight encoders, one row at a time, rounding half away from zero (`libm::roundf`): the converter's
+//! quantisers call these.
 
-use super::activations::quantize_one;
 use crate::blob::{scale_up, I4_GROUP};
+
+/// One int8 weight: `x / scale` rounded half away
+/// from zero (the integer `libm::roundf` gives, without its call), clamped to `-127..=127`. A non-finite
+/// quotient (from a zero or non-finite scale) gives 0 (NaN) or the clamp, never a panic.
+///
+/// The FPU rounds: adding `1.5 * 2^23` leaves no fraction bits, so the sum is the nearest integer plus
+/// that constant (ties to even, IEEE 754's default on every target; Rust never contracts to a fused
+/// multiply-add), read back from its bits. Within `-127..=127` that integer is the answer but for a
+/// tie (`y - nearest`, exact, is `+-0.5`) that went to the even neighbour towards zero, which moves
+/// one step away from zero; outside it (`|y| >= 127.5`, or a NaN, whose bits land far from the
+/// constant's) the clamp decides. Integer tests on the bits, the same answers as `libm::roundf`.
+#[inline]
+pub fn quantize_one(x: f32, scale: f32) -> i8 {
+    const MAGIC: f32 = 12_582_912.0;
+    let y = x / scale;
+    let r = y + MAGIC;
+    let q = (r.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
+    if (q.wrapping_add(127) as u32) <= 254 {
+        let d = y - (r - MAGIC);
+        if d.to_bits() << 1 != 0.5f32.to_bits() << 1 {
+            q as i8
+        } else if d > 0.0 && y > 0.0 {
+            q as i8 + 1
+        } else if d < 0.0 && y < 0.0 {
+            q as i8 - 1
+        } else {
+            q as i8
+        }
+    } else if y > 0.0 {
+        127
+    } else if y < 0.0 {
+        -127
+    } else {
+        0
+    }
+}
 
 /// Largest `i4` magnitude: the range is symmetric, `-7..=7`.
 pub const I4_MAX: f32 = 7.0;
@@ -70,6 +105,7 @@ pub fn i4_row(w: &[f32], out: &mut [u8], scales: &mut [f32]) -> Option<()> {
 mod tests {
     use super::*;
     use crate::quant::int4::nibble;
+    use crate::testing::lcg;
 
     #[test]
     fn i8_rows_round_trip_within_half_a_step() {
@@ -97,5 +133,78 @@ mod tests {
         assert!((0.5 / 7.0..0.5 / 7.0 * 1.001).contains(&s[1]));
         assert_eq!(q[0], 0xd7);
         assert_eq!((nibble(&q, 0), nibble(&q, 1), nibble(&q, 33)), (7, -3, -7));
+    }
+
+    #[test]
+    fn rounds_half_away_from_zero_and_survives_zero_and_nan() {
+        assert_eq!(quantize_one(2.5, 1.0), 3);
+        assert_eq!(quantize_one(-2.5, 1.0), -3);
+        assert_eq!(quantize_one(1e9, 1.0), 127);
+        assert_eq!(quantize_one(-1e9, 1.0), -127);
+        assert_eq!(quantize_one(0.0, 0.0), 0);
+        assert_eq!(quantize_one(f32::NAN, 1.0), 0);
+        assert_eq!(quantize_one(f32::INFINITY, 1.0), 127);
+        assert_eq!(quantize_one(-3e9, 1.0), -127);
+    }
+
+    /// The reference: `libm::roundf` of the quotient, clamped.
+    fn plain(x: f32, s: f32) -> i8 {
+        (libm::roundf(x / s) as i32).clamp(-127, 127) as i8
+    }
+
+    #[test]
+    fn rounding_equals_libm_roundf_on_every_value_up_to_128() {
+        // Every f32 in [-128, 128] (every tie among them), then a sweep of quotients and odd inputs.
+        let mut bits = 0u32;
+        while bits < 0x4300_0001 {
+            for y in [f32::from_bits(bits), -f32::from_bits(bits)] {
+                assert_eq!(quantize_one(y, 1.0), plain(y, 1.0), "{y}");
+            }
+            bits += 1;
+        }
+        let mut next = lcg(0x9e37_79b9);
+        for _ in 0..100_000 {
+            let seed = next();
+            let (x, s) = (
+                (seed >> 8) as f32 / 65_536.0 - 128.0,
+                0.37 + (seed & 0xff) as f32 / 300.0,
+            );
+            assert_eq!(quantize_one(x, s), plain(x, s), "{x} / {s}");
+        }
+        for (x, s) in [
+            (f32::NAN, 1.0),
+            (0.0, 0.0),
+            (1.0, 0.0),
+            (-3e38, 0.1),
+            (-1e9, 1.0),
+        ] {
+            assert_eq!(quantize_one(x, s), plain(x, s), "{x} / {s}");
+        }
+    }
+
+    #[test]
+    fn rounding_equals_libm_roundf() {
+        let mut next = lcg(0x1234_5678);
+        for i in 0..200_000u32 {
+            let seed = next();
+            let x = f32::from_bits(seed);
+            let y = (i as f32 - 100_000.0) / 512.0;
+            for (x, s) in [(x, 1.0), (y, 1.0), (y, 0.37), (x, 3e-39)] {
+                assert_eq!(quantize_one(x, s), plain(x, s), "{x} / {s}");
+            }
+        }
+        for y in [
+            0.5f32,
+            -0.5,
+            1.5,
+            -1.5,
+            126.5,
+            -126.5,
+            0.49999997,
+            -0.49999997,
+            2.5000002,
+        ] {
+            assert_eq!(quantize_one(y, 1.0), plain(y, 1.0), "{y}");
+        }
     }
 }

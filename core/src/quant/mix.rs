@@ -7,6 +7,7 @@
 //! the 16-bit lanes of two words, `SMLAD`), and rescaled once. The weights' rounding, at most `S / 2` each, is 1/65534 of the largest weight: far
 //! below the int8 rounding of the values it multiplies.
 
+use super::attention_loops::{pack_lanes, rescale, weight_bits};
 use super::{dot4, dsp};
 
 /// Largest magnitude of a fixed-point weight (for up to 512 positions; see [`w_max`]).
@@ -31,6 +32,19 @@ pub fn max_abs(max: f32, w: f32) -> f32 {
     }
 }
 
+/// The weights `w_j = p_j / sum * s_j` of [`mix`] in place of the pattern `p` (as far as `scales`
+/// goes), returning `max|w_j|` as [`max_abs`] gives it. Non-negative floats (and `+inf`) order as their
+/// bits, so the maximum is an integer one; a sign bit or a NaN takes the float comparisons.
+pub fn weights(pattern: &mut [f32], sum: f32, scales: &[f32]) -> f32 {
+    let n = pattern.len().min(scales.len());
+    let (pattern, scales) = (&mut pattern[..n], &scales[..n]);
+    let top = weight_bits(pattern, scales, sum);
+    match top <= f32::INFINITY.to_bits() {
+        true => f32::from_bits(top),
+        false => pattern.iter().take(n).fold(0.0, |max, w| max_abs(max, *w)),
+    }
+}
+
 /// One weight in fixed point: `w * inv` rounded half up, saturated to the `i16` range (NaN to 0).
 #[inline(always)]
 fn fixed(w: f32, inv: f32) -> i32 {
@@ -46,7 +60,7 @@ fn pack(a: i32, b: i32) -> u32 {
 /// The lanes of four consecutive weights (`f32` bits) for [`dsp::mac_lanes`]: `(pack(q0, q2),
 /// pack(q1, q3))`, the pairing `SXTB16` makes of a word of values.
 #[inline(always)]
-fn lanes(w: [u32; 4], inv: f32) -> (u32, u32) {
+pub(super) fn lanes(w: [u32; 4], inv: f32) -> (u32, u32) {
     let q = w.map(|w| fixed(f32::from_bits(w), inv));
     (pack(q[0], q[2]), pack(q[1], q[3]))
 }
@@ -76,14 +90,7 @@ pub fn mix(weights: &mut [f32], max: f32, values: &[i8], stride: usize, z: &mut 
     let words: &mut [u32] = bytemuck::cast_slice_mut(weights);
     let groups = n / 4;
     // In place: group g's four weights become words 2g and 2g + 1; groups before g are read.
-    for g in 0..groups {
-        if let Some(&[a, b, c, d]) = words.get(4 * g..4 * g + 4) {
-            let (e, o) = lanes([a, b, c, d], inv);
-            if let Some([even, odd]) = words.get_mut(2 * g..2 * g + 2) {
-                (*even, *odd) = (e, o);
-            }
-        }
-    }
+    pack_lanes(words.get_mut(..4 * groups).unwrap_or(&mut []), inv);
     // The last `n % 4` weights, zeros after them: a group of their own when every row has the bytes
     // (stale positions, times zero) and there is room for its words, else added row by row.
     let mut tail = [0u32; 4];
@@ -116,8 +123,13 @@ pub fn mix(weights: &mut [f32], max: f32, values: &[i8], stride: usize, z: &mut 
     let quads = z.len() - z.len() % 4;
     let (z4, rest) = z.split_at_mut(quads);
     dot4::dot4_strided(values, stride, packed, bytemuck::cast_slice_mut(z4));
-    for (i, z) in z4.iter_mut().enumerate() {
-        *z = finish(z.to_bits() as i32, i);
+    match tail {
+        None => rescale(z4, scale),
+        Some(_) => {
+            for (i, z) in z4.iter_mut().enumerate() {
+                *z = finish(z.to_bits() as i32, i);
+            }
+        }
     }
     for (r, z) in rest.iter_mut().enumerate() {
         let row = values
@@ -222,6 +234,30 @@ mod tests {
                 assert!(err <= bound, "seed {seed} i {i}: {err} > {bound}");
                 // Far below the int8 rounding of the values (half a step of 1/127 of max|v|).
                 assert!(err <= 1e-4 * max * sum_v, "seed {seed} i {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn weights_maximum_is_the_float_one() {
+        let scales = [0.5f32, 2.0, 0.0, 1e-3, 7.0, f32::INFINITY];
+        for (pattern, sum) in [
+            (vec![0.25f32, 1.0, 0.5, 0.125, 0.0, 0.0], 1.75),
+            (vec![1.0, 0.0, 0.0, 0.0, 1e-30, 0.5], 3.0),
+            (vec![-1.0, 0.5, 0.0, 2.0, 0.0, 0.0], 1.0),
+            (vec![f32::NAN, 0.5, 1.0, 0.25, 0.0, 0.0], 2.0),
+            (vec![0.0, 0.5, 1.0, 0.25, 0.0, 1.0], 2.0),
+            (vec![-0.0, 0.0, 0.0, 0.0, 0.0, 0.0], 1.0),
+            (vec![0.5, 0.25], 1.0),
+        ] {
+            let n = pattern.len().min(scales.len());
+            let want: Vec<f32> = (0..n).map(|j| pattern[j] / sum * scales[j]).collect();
+            let max_want = want.iter().fold(0.0, |m, w| max_abs(m, *w));
+            let mut got = pattern.clone();
+            let max = weights(&mut got, sum, &scales);
+            assert_eq!(max.to_bits(), max_want.to_bits(), "{pattern:?}");
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(g.to_bits(), w.to_bits());
             }
         }
     }

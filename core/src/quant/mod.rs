@@ -4,12 +4,21 @@
 //! value mix (`mix`), the centring of one-signed inputs ([`offset`]), and (feature `encode`) the weight
 //! row encoders the converter uses.
 //!
-//! Every float operation here happens in one fixed order (no reassociation, no FMA), and rounding gives
-//! the integers `libm::roundf` gives, so a quantised model computes the same bits on every target.
+//! Every float operation here happens in one fixed order (no reassociation, no FMA), and each rounding
+//! to an integer is spelled out on the float's bits (activations to nearest even, weights half away
+//! from zero), so a quantised model computes the same bits on every target.
 
 pub mod activations;
+pub(crate) mod attention_loops;
 pub(crate) mod dot4;
 pub(crate) mod dsp;
+#[cfg(all(
+    feature = "dsp",
+    not(feature = "mve"),
+    target_arch = "arm",
+    target_abi = "eabihf"
+))]
+mod dsp_attention;
 #[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
 mod dsp_kernel;
 #[cfg(feature = "encode")]

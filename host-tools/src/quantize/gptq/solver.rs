@@ -3,7 +3,7 @@
 //! rounding with that feedback (plain GPTQ).
 
 use anyhow::{anyhow, ensure, Result};
-use microlens::quant::activations::quantize_one;
+use microlens::quant::encode::quantize_one;
 use microlens::quant::encode::weight_scale;
 use nalgebra::{DMatrix, DVector};
 
