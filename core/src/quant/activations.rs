@@ -226,15 +226,7 @@ pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
         // to at most 32767.002 and every value is within `-32767..=32767` unclamped, its `i16` the
         // low half of the rounding sum's bits (the magic number's low half is 0). Two values per
         // word, the lanes `[x0, x2]` and `[x1, x3]`.
-        true => {
-            let words: &mut [u32] = bytemuck::cast_slice_mut(&mut values[..4 * groups]);
-            for (w, x) in words.chunks_exact_mut(2).zip(x.chunks_exact(4)) {
-                let low = |k: usize| nearest_bits(x[k] * inv) & 0xffff;
-                let high = |k: usize| nearest_bits(x[k] * inv) << 16;
-                w[0] = low(0) | high(2);
-                w[1] = low(1) | high(3);
-            }
-        }
+        true => pack16(bytemuck::cast_slice_mut(&mut values[..4 * groups]), x, inv),
         false => {
             for (v, x) in values.chunks_exact_mut(4).zip(x.chunks_exact(4)) {
                 for (v, k) in v.iter_mut().zip([0, 2, 1, 3]) {
@@ -248,6 +240,45 @@ pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     }
     quantized16(buf, n, scale)
 }
+
+#[cfg(all(
+    feature = "dsp",
+    not(feature = "mve"),
+    target_arch = "arm",
+    target_abi = "eabihf"
+))]
+use super::dsp_quantize::pack16;
+
+/// Words `2g`, `2g + 1` of `words` become the low halves of [`nearest_bits`]`(x[4g + k] * inv)`
+/// paired `(k = 0, 2)` and `(1, 3)` (low half first), for every `g < min(words.len() / 2, x.len() / 4)`:
+/// the int16 lanes of values known within `-32767..=32767`. In assembly on DSP cores with an FPU
+/// (`dsp_quantize.rs`).
+#[cfg_attr(
+    all(
+        feature = "dsp",
+        not(feature = "mve"),
+        target_arch = "arm",
+        target_abi = "eabihf"
+    ),
+    allow(dead_code)
+)]
+#[inline]
+fn pack16_portable(words: &mut [u32], x: &[f32], inv: f32) {
+    for (w, x) in words.chunks_exact_mut(2).zip(x.chunks_exact(4)) {
+        let low = |k: usize| nearest_bits(x[k] * inv) & 0xffff;
+        let high = |k: usize| nearest_bits(x[k] * inv) << 16;
+        w[0] = low(0) | high(2);
+        w[1] = low(1) | high(3);
+    }
+}
+
+#[cfg(not(all(
+    feature = "dsp",
+    not(feature = "mve"),
+    target_arch = "arm",
+    target_abi = "eabihf"
+)))]
+use pack16_portable as pack16;
 
 /// The [`Quantized`] that [`quantize16`] of `n` values with `scale` left in `buf`, read again.
 pub(crate) fn quantized16(buf: &[i8], n: usize, scale: f32) -> Quantized<'_> {
