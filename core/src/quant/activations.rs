@@ -124,23 +124,31 @@ pub struct Quantized<'q> {
 pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     let n = x.len().min(buf.len());
     let x = &x[..n];
-    let (scale, inv) = scale8(x);
+    let m = magnitude_key(x);
+    let (scale, inv) = scale_of(max_of_key(x, m), Q_MAX);
     let (q, rest) = buf.split_at_mut(n);
     let words = match bytemuck::try_cast_slice_mut::<i8, u32>(rest) {
         Ok(words) if n % 4 == 0 => words.get_mut(..n / 2).unwrap_or(&mut []),
         _ => &mut [],
     };
-    match words.is_empty() {
-        true => quantize_into(x, inv, q.iter_mut()),
-        // Four values at a time, their lanes from the same registers.
-        false => {
+    match (words.is_empty(), m < f32::INFINITY.to_bits() << 1) {
+        (true, _) => quantize_into(x, inv, q.iter_mut()),
+        // A finite maximum, so no NaN or infinity in `x`: `|x * inv| <= 127 * (1 + 2^-23)` rounds
+        // to at most 127 and every value is within `-127..=127` unsaturated, its 16-bit lane the low
+        // half of the rounding sum's bits (as for int16, [`pack16`]); the bytes from the lanes.
+        (false, true) => {
+            pack16(words, x, inv);
+            for (q, lanes) in q.chunks_exact_mut(4).zip(words.chunks_exact(2)) {
+                q.copy_from_slice(&lane_bytes(lanes[0], lanes[1]).map(|b| b as i8));
+            }
+        }
+        // Four values at a time, saturated, their lanes from the same registers.
+        (false, false) => {
             let groups = q.chunks_exact_mut(4).zip(x.chunks_exact(4));
             for ((q, x), lanes) in groups.zip(words.chunks_exact_mut(2)) {
                 let v = [0, 1, 2, 3].map(|k| quantize_one8(x[k], inv));
                 let (even, odd) = (lane_pair(v[0], v[2]), lane_pair(v[1], v[3]));
-                // The bytes from the lanes: the low byte of each 16-bit lane, `[q0, q1, q2, q3]`.
-                let bytes = (even & 0x00ff_00ff) | (odd & 0x00ff_00ff) << 8;
-                q.copy_from_slice(&bytes.to_le_bytes().map(|b| b as i8));
+                q.copy_from_slice(&lane_bytes(even, odd).map(|b| b as i8));
                 lanes[0] = even;
                 lanes[1] = odd;
             }
@@ -152,6 +160,13 @@ pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
         scale,
         lanes: words,
     }
+}
+
+/// The four int8 values of a group from its lanes `[q0, q2]` and `[q1, q3]`: the low byte of each
+/// 16-bit lane, `[q0, q1, q2, q3]`.
+#[inline(always)]
+fn lane_bytes(even: u32, odd: u32) -> [u8; 4] {
+    ((even & 0x00ff_00ff) | (odd & 0x00ff_00ff) << 8).to_le_bytes()
 }
 
 /// Two int8 values as the kernel's 16-bit lanes: `a` in the low half, `b` in the high, sign-extended.
@@ -503,6 +518,19 @@ mod tests {
                 assert!((q as f32 * scale - x).abs() <= 0.5 * scale * 1.0001, "{x}");
             }
             assert_eq!(q.q.iter().map(|q| q.unsigned_abs()).max(), Some(127));
+        }
+        // With a NaN or an infinity (the saturating loop), lanes as the values' own.
+        for odd in [f32::NAN, -f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let x = [0.5, odd, -2.0, 1.25, 3.0, -0.75, 0.0, 9.0];
+            let mut buf = [0u32; 8];
+            let q = quantize(&x, bytemuck::cast_slice_mut(&mut buf));
+            let inv = scale8(&x).1;
+            for (&q, &x) in q.q.iter().zip(&x) {
+                assert_eq!(q, quantize_one8(x, inv), "{odd}");
+            }
+            for (lanes, v) in q.lanes.chunks_exact(2).zip(q.q.chunks_exact(4)) {
+                assert_eq!(lanes, [lane_pair(v[0], v[2]), lane_pair(v[1], v[3])]);
+            }
         }
         // An all-zero vector, a subnormal maximum (the inverse held finite) and NaN.
         let mut buf = [5i8; 3];
