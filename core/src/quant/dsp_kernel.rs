@@ -25,7 +25,7 @@ fn whole(rows: &[u8], stride: usize, quads: usize, groups: usize) -> bool {
 /// The four-row kernel (`dot4_strided`, whose sums it computes): when every row is whole, one call of
 /// the loop (per quad of rows 14 instructions besides the groups); when some row ends early, the same
 /// loop one quad at a time, over the groups the quad's last row has.
-#[inline(never)]
+#[inline]
 pub(crate) fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
     let quads = out.len() / 4;
     let groups = lanes.len() / 2;
