@@ -13,8 +13,17 @@ pub const Q16_MAX: f32 = 32767.0;
 /// large value of the input's sign, which the callers' clamps take.
 #[inline(always)]
 fn nearest(y: f32) -> i32 {
-    const MAGIC: f32 = 12_582_912.0;
-    (y + MAGIC).to_bits() as i32 - MAGIC.to_bits() as i32
+    nearest_bits(y) as i32 - MAGIC.to_bits() as i32
+}
+
+/// `1.5 * 2^23`: added to a float below `2^22` in magnitude, it leaves no fraction bits.
+const MAGIC: f32 = 12_582_912.0;
+
+/// The bits of `y + 1.5 * 2^23`: [`nearest`]`(y)` plus the magic number's bits (`0x4b40_0000`, whose
+/// low 16 bits are 0).
+#[inline(always)]
+fn nearest_bits(y: f32) -> u32 {
+    (y + MAGIC).to_bits()
 }
 
 /// One int16 value: `x * inv` (`inv = 32767 / max|x|`, [`scale16`]) rounded to nearest, ties to even
@@ -41,11 +50,23 @@ pub fn quantize_one8(x: f32, inv: f32) -> i8 {
 /// per value instead of the FPU's compare and flag transfer; the same value bit for bit.
 #[inline]
 pub fn max_abs(x: &[f32]) -> f32 {
+    max_of_key(x, magnitude_key(x))
+}
+
+/// The largest of `x`'s values' bits shifted left once (0 for none): `max|x|`'s bits shifted left
+/// once when at most infinity's (`0xff00_0000`), else `x` holds a NaN.
+#[inline(always)]
+fn magnitude_key(x: &[f32]) -> u32 {
     let key = |m: u32, v: &f32| m.max(v.to_bits() << 1);
     // Four values per pass (one loop test, paired loads), then the rest.
     let fours = x.chunks_exact(4);
     let rest = fours.remainder().iter().fold(0, key);
-    let m = fours.fold(rest, |m, q| q.iter().fold(m, key));
+    fours.fold(rest, |m, q| q.iter().fold(m, key))
+}
+
+/// [`max_abs`] of `x` from its [`magnitude_key`] `m`.
+#[inline(always)]
+fn max_of_key(x: &[f32], m: u32) -> f32 {
     match m <= f32::INFINITY.to_bits() << 1 {
         true => f32::from_bits(m >> 1),
         false => crate::math::max_of(x.iter().map(|v| libm::fabsf(*v)), 0.0),
@@ -56,7 +77,12 @@ pub fn max_abs(x: &[f32]) -> f32 {
 /// `(0, 0)` for an all-zero vector (NaNs ignored); the inverse at most `f32::MAX` (a subnormal maximum).
 #[inline]
 fn scale_and_inverse(x: &[f32], q_max: f32) -> (f32, f32) {
-    let max = max_abs(x);
+    scale_of(max_abs(x), q_max)
+}
+
+/// [`scale_and_inverse`] of a vector whose `max|x|` is `max`.
+#[inline]
+fn scale_of(max: f32, q_max: f32) -> (f32, f32) {
     match max > 0.0 {
         true => (max / q_max, (q_max / max).min(f32::MAX)),
         false => (0.0, 0.0),
@@ -192,11 +218,21 @@ pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     let values: &mut [i16] = bytemuck::cast_slice_mut(words);
     let n = x.len().min(values.len());
     let x = &x[..n];
-    let (scale, inv) = scale16(x);
+    let m = magnitude_key(x);
+    let (scale, inv) = scale_of(max_of_key(x, m), Q16_MAX);
     let groups = n / 4;
-    for (v, x) in values.chunks_exact_mut(4).zip(x.chunks_exact(4)) {
-        for (v, k) in v.iter_mut().zip([0, 2, 1, 3]) {
-            *v = quantize_one16(x[k], inv);
+    match m < f32::INFINITY.to_bits() << 1 {
+        // A finite maximum, so no NaN or infinity in `x`: `|x * inv| <= 32767 * (1 + 2^-24)` rounds
+        // to at most 32767.002 and every value is within `-32767..=32767` unclamped, its `i16` the
+        // low half of the rounding sum's bits (the magic number's low half is 0). Two values per
+        // word, the lanes `[x0, x2]` and `[x1, x3]`.
+        true => pack16(bytemuck::cast_slice_mut(&mut values[..4 * groups]), x, inv),
+        false => {
+            for (v, x) in values.chunks_exact_mut(4).zip(x.chunks_exact(4)) {
+                for (v, k) in v.iter_mut().zip([0, 2, 1, 3]) {
+                    *v = quantize_one16(x[k], inv);
+                }
+            }
         }
     }
     for (v, &x) in values[4 * groups..n].iter_mut().zip(&x[4 * groups..]) {
@@ -204,6 +240,45 @@ pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     }
     quantized16(buf, n, scale)
 }
+
+#[cfg(all(
+    feature = "dsp",
+    not(feature = "mve"),
+    target_arch = "arm",
+    target_abi = "eabihf"
+))]
+use super::dsp_quantize::pack16;
+
+/// Words `2g`, `2g + 1` of `words` become the low halves of [`nearest_bits`]`(x[4g + k] * inv)`
+/// paired `(k = 0, 2)` and `(1, 3)` (low half first), for every `g < min(words.len() / 2, x.len() / 4)`:
+/// the int16 lanes of values known within `-32767..=32767`. In assembly on DSP cores with an FPU
+/// (`dsp_quantize.rs`).
+#[cfg_attr(
+    all(
+        feature = "dsp",
+        not(feature = "mve"),
+        target_arch = "arm",
+        target_abi = "eabihf"
+    ),
+    allow(dead_code)
+)]
+#[inline]
+fn pack16_portable(words: &mut [u32], x: &[f32], inv: f32) {
+    for (w, x) in words.chunks_exact_mut(2).zip(x.chunks_exact(4)) {
+        let low = |k: usize| nearest_bits(x[k] * inv) & 0xffff;
+        let high = |k: usize| nearest_bits(x[k] * inv) << 16;
+        w[0] = low(0) | high(2);
+        w[1] = low(1) | high(3);
+    }
+}
+
+#[cfg(not(all(
+    feature = "dsp",
+    not(feature = "mve"),
+    target_arch = "arm",
+    target_abi = "eabihf"
+)))]
+use pack16_portable as pack16;
 
 /// The [`Quantized`] that [`quantize16`] of `n` values with `scale` left in `buf`, read again.
 pub(crate) fn quantized16(buf: &[i8], n: usize, scale: f32) -> Quantized<'_> {
@@ -366,6 +441,41 @@ mod tests {
                 let i = j.checked_div(stride).filter(|i| j % stride == 0 && *i < n);
                 let want = i.map_or(99, |i| quantize_one8(x[i], inv));
                 assert_eq!(got, want, "n {n} stride {stride} len {len} slot {j}");
+            }
+        }
+    }
+
+    #[test]
+    fn int16_vectors_equal_their_values_one_by_one_with_nans_and_infinities() {
+        let odd = [
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            0.0,
+            -0.0,
+            1e-45,
+            -3e-39,
+            f32::MAX,
+            -f32::MAX,
+        ];
+        let mut next = lcg(0x16_5eed);
+        for case in 0..20_000 {
+            let n = (next() % 40) as usize;
+            let x: std::vec::Vec<f32> = (0..n)
+                .map(|_| match next() % 16 {
+                    0 if case % 4 == 0 => odd[(next() % odd.len() as u32) as usize],
+                    1 => f32::from_bits(next()),
+                    2 if case % 8 == 1 => 1e-40 * (next() % 1000) as f32,
+                    _ => (next() >> 8) as f32 / 65_536.0 - 128.0,
+                })
+                .collect();
+            let (scale, inv) = scale16(&x);
+            let mut words = [0u32; 20];
+            let q = quantize16(&x, bytemuck::cast_slice_mut(&mut words));
+            assert_eq!((q.wide.len(), q.scale.to_bits()), (n, scale.to_bits()));
+            for (c, &v) in x.iter().enumerate() {
+                assert_eq!(q.wide.get(c), quantize_one16(v, inv) as i32, "{c} {x:?}");
             }
         }
     }

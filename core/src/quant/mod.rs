@@ -21,6 +21,13 @@ pub(crate) mod dsp;
 mod dsp_attention;
 #[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
 mod dsp_kernel;
+#[cfg(all(
+    feature = "dsp",
+    not(feature = "mve"),
+    target_arch = "arm",
+    target_abi = "eabihf"
+))]
+mod dsp_quantize;
 #[cfg(feature = "encode")]
 pub mod encode;
 pub(crate) mod int4;
