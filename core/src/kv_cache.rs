@@ -11,7 +11,7 @@ use crate::blob::Activations;
 use crate::config::Config;
 use crate::error::Error;
 use crate::math::rows;
-use crate::quant::activations::{quantize_into, quantize_one16, scale16, scale8};
+use crate::quant::activations::{quantize_one16, quantize_strided, scale16, scale8};
 use crate::quant::linear::quantize_as;
 use crate::quant::{attention_loops, dot4, int8, mix};
 
@@ -194,9 +194,9 @@ impl<'b> KvCache<'b> {
                     v_scale,
                 } if I8 => {
                     let key = k.get_mut(r).unwrap_or(&mut []);
-                    store_i8(kh, key.iter_mut(), k_scale.get_mut(v_s));
+                    store_i8(kh, key, 1, k_scale.get_mut(v_s));
                     let value = v.get_mut((v_s - pos) * dh + pos..).unwrap_or(&mut []);
-                    store_i8(vh, value.iter_mut().step_by(n_ctx), v_scale.get_mut(v_s));
+                    store_i8(vh, value, n_ctx, v_scale.get_mut(v_s));
                 }
 
                 _ => {}
@@ -425,13 +425,14 @@ fn store_i16<'q>(x: &[f32], q: impl Iterator<Item = &'q mut i16>, scale: Option<
     }
 }
 
-/// Quantises `x` into `q` (one value per element of `x`, as far as `q` goes) with the scale
-/// `max|x| / 127`, stored in `scale`; nothing if the scale has no slot.
-fn store_i8<'q>(x: &[f32], q: impl Iterator<Item = &'q mut i8>, scale: Option<&mut f32>) {
+/// Quantises `x` into `q`, `stride` apart (one value per element of `x`, as far as `q` goes), with
+/// the scale `max|x| / 127`, stored in `scale`; nothing if the scale has no slot.
+#[inline]
+fn store_i8(x: &[f32], q: &mut [i8], stride: usize, scale: Option<&mut f32>) {
     if let Some(scale) = scale {
         let inv;
         (*scale, inv) = scale8(x);
-        quantize_into(x, inv, q);
+        quantize_strided(x, inv, q, stride);
     }
 }
 

@@ -319,6 +319,49 @@ pub fn quantize_into<'q>(x: &[f32], inv: f32, q: impl Iterator<Item = &'q mut i8
     q.zip(x).for_each(|(q, &x)| *q = quantize_one8(x, inv));
 }
 
+/// `q[i * stride] = round(x[i] * inv)` ([`quantize_one8`], `inv` from [`scale8`]) for every value
+/// whose slot `q` holds (none for a `stride` of 0): four values per pass, one bounds test per call.
+#[cfg(any(feature = "dsp", feature = "std"))]
+#[allow(unsafe_code)]
+#[inline(always)]
+pub fn quantize_strided(x: &[f32], inv: f32, q: &mut [i8], stride: usize) {
+    // Values `i < n` have `i * stride <= (ceil(len / stride) - 1) * stride < len`.
+    let n = match stride {
+        0 => 0,
+        _ => x.len().min(q.len().div_ceil(stride)),
+    };
+    let x = &x[..n];
+    let p = q.as_mut_ptr();
+    let fours = x.chunks_exact(4);
+    let rest = fours.remainder();
+    let mut at = 0;
+    for x4 in fours {
+        let one = |k: usize| quantize_one8(x4[k], inv);
+        let (v0, v1, v2, v3) = (one(0), one(1), one(2), one(3));
+        // SAFETY: these are values `i < n` at `i * stride < q.len()` (above).
+        unsafe {
+            *p.add(at) = v0;
+            *p.add(at + stride) = v1;
+            *p.add(at + 2 * stride) = v2;
+            *p.add(at + 3 * stride) = v3;
+        }
+        at += 4 * stride;
+    }
+    for &x in rest {
+        // SAFETY: as above.
+        unsafe { *p.add(at) = quantize_one8(x, inv) };
+        at += stride;
+    }
+}
+
+/// [`quantize_strided`] through the slice's own stepping (builds without `unsafe`).
+#[cfg(not(any(feature = "dsp", feature = "std")))]
+pub fn quantize_strided(x: &[f32], inv: f32, q: &mut [i8], stride: usize) {
+    if stride > 0 {
+        quantize_into(x, inv, q.iter_mut().step_by(stride));
+    }
+}
+
 /// `q * scale`, written into `out`.
 #[cfg(any(feature = "encode", test))]
 pub fn dequantize(q: &[i8], scale: f32, out: &mut [f32]) {
@@ -390,6 +433,31 @@ mod tests {
         assert_eq!(quantize_one16(f32::NAN, 1.0), 32767);
         assert_eq!(quantize_one16(7.0, 0.0), 0);
         assert_eq!(scale16(&[0.0, f32::NAN]), (0.0, 0.0));
+    }
+
+    #[test]
+    fn strided_values_land_every_stride_as_far_as_the_slots_go() {
+        let mut next = lcg(0x57_41de);
+        for (n, stride, len) in [
+            (16, 1, 16),
+            (16, 7, 106),
+            (16, 7, 105),
+            (13, 3, 40),
+            (5, 4, 3),
+            (3, 0, 9),
+        ] {
+            let x: std::vec::Vec<f32> = (0..n)
+                .map(|_| (next() >> 8) as f32 / 65_536.0 - 128.0)
+                .collect();
+            let inv = scale8(&x).1;
+            let mut q = std::vec![99i8; len];
+            quantize_strided(&x, inv, &mut q, stride);
+            for (j, &got) in q.iter().enumerate() {
+                let i = j.checked_div(stride).filter(|i| j % stride == 0 && *i < n);
+                let want = i.map_or(99, |i| quantize_one8(x[i], inv));
+                assert_eq!(got, want, "n {n} stride {stride} len {len} slot {j}");
+            }
+        }
     }
 
     #[test]

@@ -25,7 +25,7 @@ fn whole(rows: &[u8], stride: usize, quads: usize, groups: usize) -> bool {
 /// The four-row kernel (`dot4_strided`, whose sums it computes): when every row is whole, one call of
 /// the loop (per quad of rows 14 instructions besides the groups); when some row ends early, the same
 /// loop one quad at a time, over the groups the quad's last row has.
-#[inline(never)]
+#[inline]
 pub(crate) fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
     let quads = out.len() / 4;
     let groups = lanes.len() / 2;
@@ -48,9 +48,17 @@ pub(crate) fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut 
         };
         return;
     }
-    // Some row ends early (or no groups): one quad at a time, each over the groups its last
-    // (shortest) row has, through the loop above (a call that is whole by construction, so it
-    // recurses no further): what the portable kernel computes, without a second copy in flash.
+    ragged(rows, stride, lanes, out);
+}
+
+/// [`dot4_strided`] when some row ends early (or there are no groups): one quad at a time, each over
+/// the groups its last (shortest) row has, through the loop (a call that is whole by construction,
+/// so it recurses no further): what the portable kernel computes, without a second copy in flash.
+/// Out of line, so that the whole rows' call saves no registers for it.
+#[cold]
+#[inline(never)]
+fn ragged(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
+    let groups = lanes.len() / 2;
     for (q, sums) in out.chunks_exact_mut(4).enumerate() {
         let rows = rows.get((4 * q).saturating_mul(stride)..).unwrap_or(&[]);
         let last = rows.len().saturating_sub(stride.saturating_mul(3));
