@@ -4,13 +4,7 @@
 //! the same bits; the softmax's exponential is `exp.rs`, basic `f32` operations only, the same bits too.
 
 pub(crate) mod activation;
-#[cfg(all(
-    feature = "dsp",
-    not(feature = "mve"),
-    not(feature = "fast-math"),
-    target_arch = "arm",
-    target_abi = "eabihf"
-))]
+#[cfg(all(dsp_fpu, not(feature = "fast-math")))]
 mod dsp_exp;
 #[cfg(not(feature = "fast-math"))]
 pub(crate) mod exp;

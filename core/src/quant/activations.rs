@@ -256,27 +256,14 @@ pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     quantized16(buf, n, scale)
 }
 
-#[cfg(all(
-    feature = "dsp",
-    not(feature = "mve"),
-    target_arch = "arm",
-    target_abi = "eabihf"
-))]
+#[cfg(dsp_fpu)]
 use super::dsp_quantize::pack16;
 
 /// Words `2g`, `2g + 1` of `words` become the low halves of [`nearest_bits`]`(x[4g + k] * inv)`
 /// paired `(k = 0, 2)` and `(1, 3)` (low half first), for every `g < min(words.len() / 2, x.len() / 4)`:
 /// the int16 lanes of values known within `-32767..=32767`. In assembly on DSP cores with an FPU
 /// (`dsp_quantize.rs`).
-#[cfg_attr(
-    all(
-        feature = "dsp",
-        not(feature = "mve"),
-        target_arch = "arm",
-        target_abi = "eabihf"
-    ),
-    allow(dead_code)
-)]
+#[cfg_attr(dsp_fpu, allow(dead_code))]
 #[inline]
 fn pack16_portable(words: &mut [u32], x: &[f32], inv: f32) {
     for (w, x) in words.chunks_exact_mut(2).zip(x.chunks_exact(4)) {
@@ -287,12 +274,7 @@ fn pack16_portable(words: &mut [u32], x: &[f32], inv: f32) {
     }
 }
 
-#[cfg(not(all(
-    feature = "dsp",
-    not(feature = "mve"),
-    target_arch = "arm",
-    target_abi = "eabihf"
-)))]
+#[cfg(not(dsp_fpu))]
 use pack16_portable as pack16;
 
 /// The [`Quantized`] that [`quantize16`] of `n` values with `scale` left in `buf`, read again.

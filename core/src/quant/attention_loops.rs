@@ -3,19 +3,9 @@
 //! their fixed-point lanes ([`pack_lanes`]) and the mix's sums' rescaling ([`rescale`]). Portable Rust here; on cores with the DSP instructions and an FPU the
 //! same operations in the same order in assembly (`dsp_attention.rs`), so the same bits.
 
-#[cfg(all(
-    feature = "dsp",
-    not(feature = "mve"),
-    target_arch = "arm",
-    target_abi = "eabihf"
-))]
+#[cfg(dsp_fpu)]
 pub(crate) use super::dsp_attention::{pack_lanes, rescale, scores, weight_bits};
-#[cfg(not(all(
-    feature = "dsp",
-    not(feature = "mve"),
-    target_arch = "arm",
-    target_abi = "eabihf"
-)))]
+#[cfg(not(dsp_fpu))]
 pub(crate) use portable::{pack_lanes, rescale, scores, weight_bits};
 
 #[allow(dead_code)]

@@ -167,23 +167,11 @@ fn quads_rescaled(
     s_x: f32,
     bias: &[u8],
 ) -> Option<usize> {
-    #[cfg(all(
-        feature = "dsp",
-        not(feature = "mve"),
-        target_arch = "arm",
-        target_abi = "eabihf",
-        feature = "weights-i8"
-    ))]
+    #[cfg(all(dsp_fpu, feature = "weights-i8"))]
     {
         super::dsp_kernel::dot4_rescaled(w, cols, lanes, quads, scales, s_x * SCALE_UNIT, bias)
     }
-    #[cfg(not(all(
-        feature = "dsp",
-        not(feature = "mve"),
-        target_arch = "arm",
-        target_abi = "eabihf",
-        feature = "weights-i8"
-    )))]
+    #[cfg(not(all(dsp_fpu, feature = "weights-i8")))]
     {
         super::dot4::dot4_strided(w, cols, lanes, bytemuck::cast_slice_mut(quads));
         Some(rescale_quads(quads, scales, s_x, bias))

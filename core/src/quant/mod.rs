@@ -12,21 +12,11 @@ pub mod activations;
 pub(crate) mod attention_loops;
 pub(crate) mod dot4;
 pub(crate) mod dsp;
-#[cfg(all(
-    feature = "dsp",
-    not(feature = "mve"),
-    target_arch = "arm",
-    target_abi = "eabihf"
-))]
+#[cfg(dsp_fpu)]
 mod dsp_attention;
 #[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
 mod dsp_kernel;
-#[cfg(all(
-    feature = "dsp",
-    not(feature = "mve"),
-    target_arch = "arm",
-    target_abi = "eabihf"
-))]
+#[cfg(dsp_fpu)]
 mod dsp_quantize;
 #[cfg(feature = "encode")]
 pub mod encode;
