@@ -8,9 +8,29 @@ pub(crate) use super::dsp_attention::{pack_lanes, rescale, scores, weight_bits};
 #[cfg(not(dsp_fpu))]
 pub(crate) use portable::{pack_lanes, rescale, scores, weight_bits};
 
+/// One weight in fixed point: `w * inv` rounded half up, saturated to the `i16` range (NaN to 0).
+#[inline(always)]
+pub(crate) fn fixed(w: f32, inv: f32) -> i32 {
+    ((w * inv + 0.5) as i32).clamp(-32768, 32767)
+}
+
+/// Two fixed-point weights as the 16-bit lanes of one word, `a` low.
+#[inline(always)]
+fn pack(a: i32, b: i32) -> u32 {
+    (a as u16 as u32) | (b as u16 as u32) << 16
+}
+
+/// The lanes of four consecutive weights (`f32` bits) for `dsp::mac_lanes`: `(pack(q0, q2),
+/// pack(q1, q3))`, the pairing `SXTB16` makes of a word of values.
+#[inline(always)]
+pub(crate) fn lanes(w: [u32; 4], inv: f32) -> (u32, u32) {
+    let q = w.map(|w| fixed(f32::from_bits(w), inv));
+    (pack(q[0], q[2]), pack(q[1], q[3]))
+}
+
 #[allow(dead_code)]
 mod portable {
-    use crate::quant::mix::lanes;
+    use super::lanes;
 
     /// `row[j] = (acc_j * (s_q * scales[j])) / attn_scale` for `j < min(row.len(), scales.len())`,
     /// `acc_j` the `i32` sum whose bits `row[j]` holds, returning the scores' maximum from `-inf`,

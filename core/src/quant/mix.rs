@@ -7,7 +7,7 @@
 //! the 16-bit lanes of two words, `SMLAD`), and rescaled once. The weights' rounding, at most `S / 2` each, is 1/65534 of the largest weight: far
 //! below the int8 rounding of the values it multiplies.
 
-use super::attention_loops::{pack_lanes, rescale, weight_bits};
+use super::attention_loops::{fixed, lanes, pack_lanes, rescale, weight_bits};
 use super::{dot4, dsp};
 
 /// Largest magnitude of a fixed-point weight (for up to 512 positions; see [`w_max`]).
@@ -43,26 +43,6 @@ pub fn weights(pattern: &mut [f32], sum: f32, scales: &[f32]) -> f32 {
         true => f32::from_bits(top),
         false => pattern.iter().take(n).fold(0.0, |max, w| max_abs(max, *w)),
     }
-}
-
-/// One weight in fixed point: `w * inv` rounded half up, saturated to the `i16` range (NaN to 0).
-#[inline(always)]
-fn fixed(w: f32, inv: f32) -> i32 {
-    ((w * inv + 0.5) as i32).clamp(-32768, 32767)
-}
-
-/// Two fixed-point weights as the 16-bit lanes of one word, `a` low.
-#[inline(always)]
-fn pack(a: i32, b: i32) -> u32 {
-    (a as u16 as u32) | (b as u16 as u32) << 16
-}
-
-/// The lanes of four consecutive weights (`f32` bits) for [`dsp::mac_lanes`]: `(pack(q0, q2),
-/// pack(q1, q3))`, the pairing `SXTB16` makes of a word of values.
-#[inline(always)]
-pub(super) fn lanes(w: [u32; 4], inv: f32) -> (u32, u32) {
-    let q = w.map(|w| fixed(f32::from_bits(w), inv));
-    (pack(q[0], q[2]), pack(q[1], q[3]))
 }
 
 /// The first four bytes of `b` as a little-endian word, zeros where `b` ends.
