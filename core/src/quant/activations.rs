@@ -172,7 +172,7 @@ fn lane_bytes(even: u32, odd: u32) -> [u8; 4] {
 /// Two int8 values as the kernel's 16-bit lanes: `a` in the low half, `b` in the high, sign-extended.
 #[inline(always)]
 fn lane_pair(a: i8, b: i8) -> u32 {
-    (a as i16 as u16 as u32) | ((b as i16 as u16 as u32) << 16)
+    super::dsp::lane_word(a.into(), b.into())
 }
 
 /// The [`Quantized`] that [`quantize`] of `n` values with `scale` left in `buf`, read again.

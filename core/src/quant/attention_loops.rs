@@ -1,7 +1,10 @@
 //! The attention's per-score and per-position loops over the int8 cache's integer sums: the scores'
 //! rescaling and maximum ([`scores`]), the value mix's weights and their maximum ([`weight_bits`]),
-//! their fixed-point lanes ([`pack_lanes`]) and the mix's sums' rescaling ([`rescale`]). Portable Rust here; on cores with the DSP instructions and an FPU the
-//! same operations in the same order in assembly (`dsp_attention.rs`), so the same bits.
+//! their fixed-point lanes ([`pack_lanes`]) and the mix's sums' rescaling ([`rescale`]). Portable
+//! Rust here; on cores with the DSP instructions and an FPU the same operations in the same order in
+//! assembly (`dsp_attention.rs`), so the same bits.
+
+use super::dsp::lane_word;
 
 #[cfg(dsp_fpu)]
 pub(crate) use super::dsp_attention::{pack_lanes, rescale, scores, weight_bits};
@@ -14,18 +17,12 @@ pub(crate) fn fixed(w: f32, inv: f32) -> i32 {
     ((w * inv + 0.5) as i32).clamp(-32768, 32767)
 }
 
-/// Two fixed-point weights as the 16-bit lanes of one word, `a` low.
-#[inline(always)]
-fn pack(a: i32, b: i32) -> u32 {
-    (a as u16 as u32) | (b as u16 as u32) << 16
-}
-
-/// The lanes of four consecutive weights (`f32` bits) for `dsp::mac_lanes`: `(pack(q0, q2),
-/// pack(q1, q3))`, the pairing `SXTB16` makes of a word of values.
+/// The lanes of four consecutive weights (`f32` bits) for `dsp::mac_lanes`: `(lane_word(q0, q2),
+/// lane_word(q1, q3))`, the pairing `SXTB16` makes of a word of values.
 #[inline(always)]
 pub(crate) fn lanes(w: [u32; 4], inv: f32) -> (u32, u32) {
     let q = w.map(|w| fixed(f32::from_bits(w), inv));
-    (pack(q[0], q[2]), pack(q[1], q[3]))
+    (lane_word(q[0], q[2]), lane_word(q[1], q[3]))
 }
 
 #[allow(dead_code)]

@@ -80,6 +80,13 @@ pub(crate) fn word(b: &[u8]) -> u32 {
     u32::from_le_bytes([b[0], b[1], b[2], b[3]])
 }
 
+/// Two values as the 16-bit lanes of one word, `low` in bits 0-15 and `high` in bits 16-31 (each
+/// truncated to 16 bits: the lanes `SMLAD` multiplies).
+#[inline(always)]
+pub(crate) fn lane_word(low: i32, high: i32) -> u32 {
+    (low as u16 as u32) | (high as u16 as u32) << 16
+}
+
 /// `acc + lo(W) e.lo + hi(W) e.hi + lo(W') o.lo + hi(W') o.hi`, `W` and `W'` the even and odd signed
 /// bytes of `w` as 16-bit lanes (`SXTB16`): bytes 0 to 3 of `w` times lanes `e.lo, o.lo, e.hi, o.hi`.
 #[inline(always)]
