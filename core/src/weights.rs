@@ -1,5 +1,6 @@
 //! Read-only views of tensors inside a blob, dequantised on the fly; no copies, any alignment.
 
+use crate::blob::quads::{row_bytes, row_parts, row_place};
 use crate::blob::{decode_finite_scale, scales_valid, widen_f16, DType, I4_GROUP, SCALE_BYTES};
 #[cfg(feature = "std")]
 use crate::host::blocked::Blocked;
@@ -47,13 +48,6 @@ fn dot_f32(data: &[u8], start: usize, x: &[f32]) -> f32 {
 /// `W[start ..] . x` of an `f16` matrix's bytes (0 if out of range).
 fn dot_f16(data: &[u8], start: usize, x: &[f32]) -> f32 {
     elements(data, 2, start, x.len()).map_or(0.0, |w| fold_dot(f16s(w), x))
-}
-
-/// `(W[start ..] . x) * scale()` of an `i8` matrix's bytes against `f32` inputs (0 if out of range).
-fn dot_i8_f32(data: &[u8], start: usize, x: &[f32], scale: impl Fn() -> f32) -> f32 {
-    elements(data, 1, start, x.len()).map_or(0.0, |w| {
-        fold_dot(w.iter().map(|&q| (q as i8) as f32), x) * scale()
-    })
 }
 
 impl<'a> Vector<'a> {
@@ -134,6 +128,8 @@ impl<'a> Matrix<'a> {
     }
     /// A matrix over encoded `data` and stored (`f16`) `scales`, checked like a blob's tensors:
     /// byte lengths must match `dtype` and `[rows, cols]`, and every scale be finite and positive.
+    /// `data` is in the blob's layout: an `I8` matrix in quads of rows ([`crate::blob::quads`],
+    /// `quads::from_row_major` of row-major bytes), the other dtypes row-major.
     pub fn from_parts(
         dtype: DType,
         rows: usize,
@@ -162,7 +158,9 @@ impl<'a> Matrix<'a> {
     pub fn cols(&self) -> usize {
         self.cols
     }
-    /// Raw encoded values (for integer kernels and size reports).
+    /// Raw encoded values as the blob stores them (for integer kernels and size reports): row-major,
+    /// but an `I8` matrix in quads of rows ([`crate::blob::quads`]); [`Matrix::from_parts`] takes the
+    /// same layout.
     pub fn data(&self) -> &'a [u8] {
         self.data
     }
@@ -181,7 +179,7 @@ impl<'a> Matrix<'a> {
         match self.dtype {
             d @ DType::F32 if d.compiled() => dot_f32(self.data, start, x),
             d @ DType::F16 if d.compiled() => dot_f16(self.data, start, x),
-            d @ DType::I8 if d.compiled() => dot_i8_f32(self.data, start, x, || self.scale(r)),
+            d @ DType::I8 if d.compiled() => self.dot_i8(r, c0, x),
             d @ DType::I4 if d.compiled() => self.dot_i4(r, c0, x),
             _ => 0.0,
         }
@@ -220,9 +218,7 @@ impl<'a> Matrix<'a> {
                 Some(w) => row_block::dot4_f16(w, c, x, out),
                 None => each(out, |r| dot_f16(d, r * c, x)),
             },
-            t @ DType::I8 if t.compiled() => {
-                each(out, |r| dot_i8_f32(d, r * c, x, || self.scale(r)))
-            }
+            t @ DType::I8 if t.compiled() => each(out, |r| self.dot_i8(r, 0, x)),
             t @ DType::I4 if t.compiled() => each(out, |r| self.dot_i4(r, 0, x)),
             _ => out.fill(0.0),
         }
@@ -250,6 +246,26 @@ impl<'a> Matrix<'a> {
                 }
             }
         }
+    }
+
+    /// Row `r` of an `i8` matrix from column `c0`, at most `n` bytes ([`row_bytes`]).
+    #[inline(always)]
+    fn i8_row(&self, r: usize, c0: usize, n: usize) -> impl Iterator<Item = u8> + 'a {
+        row_bytes(self.data, self.rows, self.cols, r, c0, n)
+    }
+
+    /// Bytes `c0 .. c0 + n` of row `r` of an `i8` matrix as one slice, when they lie contiguous
+    /// (a row of the row-major rest): `Some(empty)` if out of range; `None` in a quad.
+    #[inline(always)]
+    fn i8_slice(&self, r: usize, c0: usize, n: usize) -> Option<&'a [u8]> {
+        let start = row_place(self.rows, self.cols, r).contiguous(self.cols)? + c0;
+        Some(self.data.get(start..start.saturating_add(n)).unwrap_or(&[]))
+    }
+
+    /// `(W[r][c0 ..] . x) * s_w[r]` of an `i8` matrix against `f32` inputs.
+    fn dot_i8(&self, r: usize, c0: usize, x: &[f32]) -> f32 {
+        let w = self.i8_row(r, c0, x.len()).map(|q| (q as i8) as f32);
+        fold_dot(w, x) * self.scale(r)
     }
 
     /// Packed row `r` of an `i4` matrix (empty if out of range).
@@ -281,11 +297,16 @@ impl<'a> Matrix<'a> {
     /// accumulation, then `acc * (s_w[r] * s_x)` for `i8`, `(sum_g acc_g * s_w[r][g]) * s_x` for `i4`.
     /// Float matrices meet the dequantised `x` in `f32`.
     pub fn dot_q(&self, r: usize, c0: usize, x: &[i8], s_x: f32) -> f32 {
-        let start = r * self.cols + c0;
         match self.dtype {
             d @ DType::I8 if d.compiled() => {
-                let w = self.data.get(start..start + x.len()).unwrap_or(&[]);
-                int8::rescale(int8::dot(w, x), self.scale(r), s_x)
+                let acc = match self.i8_slice(r, c0, x.len()) {
+                    Some(w) => int8::dot(w, x),
+                    None => self
+                        .i8_row(r, c0, x.len())
+                        .zip(x)
+                        .fold(0, |a, (w, &x)| a + (w as i8) as i64 * x as i64),
+                };
+                int8::rescale(acc, self.scale(r), s_x)
             }
             d @ DType::I4 if d.compiled() => {
                 let groups = self.cols.div_ceil(I4_GROUP);
@@ -305,11 +326,13 @@ impl<'a> Matrix<'a> {
     /// meets column `c`), integer for `i8` and `i4` matrices (0 for float ones, which never meet
     /// quantised activations in the forward pass).
     pub(crate) fn dot_wide(&self, r: usize, c0: usize, n: usize, x: Wide<'_>, s_x: f32) -> f32 {
-        let start = r * self.cols + c0;
         match self.dtype {
             d @ DType::I8 if d.compiled() => {
-                let w = self.data.get(start..start.saturating_add(n)).unwrap_or(&[]);
-                int8::dot_wide_f32(w, x, c0) * (self.scale(r) * s_x)
+                let acc = match self.i8_slice(r, c0, n) {
+                    Some(w) => int8::dot_wide_f32(w, x, c0),
+                    None => int8::dot_wide_bytes(self.i8_row(r, c0, n), x, c0),
+                };
+                acc * (self.scale(r) * s_x)
             }
             d @ DType::I4 if d.compiled() => {
                 let groups = self.cols.div_ceil(I4_GROUP);
@@ -352,11 +375,17 @@ impl<'a> Matrix<'a> {
                 out.iter_mut().zip(f16s(w)).for_each(|(o, w)| f(o, w));
             }
             d @ DType::I8 if d.compiled() => {
-                let w = self.data.get(start..start + self.cols).unwrap_or(&[]);
+                // A word at a time (a quad's rows' words lie 16 bytes apart), then the tail.
                 let s = self.scale(r);
-                out.iter_mut()
-                    .zip(w)
-                    .for_each(|(o, &q)| f(o, (q as i8) as f32 * s));
+                let (words, tail) = row_parts(self.data, self.rows, self.cols, r);
+                let (body, rest) = out.split_at_mut(out.len().min(self.cols / 4 * 4));
+                let mut each = |o: &mut [f32], w: &[u8]| {
+                    o.iter_mut()
+                        .zip(w)
+                        .for_each(|(o, &q)| f(o, (q as i8) as f32 * s))
+                };
+                body.chunks_mut(4).zip(words).for_each(|(o, w)| each(o, w));
+                each(rest, tail);
             }
             d @ DType::I4 if d.compiled() => {
                 // One scale per group, one byte per two columns (a missing byte reads as 0).
@@ -397,6 +426,56 @@ mod tests {
             let scales = bits.to_le_bytes();
             let m = Matrix::from_parts(DType::I4, 1, 4, &data, &scales);
             assert_eq!(m.is_some(), ok, "{bits:#x}");
+        }
+    }
+
+    #[test]
+    fn int8_readers_see_the_row_major_values_through_the_quads() {
+        use crate::blob::quads::from_row_major;
+        for (rows, cols) in [(9, 13), (8, 16), (5, 3), (4, 6), (3, 8)] {
+            let data: std::vec::Vec<u8> = (0..rows * cols).map(|i| (i * 73 + 9) as u8).collect();
+            let blob = from_row_major(rows, cols, &data);
+            let scales: std::vec::Vec<u8> = (0..rows)
+                .flat_map(|r| crate::blob::encode_scale(0.5 + r as f32).unwrap())
+                .collect();
+            let m = Matrix::from_parts(DType::I8, rows, cols, &blob, &scales).unwrap();
+            let x: std::vec::Vec<i8> = (0..cols).map(|i| (i as i8).wrapping_mul(29)).collect();
+            // In the kernels' lane order ([`Wide`]): slots 1 and 2 of each whole group swapped.
+            let value = |c: usize| x[c] as i16 * 200;
+            let wide: std::vec::Vec<i16> = (0..cols)
+                .map(|c| match c / 4 * 4 + 4 <= cols {
+                    true => value(c ^ (((c ^ (c >> 1)) & 1) * 3)),
+                    false => value(c),
+                })
+                .collect();
+            let wide_at = |c: usize| value(c) as i64;
+            for r in 0..rows {
+                let row = &data[r * cols..(r + 1) * cols];
+                let value = |c: usize| (row[c] as i8) as f32 * m.scale(r);
+                let mut out = std::vec![0.0f32; cols];
+                m.row_into(r, &mut out);
+                assert!(
+                    (0..cols).all(|c| out[c] == value(c)),
+                    "{rows}x{cols} row {r}"
+                );
+                for c0 in [0, 1, cols / 2] {
+                    let n = cols - c0;
+                    let exact = |v: &dyn Fn(usize) -> i64| -> i64 {
+                        (c0..cols).map(|c| (row[c] as i8) as i64 * v(c)).sum()
+                    };
+                    let want = int8::rescale(exact(&|c| x[c] as i64), m.scale(r), 0.25);
+                    assert_eq!(
+                        m.dot_q(r, c0, &x[c0..], 0.25),
+                        want,
+                        "{rows}x{cols} {r} {c0}"
+                    );
+                    let want = exact(&wide_at) as f32 * (m.scale(r) * 0.5);
+                    assert_eq!(m.dot_wide(r, c0, n, Wide(&wide), 0.5), want);
+                    let xf: std::vec::Vec<f32> = x[c0..].iter().map(|&v| v as f32).collect();
+                    let want = (c0..cols).fold(0.0, |a, c| a + (row[c] as i8) as f32 * xf[c - c0]);
+                    assert_eq!(m.dot(r, c0, &xf), want * m.scale(r));
+                }
+            }
         }
     }
 

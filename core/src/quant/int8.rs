@@ -8,7 +8,7 @@
 
 use super::activations::{Quantized, Wide};
 use super::dsp::{self, mac_lanes, sxtb16, sxtb16_ror8, word};
-use crate::blob::{decode_finite_scale as decode_scale, SCALE_UNIT};
+use crate::blob::{decode_finite_scale as decode_scale, quads, SCALE_UNIT};
 
 /// Columns per `i32` partial sum: `2^16 * 128 * 128 = 2^30`, so no partial sum can overflow whatever the
 /// bytes are.
@@ -30,6 +30,14 @@ pub fn dot_wide_f32(w: &[u8], x: Wide<'_>, from: usize) -> f32 {
             .enumerate()
             .fold(0i64, |acc, t| acc + term(t) as i64) as f32
     }
+}
+
+/// [`dot_wide_f32`] of a row's bytes read one at a time (an `I8` matrix's row in a quad, whose
+/// words lie 16 bytes apart): the same exact sum, in `i64`, rounded once to `f32`.
+pub fn dot_wide_bytes(w: impl Iterator<Item = u8>, x: Wide<'_>, from: usize) -> f32 {
+    w.enumerate().fold(0i64, |acc, (i, w)| {
+        acc + (w as i8) as i64 * x.get(from + i) as i64
+    }) as f32
 }
 
 /// `sum_i w[i] * x[i]`, exact: `i32` partial sums over [`CHUNK`] columns, added in `i64`. `w` holds raw
@@ -95,10 +103,11 @@ fn tail(w: &[u8], x: &[u8]) -> i32 {
         .fold(0, |acc, (&w, &x)| acc + (w as i8) as i32 * (x as i8) as i32)
 }
 
-/// `out[r] = (W[r] . x) * (s_w[r] * s_x)` for an int8 matrix of `cols`-byte rows in `w` with `f16`
-/// row scales `scales` (as [`rescale`]), over the first `x.len()` columns of each row: four rows at a
-/// time on [`super::dot4::dot4_strided`] when `lanes` are `x`'s ([`Quantized::lanes`](super::Quantized::lanes)),
-/// else (and for the last `rows % 4`) one at a time.
+/// `out[r] = (W[r] . x) * (s_w[r] * s_x)` for an int8 matrix `w` of `cols` columns in the blob's
+/// layout (its rows in quads, [`crate::blob::quads`]; `w.len() / cols` rows) with `f16` row scales
+/// `scales` (as [`rescale`]), over the first `x.len()` columns of each row: a quad at a time on
+/// [`super::dot4::dot4_quads`] when `lanes` are `x`'s ([`Quantized::lanes`](super::Quantized::lanes)),
+/// else (and for the last `rows % 4`) one row at a time.
 /// A row or scale missing from `w` or `scales` leaves its output alone. `x` is int8 ([`Quantized::q`])
 /// or int16 ([`Quantized::wide`], on the same kernel for up to [`WIDE_CHUNK`] columns).
 ///
@@ -138,12 +147,25 @@ pub fn matvec(
         return;
     }
     // The other rows one at a time (all of them without the lanes), as [`rescale`] of [`dot`].
-    let rest = w.chunks_exact(cols.max(1)).zip(scales.chunks_exact(2));
-    for (o, (row, s)) in out.iter_mut().zip(rest).skip(done) {
-        let row = row.get(..n).unwrap_or(&[]);
-        let acc = match wide.is_empty() {
-            true => dot_f32(row, xb),
-            false => dot_wide_f32(row, wide, 0),
+    let (rows, n) = (w.len() / cols.max(1), if n <= cols { n } else { 0 });
+    let rest = out.iter_mut().zip(scales.chunks_exact(2)).take(rows);
+    for (r, (o, s)) in rest.enumerate().skip(done) {
+        let place = quads::row_place(rows, cols, r);
+        let row = place.contiguous(cols).and_then(|at| w.get(at..at + n));
+        let acc = match (row, wide.is_empty()) {
+            (Some(row), true) => dot_f32(row, xb),
+            (Some(row), false) => dot_wide_f32(row, wide, 0),
+            // A row of a quad (no lanes): its bytes one at a time.
+            (None, wide_empty) => {
+                let row = quads::row_bytes(w, rows, cols, r, 0, n);
+                match wide_empty {
+                    true => row
+                        .zip(xb)
+                        .fold(0i64, |a, (w, &x)| a + (w as i8) as i64 * (x as i8) as i64)
+                        as f32,
+                    false => dot_wide_bytes(row, wide, 0),
+                }
+            }
         };
         *o = acc * (decode_scale(s) * s_x);
     }
@@ -153,7 +175,7 @@ pub fn matvec(
     }
 }
 
-/// [`matvec`]'s four-row part: the kernel's sums of `quads`' rows times `s_w * s_x`, plus the bias over
+/// [`matvec`]'s four-row part: the kernel's sums of the quads of rows of `quads` times `s_w * s_x`, plus the bias over
 /// the rows it covers ([`rescale_quads`]); with the DSP instructions in the kernel's own epilogue
 /// (`dsp_kernel::dot4_rescaled`, the same roundings). Returns how many rows took the bias, or `None` (nothing
 /// written: the caller computes them one at a time).
@@ -169,11 +191,11 @@ fn quads_rescaled(
 ) -> Option<usize> {
     #[cfg(all(dsp_fpu, feature = "weights-i8"))]
     {
-        super::dsp_kernel::dot4_rescaled(w, cols, lanes, quads, scales, s_x * SCALE_UNIT, bias)
+        super::dsp_kernel::dot4_rescaled(w, cols, lanes, quads, scales, s_x, bias)
     }
     #[cfg(not(all(dsp_fpu, feature = "weights-i8")))]
     {
-        super::dot4::dot4_strided(w, cols, lanes, bytemuck::cast_slice_mut(quads));
+        super::dot4::dot4_quads(w, cols, lanes, bytemuck::cast_slice_mut(quads));
         Some(rescale_quads(quads, scales, s_x, bias))
     }
 }
@@ -272,6 +294,7 @@ mod tests {
         let x: std::vec::Vec<i8> = (0..cols as i32).map(|i| (i * 41 - 100) as i8).collect();
         for rows in 1..10 {
             let w: std::vec::Vec<u8> = (0..rows * cols).map(|i| (i * 31 + 7) as u8).collect();
+            let blob = quads::from_row_major(rows, cols, &w);
             let scales: std::vec::Vec<u8> = (0..rows)
                 .flat_map(|r| crate::blob::encode_scale(0.5 + r as f32).unwrap())
                 .collect();
@@ -298,7 +321,7 @@ mod tests {
                             scale: s_x,
                             lanes,
                         };
-                        matvec(&w, cols, &scales, &q, b, &mut out[..rows]);
+                        matvec(&blob, cols, &scales, &q, b, &mut out[..rows]);
                         for r in 0..rows {
                             let row = &w[r * cols..r * cols + n];
                             let mut want = rescale(dot(row, &x[..n]), 0.5 + r as f32, s_x);
@@ -320,6 +343,7 @@ mod tests {
         use crate::quant::activations::quantize16;
         for (rows, cols) in [(9, 12), (8, 64), (5, 7), (4, 520), (3, 1)] {
             let w: std::vec::Vec<u8> = (0..rows * cols).map(|i| (i * 89 + 5) as u8).collect();
+            let blob = quads::from_row_major(rows, cols, &w);
             let scales: std::vec::Vec<u8> = (0..rows)
                 .flat_map(|r| crate::blob::encode_scale(0.125 + r as f32).unwrap())
                 .collect();
@@ -337,7 +361,7 @@ mod tests {
             let q = quantize16(&x, bytemuck::cast_slice_mut(&mut buf));
             assert_eq!(q.lanes.len(), if cols % 4 == 0 { cols / 2 } else { 0 });
             let mut out = std::vec![7.0f32; rows + 1];
-            matvec(&w, cols, &scales, &q, &[], &mut out[..rows]);
+            matvec(&blob, cols, &scales, &q, &[], &mut out[..rows]);
             for r in 0..rows {
                 let exact: i64 = (0..cols)
                     .map(|c| (w[r * cols + c] as i8) as i64 * q.wide.get(c) as i64)
