@@ -35,8 +35,8 @@ pub(crate) fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut 
 
 /// An `I8` matrix of `cols` columns in the blob's quads of rows ([`crate::blob::quads`]) against
 /// 16-bit lanes: for every quad `q < out.len() / 4` (its bytes from `q * 4 * cols`, group `g`'s 16
-/// bytes at `16 g`, row `k`'s word at `4 k` of them), `out[4q + k] = sum_g (lo(W) e_g.lo + hi(W) e_g.hi
-/// + lo(W') o_g.lo + hi(W') o_g.hi)` over `g < min(lanes.len() / 2, cols / 4)`, with `W`, `W'` the
+/// bytes at `16 g`, row `k`'s word at `4 k` of them), `out[4q + k] = sum_g (lo(W) e_g.lo + hi(W)
+/// e_g.hi + lo(W') o_g.lo + hi(W') o_g.hi)` over `g < min(lanes.len() / 2, cols / 4)`, with `W`, `W'` the
 /// even and odd signed bytes of row `k`'s word of group `g` and `(e_g, o_g) = (lanes[2g], lanes[2g +
 /// 1])`, wrapping. A quad that ends early (beyond `w`) stops its sums at its last whole group.
 #[inline(always)]
