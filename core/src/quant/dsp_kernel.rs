@@ -4,7 +4,7 @@
 //! - [`dot4_quads`], the matmuls' (an `I8` matrix in the blob's quads of rows, `blob::quads`): per
 //!   group of four columns one `LDRD` of the activation lanes, one `LDMIA` of the quad's four weight
 //!   words, eight `SXTB16` and eight `SMLAD` (18 instructions per 16 multiply-accumulates, plus a
-//!   two-instruction loop test per four groups). With an FPU (and int8 matrices in the build) it also
+//!   two-instruction loop test per eight groups). With an FPU (and int8 matrices in the build) it also
 //!   rescales each quad's sums as `int8::matvec` does, `acc * (s_w * s_x) + b`, before they leave the
 //!   registers ([`dot4_rescaled`]).
 //! - [`dot4_strided`], the KV cache's scores and value mix (rows any stride apart): per group one
@@ -488,7 +488,7 @@ macro_rules! fpu {
 // sums, r8-r9 a group's lanes, r10-r12 and lr its four words, r1 scratch. Stack, after the nine
 // saved registers (36 bytes) and the 36 reserved: [sp] the lanes' start; 4: `out` so far; 8: the
 // bytes from one quad's last group to the next quad (`skip`); 12: where the loop enters after a
-// quad's first group (by `(groups - 1) % 4`, from the table's four bytes; the epilogue's address
+// quad's first group (by `(groups - 1) % 8`, from the table's eight bytes; the epilogue's address
 // when there is one group only); 16: the epilogue's (2 or 3, 21 or 31 with a skip; Thumb bit set);
 // 20: the scales so far; 24: the bias so far; 32: `out`'s end; the arguments `out`, `quads`,
 // `scales`, `bias`, `s_x` at 72, 76, 80, 84, 88. Each loop tests its end after its body, so it runs
@@ -514,12 +514,12 @@ core::arch::global_asm!(
     "str r5, [sp, #32]",
     "ldrd r6, r7, [sp, #80]",
     "strd r6, r7, [sp, #20]",
-    // The loop's entry after the first group, by `(groups - 1) % 4`.
+    // The loop's entry after the first group, by `(groups - 1) % 8`.
     "sub r10, r3, #1",
-    "and r9, r10, #3",
+    "and r9, r10, #7",
     "adr r11, 7f",
     "ldrb r9, [r11, r9]",
-    "adr r11, 5f",
+    "adr r11, 40f",
     "add r11, r11, r9, lsl #1",
     "orr r11, r11, #1",
     "str r11, [sp, #12]",
@@ -541,16 +541,24 @@ core::arch::global_asm!(
     "ldr r2, [sp]",
     quad_group!(smuad),
     "ldr pc, [sp, #12]",
-    "5:",
+    "40:",
     quad_group!(smlad),
-    "8:",
+    "41:",
     quad_group!(smlad),
-    "9:",
+    "42:",
     quad_group!(smlad),
-    "6:",
+    "43:",
+    quad_group!(smlad),
+    "44:",
+    quad_group!(smlad),
+    "45:",
+    quad_group!(smlad),
+    "46:",
+    quad_group!(smlad),
+    "47:",
     quad_group!(smlad),
     "cmp r2, r3",
-    "bne 5b",
+    "bne 40b",
     "ldr pc, [sp, #16]",
     // The sums as they are.
     "21:",
@@ -569,12 +577,17 @@ core::arch::global_asm!(
     "bne 4b",
     "add sp, sp, #36",
     "pop {{r4-r11, pc}}",
-    // Half the offset of the copy the loop enters at, by `(groups - 1) % 4`.
+    // Half the offset of the copy the loop enters at, by `(groups - 1) % 8` (the last seven copies
+    // span 504 bytes: each half-offset fits a byte).
     "7:",
     ".byte 0",
-    ".byte (6b - 5b) / 2",
-    ".byte (9b - 5b) / 2",
-    ".byte (8b - 5b) / 2",
+    ".byte (47b - 40b) / 2",
+    ".byte (46b - 40b) / 2",
+    ".byte (45b - 40b) / 2",
+    ".byte (44b - 40b) / 2",
+    ".byte (43b - 40b) / 2",
+    ".byte (42b - 40b) / 2",
+    ".byte (41b - 40b) / 2",
     ".p2align 1",
     ".size microlens_dot4_quads, . - microlens_dot4_quads",
 );
