@@ -155,23 +155,29 @@ pub fn matvec(
         let acc = match (row, wide.is_empty()) {
             (Some(row), true) => dot_f32(row, xb),
             (Some(row), false) => dot_wide_f32(row, wide, 0),
-            // A row of a quad (no lanes): its bytes one at a time.
-            (None, wide_empty) => {
-                let row = quads::row_bytes(w, rows, cols, r, 0, n);
-                match wide_empty {
-                    true => row
-                        .zip(xb)
-                        .fold(0i64, |a, (w, &x)| a + (w as i8) as i64 * (x as i8) as i64)
-                        as f32,
-                    false => dot_wide_bytes(row, wide, 0),
-                }
-            }
+            (None, _) => quad_row(w, [rows, cols, r, n], xb, wide),
         };
         *o = acc * (decode_scale(s) * s_x);
     }
     let rest = bias.get(4 * fused..).unwrap_or(&[]);
     for (o, b) in out.iter_mut().skip(fused).zip(rest.chunks_exact(4)) {
         *o += f32::from_bits(dsp::word(b));
+    }
+}
+
+/// [`matvec`]'s row `r` of `n` columns (of `[rows, cols]`) when it lies in a quad, its words 16
+/// bytes apart (no lanes to run the kernel on, or an unaligned blob): its bytes one at a time, the
+/// same exact sum, against the int8 `xb` or else the int16 `wide`. Out of line: rare.
+#[cold]
+#[inline(never)]
+fn quad_row(w: &[u8], [rows, cols, r, n]: [usize; 4], xb: &[u8], wide: Wide<'_>) -> f32 {
+    let row = quads::row_bytes(w, rows, cols, r, 0, n);
+    match wide.is_empty() {
+        true => {
+            row.zip(xb)
+                .fold(0i64, |a, (w, &x)| a + (w as i8) as i64 * (x as i8) as i64) as f32
+        }
+        false => dot_wide_bytes(row, wide, 0),
     }
 }
 
