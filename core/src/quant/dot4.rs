@@ -56,9 +56,12 @@ mod tests {
     /// The dispatched quads kernel and every other one this target compiles.
     fn quads_kernels() -> Vec<Kernel> {
         #[cfg(feature = "std")]
-        let host: Option<Kernel> = Some(crate::host::dot4::dot4_quads);
+        let host: [Kernel; 2] = [
+            crate::host::dot4::dot4_quads,
+            crate::host::dot4::dot4_quads_plain,
+        ];
         #[cfg(not(feature = "std"))]
-        let host = None;
+        let host: [Kernel; 0] = [];
         let portable = crate::quant::dsp::dot4_quads_portable;
         [dot4_quads, portable].into_iter().chain(host).collect()
     }
