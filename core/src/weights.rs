@@ -379,13 +379,19 @@ impl<'a> Matrix<'a> {
                 let s = self.scale(r);
                 let (words, tail) = row_parts(self.data, self.rows, self.cols, r);
                 let (body, rest) = out.split_at_mut(out.len().min(self.cols / 4 * 4));
-                let mut each = |o: &mut [f32], w: &[u8]| {
-                    o.iter_mut()
-                        .zip(w)
-                        .for_each(|(o, &q)| f(o, (q as i8) as f32 * s))
-                };
-                body.chunks_mut(4).zip(words).for_each(|(o, w)| each(o, w));
-                each(rest, tail);
+                let mut value = |o: &mut f32, q: u8| f(o, (q as i8) as f32 * s);
+                for (o, w) in body.chunks_mut(4).zip(words) {
+                    match (o, w) {
+                        ([o0, o1, o2, o3], [w0, w1, w2, w3]) => {
+                            value(o0, *w0);
+                            value(o1, *w1);
+                            value(o2, *w2);
+                            value(o3, *w3);
+                        }
+                        (o, w) => o.iter_mut().zip(w).for_each(|(o, &q)| value(o, q)),
+                    }
+                }
+                rest.iter_mut().zip(tail).for_each(|(o, &q)| value(o, q));
             }
             d @ DType::I4 if d.compiled() => {
                 // One scale per group, one byte per two columns (a missing byte reads as 0).
