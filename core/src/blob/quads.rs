@@ -23,13 +23,14 @@ pub struct RowPlace {
 }
 
 impl RowPlace {
-    /// Offset of row `r`'s column `c` (`c < cols`), with `cols` the matrix's columns.
+    /// Offset of row `r`'s column `c` (`c < cols`), with `cols` the matrix's columns (saturating
+    /// beyond the addressable).
     #[inline(always)]
     pub fn at(&self, cols: usize, c: usize) -> usize {
         let body = cols / 4 * 4;
         match c < body {
-            true => self.start + c / 4 * self.step + c % 4,
-            false => self.tail + (c - body),
+            true => self.start.saturating_add(c / 4 * self.step + c % 4),
+            false => self.tail.saturating_add(c - body),
         }
     }
 
@@ -52,12 +53,13 @@ pub fn row_place(rows: usize, cols: usize, r: usize) -> RowPlace {
     let whole = rows - rows % QUAD;
     let body = cols / 4 * 4;
     if r < whole {
-        let quad = r / QUAD * QUAD * cols;
+        // `r < rows`: within a matrix of `rows * cols` bytes no sum overflows; saturating beyond.
+        let quad = (r / QUAD * QUAD).saturating_mul(cols);
         let k = r % QUAD;
         RowPlace {
-            start: quad + 4 * k,
+            start: quad.saturating_add(4 * k),
             step: 16,
-            tail: quad + QUAD * body + k * (cols - body),
+            tail: quad.saturating_add(QUAD * body + k * (cols - body)),
         }
     } else {
         let start = r.saturating_mul(cols);

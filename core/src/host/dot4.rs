@@ -70,7 +70,9 @@ fn quads_dispatch(w: &[u8], cols: usize, x: &[i32], out: &mut [i32]) {
 fn quads_avx2(w: &[u8], cols: usize, x: &[i32], out: &mut [i32]) {
     use std::arch::x86_64::*;
     for (q, sums) in out.chunks_exact_mut(4).enumerate() {
-        let quad = w.get(q.saturating_mul(4 * cols)..).unwrap_or(&[]);
+        let quad = w
+            .get(q.saturating_mul(cols).saturating_mul(4)..)
+            .unwrap_or(&[]);
         let groups = (quad.len() / 16).min(x.len() / 8);
         let (mut a0, mut a1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
         for (w, x) in quad[..16 * groups].chunks_exact(16).zip(x.chunks_exact(8)) {
@@ -107,7 +109,9 @@ fn quads_avx2(w: &[u8], cols: usize, x: &[i32], out: &mut [i32]) {
 #[inline(always)]
 fn quads_rows(w: &[u8], cols: usize, x: &[i32], out: &mut [i32]) {
     for (q, sums) in out.chunks_exact_mut(4).enumerate() {
-        let quad = w.get(q.saturating_mul(4 * cols)..).unwrap_or(&[]);
+        let quad = w
+            .get(q.saturating_mul(cols).saturating_mul(4)..)
+            .unwrap_or(&[]);
         // The quad's whole groups, as many as there are values (eight per group: its four twice).
         let groups = (quad.len() / 16).min(x.len() / 8);
         // Per group, rows 0 and 1 (eight bytes) and rows 2 and 3 against the group's values twice:

@@ -28,8 +28,8 @@ fn whole(rows: &[u8], stride: usize, quads: usize, groups: usize) -> bool {
 }
 
 /// The four-row kernel (`dot4_strided`, whose sums it computes): when every row is whole, one call of
-/// the loop; when some row ends early, the same
-/// loop one quad at a time, over the groups the quad's last row has.
+/// the loop; when some row ends early, the same loop one quad at a time, over the groups the quad's
+/// last row has.
 #[inline]
 pub(crate) fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
     let quads = out.len() / 4;
@@ -85,7 +85,7 @@ pub(crate) fn dot4_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) 
     }
     if groups > 0 && quads > 0 && whole_quads(w, cols, quads, groups) {
         let (out, none) = (out.as_mut_ptr().cast(), core::ptr::null());
-        let skip = 4 * cols - 16 * groups;
+        let skip = cols.saturating_mul(4) - 16 * groups;
         // SAFETY: the quads are whole (checked), `lanes` holds `2 * groups` words and `out` `4 *
         // quads`, both aligned slices; no epilogue (null scales).
         unsafe {
@@ -113,7 +113,9 @@ pub(crate) fn dot4_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) 
 fn ragged_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) {
     let groups = (lanes.len() / 2).min(cols / 4);
     for (q, sums) in out.chunks_exact_mut(4).enumerate() {
-        let quad = w.get(q.saturating_mul(4 * cols)..).unwrap_or(&[]);
+        let quad = w
+            .get(q.saturating_mul(cols).saturating_mul(4)..)
+            .unwrap_or(&[]);
         match lanes.get(..2 * groups.min(quad.len() / 16)) {
             Some(lanes) if !lanes.is_empty() => dot4_quads(quad, cols, lanes, sums),
             _ => sums.fill(0),
@@ -150,7 +152,10 @@ pub(crate) fn dot4_rescaled(
         true => bias.as_ptr(),
         false => core::ptr::null(),
     };
-    let (out, skip) = (out.as_mut_ptr().cast(), 4 * cols - 16 * groups);
+    let (out, skip) = (
+        out.as_mut_ptr().cast(),
+        cols.saturating_mul(4) - 16 * groups,
+    );
     // SAFETY: the quads are whole (checked), `lanes` holds `2 * groups` words and `out` `4 * quads`,
     // both aligned slices; `scales` has the quads' `8 * quads` bytes from a word-aligned address, and
     // the bias, when given, `16 * quads` bytes from a word-aligned one (checked).
