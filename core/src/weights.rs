@@ -258,7 +258,9 @@ impl<'a> Matrix<'a> {
     /// (a row of the row-major rest): `Some(empty)` if out of range; `None` in a quad.
     #[inline(always)]
     fn i8_slice(&self, r: usize, c0: usize, n: usize) -> Option<&'a [u8]> {
-        let start = row_place(self.rows, self.cols, r).contiguous(self.cols)?.saturating_add(c0);
+        let start = row_place(self.rows, self.cols, r)
+            .contiguous(self.cols)?
+            .saturating_add(c0);
         Some(self.data.get(start..start.saturating_add(n)).unwrap_or(&[]))
     }
 
