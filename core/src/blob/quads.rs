@@ -23,14 +23,14 @@ pub struct RowPlace {
 }
 
 impl RowPlace {
-    /// Offset of row `r`'s column `c` (`c < cols`), with `cols` the matrix's columns (saturating
-    /// beyond the addressable).
+    /// Offset of row `r`'s column `c` (`c < cols`), with `cols` the matrix's columns (wrapping
+    /// beyond the addressable, where no matrix lies).
     #[inline(always)]
     pub fn at(&self, cols: usize, c: usize) -> usize {
         let body = cols / 4 * 4;
         match c < body {
-            true => self.start.saturating_add(c / 4 * self.step + c % 4),
-            false => self.tail.saturating_add(c - body),
+            true => self.start.wrapping_add(c / 4 * self.step + c % 4),
+            false => self.tail.wrapping_add(c - body),
         }
     }
 
@@ -53,13 +53,13 @@ pub fn row_place(rows: usize, cols: usize, r: usize) -> RowPlace {
     let whole = rows - rows % QUAD;
     let body = cols / 4 * 4;
     if r < whole {
-        // `r < rows`: within a matrix of `rows * cols` bytes no sum overflows; saturating beyond.
-        let quad = (r / QUAD * QUAD).saturating_mul(cols);
+        // `r < rows`: within a matrix of `rows * cols` bytes nothing overflows (wrapping beyond).
+        let quad = (r / QUAD * QUAD).wrapping_mul(cols);
         let k = r % QUAD;
         RowPlace {
-            start: quad.saturating_add(4 * k),
+            start: quad.wrapping_add(4 * k),
             step: 16,
-            tail: quad.saturating_add(QUAD * body + k * (cols - body)),
+            tail: quad.wrapping_add(QUAD.wrapping_mul(body).wrapping_add(k * (cols - body))),
         }
     } else {
         let start = r.saturating_mul(cols);

@@ -85,7 +85,9 @@ pub(crate) fn dot4_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) 
     }
     if groups > 0 && quads > 0 && whole_quads(w, cols, quads, groups) {
         let (out, none) = (out.as_mut_ptr().cast(), core::ptr::null());
-        let skip = cols.saturating_mul(4) - 16 * groups;
+        // From a quad's last group to the next quad (`4 * cols` fits when there is a next quad,
+        // checked by `whole_quads`; one quad never steps).
+        let skip = cols.wrapping_mul(4).wrapping_sub(16 * groups);
         // SAFETY: the quads are whole (checked), `lanes` holds `2 * groups` words and `out` `4 *
         // quads`, both aligned slices; no epilogue (null scales).
         unsafe {
@@ -152,9 +154,10 @@ pub(crate) fn dot4_rescaled(
         true => bias.as_ptr(),
         false => core::ptr::null(),
     };
+    // The step to the next quad, as in `dot4_quads`.
     let (out, skip) = (
         out.as_mut_ptr().cast(),
-        cols.saturating_mul(4) - 16 * groups,
+        cols.wrapping_mul(4).wrapping_sub(16 * groups),
     );
     // SAFETY: the quads are whole (checked), `lanes` holds `2 * groups` words and `out` `4 * quads`,
     // both aligned slices; `scales` has the quads' `8 * quads` bytes from a word-aligned address, and
