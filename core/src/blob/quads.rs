@@ -112,6 +112,14 @@ pub fn row_bytes(
     words.flatten().chain(tail).skip(c0).take(n).copied()
 }
 
+/// Each quad's bytes of an `I8` matrix of `cols` columns stored as `data`, in order (the last one
+/// shorter where `data` ends), then empty ones without end: what the four-row kernels walk.
+#[inline(always)]
+pub fn quads_of(data: &[u8], cols: usize) -> impl Iterator<Item = &[u8]> {
+    let quad = cols.saturating_mul(QUAD).max(1);
+    data.chunks(quad).chain(core::iter::repeat(&[][..]))
+}
+
 /// An `I8` `[rows, cols]` matrix's row-major bytes in the blob's layout (as long as `row_major`;
 /// the bytes of a matrix shorter than `rows * cols` are returned as they are).
 #[cfg(feature = "std")]

@@ -69,10 +69,10 @@ fn quads_dispatch(w: &[u8], cols: usize, x: &[i32], out: &mut [i32]) {
 #[target_feature(enable = "avx2")]
 fn quads_avx2(w: &[u8], cols: usize, x: &[i32], out: &mut [i32]) {
     use std::arch::x86_64::*;
-    for (q, sums) in out.chunks_exact_mut(4).enumerate() {
-        let quad = w
-            .get(q.saturating_mul(cols).saturating_mul(4)..)
-            .unwrap_or(&[]);
+    for (sums, quad) in out
+        .chunks_exact_mut(4)
+        .zip(crate::blob::quads::quads_of(w, cols))
+    {
         let groups = (quad.len() / 16).min(x.len() / 8);
         let (mut a0, mut a1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
         for (w, x) in quad[..16 * groups].chunks_exact(16).zip(x.chunks_exact(8)) {
@@ -108,10 +108,10 @@ fn quads_avx2(w: &[u8], cols: usize, x: &[i32], out: &mut [i32]) {
 /// without AVX2.
 #[inline(always)]
 fn quads_rows(w: &[u8], cols: usize, x: &[i32], out: &mut [i32]) {
-    for (q, sums) in out.chunks_exact_mut(4).enumerate() {
-        let quad = w
-            .get(q.saturating_mul(cols).saturating_mul(4)..)
-            .unwrap_or(&[]);
+    for (sums, quad) in out
+        .chunks_exact_mut(4)
+        .zip(crate::blob::quads::quads_of(w, cols))
+    {
         // The quad's whole groups, as many as there are values (eight per group: its four twice).
         let groups = (quad.len() / 16).min(x.len() / 8);
         // Per group, rows 0 and 1 (eight bytes) and rows 2 and 3 against the group's values twice:

@@ -146,10 +146,10 @@ pub(crate) fn dot4_strided_portable(rows: &[u8], stride: usize, lanes: &[u32], o
 #[inline(never)]
 pub(crate) fn dot4_quads_portable(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) {
     let groups = (lanes.len() / 2).min(cols / 4);
-    for (q, sums) in out.chunks_exact_mut(4).enumerate() {
-        let quad = w
-            .get(q.saturating_mul(cols).saturating_mul(4)..)
-            .unwrap_or(&[]);
+    for (sums, quad) in out
+        .chunks_exact_mut(4)
+        .zip(crate::blob::quads::quads_of(w, cols))
+    {
         let mut acc = [0i32; 4];
         for (g, x) in quad
             .chunks_exact(16)

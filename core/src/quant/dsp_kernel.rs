@@ -114,10 +114,10 @@ pub(crate) fn dot4_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) 
 #[inline(never)]
 fn ragged_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) {
     let groups = (lanes.len() / 2).min(cols / 4);
-    for (q, sums) in out.chunks_exact_mut(4).enumerate() {
-        let quad = w
-            .get(q.saturating_mul(cols).saturating_mul(4)..)
-            .unwrap_or(&[]);
+    for (sums, quad) in out
+        .chunks_exact_mut(4)
+        .zip(crate::blob::quads::quads_of(w, cols))
+    {
         match lanes.get(..2 * groups.min(quad.len() / 16)) {
             Some(lanes) if !lanes.is_empty() => dot4_quads(quad, cols, lanes, sums),
             _ => sums.fill(0),

@@ -55,10 +55,10 @@ static QUAD_COLUMNS: [u16; 8] = [0, 2, 1, 3, 16, 18, 17, 19];
 #[inline(never)]
 pub(crate) fn dot4_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) {
     let groups = (lanes.len() / 2).min(cols / 4);
-    for (q, sums) in out.chunks_exact_mut(4).enumerate() {
-        let quad = w
-            .get(q.saturating_mul(cols).saturating_mul(4)..)
-            .unwrap_or(&[]);
+    for (sums, quad) in out
+        .chunks_exact_mut(4)
+        .zip(crate::blob::quads::quads_of(w, cols))
+    {
         let quad_groups = groups.min(quad.len() / 16);
         let blocks = quad_groups / 2;
         let (mut acc, done) = match quads8(quad, lanes, blocks) {
