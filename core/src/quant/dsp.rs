@@ -156,8 +156,8 @@ pub(crate) fn dot4_quads_portable(w: &[u8], cols: usize, lanes: &[u32], out: &mu
             .take(groups)
             .zip(lanes.chunks_exact(2))
         {
-            for (k, a) in acc.iter_mut().enumerate() {
-                *a = mac_lanes(*a, word(&g[4 * k..]), (x[0], x[1]));
+            for (a, w) in acc.iter_mut().zip(g.chunks_exact(4)) {
+                *a = mac_lanes(*a, word(w), (x[0], x[1]));
             }
         }
         sums.copy_from_slice(&acc);
