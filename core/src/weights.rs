@@ -303,10 +303,10 @@ impl<'a> Matrix<'a> {
             d @ DType::I8 if d.compiled() => {
                 let acc = match self.i8_slice(r, c0, x.len()) {
                     Some(w) => int8::dot(w, x),
-                    None => self
-                        .i8_row(r, c0, x.len())
-                        .zip(x)
-                        .fold(0, |a, (w, &x)| a + (w as i8) as i64 * x as i64),
+                    None => {
+                        let place = (row_place(self.rows, self.cols, r), self.cols);
+                        int8::dot_place(self.data, place, c0, x.len(), |i| x[i] as i32)
+                    }
                 };
                 int8::rescale(acc, self.scale(r), s_x)
             }
@@ -332,7 +332,10 @@ impl<'a> Matrix<'a> {
             d @ DType::I8 if d.compiled() => {
                 let acc = match self.i8_slice(r, c0, n) {
                     Some(w) => int8::dot_wide_f32(w, x, c0),
-                    None => int8::dot_wide_bytes(self.i8_row(r, c0, n), x, c0),
+                    None => {
+                        let place = (row_place(self.rows, self.cols, r), self.cols);
+                        int8::dot_place(self.data, place, c0, n, |i| x.get(c0 + i)) as f32
+                    }
                 };
                 acc * (self.scale(r) * s_x)
             }

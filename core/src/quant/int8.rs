@@ -32,19 +32,42 @@ pub fn dot_wide_f32(w: &[u8], x: Wide<'_>, from: usize) -> f32 {
     }
 }
 
-/// [`dot_wide_f32`] of a row's bytes read one at a time (an `I8` matrix's row in a quad, whose
-/// words lie 16 bytes apart): the same exact sum, in `i64`, rounded once to `f32`.
-pub fn dot_wide_bytes(w: impl Iterator<Item = u8>, x: Wide<'_>, from: usize) -> f32 {
-    w.enumerate().fold(0i64, |acc, (i, w)| {
-        acc + (w as i8) as i64 * x.get(from + i) as i64
-    }) as f32
-}
-
 /// `sum_i w[i] * x[i]`, exact: `i32` partial sums over [`CHUNK`] columns, added in `i64`. `w` holds raw
 /// blob bytes (two's-complement int8). Extra elements of the longer slice are ignored.
 #[inline]
 pub fn dot(w: &[u8], x: &[i8]) -> i64 {
     chunked(w, bytemuck::cast_slice(x))
+}
+
+/// `sum_i W[c0 + i] x(i)` over `i < n` (and the row's columns) of a row of an `I8` matrix in quads
+/// (`place`, of `cols` columns; its words 16 bytes apart in a quad), exact in `i64`: a word at a time
+/// from a group's start (`i32` per word), else a byte at a time. `x(i)` an int8 or int16 value.
+#[inline]
+pub fn dot_place(
+    w: &[u8],
+    (place, cols): (quads::RowPlace, usize),
+    c0: usize,
+    n: usize,
+    x: impl Fn(usize) -> i32,
+) -> i64 {
+    let n = n.min(cols.saturating_sub(c0));
+    let words = match c0 % 4 {
+        0 => (n / 4).min((cols / 4).saturating_sub(c0 / 4)),
+        _ => 0,
+    };
+    let start = place.start.wrapping_add(c0 / 4 * place.step);
+    let word_sum = |g: usize| -> i64 {
+        let at = start.wrapping_add(g * place.step);
+        let bytes = w.get(at..at.wrapping_add(4)).unwrap_or(&[]);
+        let term = |(j, &b): (usize, &u8)| (b as i8) as i32 * x(4 * g + j);
+        bytes.iter().enumerate().map(term).sum::<i32>() as i64
+    };
+    let byte = |i: usize| {
+        w.get(place.at(cols, c0 + i))
+            .map_or(0, |&b| (b as i8) as i64)
+    };
+    let body = (0..words).map(word_sum).sum::<i64>();
+    (4 * words..n).fold(body, |acc, i| acc + byte(i) * x(i) as i64)
 }
 
 /// `sum_i a[i] * b[i]` of two int8 vectors (the attention score `q . k`), exact as [`dot`].
@@ -171,14 +194,14 @@ pub fn matvec(
 #[cold]
 #[inline(never)]
 fn quad_row(w: &[u8], [rows, cols, r, n]: [usize; 4], xb: &[u8], wide: Wide<'_>) -> f32 {
-    let row = quads::row_bytes(w, rows, cols, r, 0, n);
-    match wide.is_empty() {
-        true => {
-            row.zip(xb)
-                .fold(0i64, |a, (w, &x)| a + (w as i8) as i64 * (x as i8) as i64) as f32
-        }
-        false => dot_wide_bytes(row, wide, 0),
-    }
+    let place = (quads::row_place(rows, cols, r), cols);
+    let acc = match wide.is_empty() {
+        true => dot_place(w, place, 0, n, |i| {
+            xb.get(i).map_or(0, |&x| (x as i8) as i32)
+        }),
+        false => dot_place(w, place, 0, n, |i| wide.get(i)),
+    };
+    acc as f32
 }
 
 /// [`matvec`]'s four-row part: the kernel's sums of the quads of rows of `quads` times `s_w * s_x`, plus the bias over
