@@ -399,13 +399,15 @@ macro_rules! quad_group {
 
 /// The quads loop's rescaling epilogue (label 3, label 31 stepping over the skipped bytes first):
 /// sums r4-r7 to `f32` (s0-s3), times (the four `f16` scales, one `VLDMIA`, widened by `VCVTB` and
-/// `VCVTT`, times `s_x` in s8), plus the bias when there is one, stored at `out` (label 13).
+/// `VCVTT`, times `s_x` in s8), plus the bias when there is one, stored at `out` (label 13); the
+/// three pointers (`out` r1, scales r4, bias r5, free once the sums are in s0-s3) loaded and stored
+/// back with one `LDM` and one `STM`.
 #[cfg(all(target_abi = "eabihf", feature = "weights-i8"))]
 macro_rules! rescale {
     () => {
         concat!(
             "31:\n",
-            "ldr r1, [sp, #8]\n",
+            "ldr r1, [sp, #16]\n",
             "add r0, r0, r1\n",
             "3:\n",
             "vmov s0, s1, r4, r5\n",
@@ -414,9 +416,8 @@ macro_rules! rescale {
             "vcvt.f32.s32 s1, s1\n",
             "vcvt.f32.s32 s2, s2\n",
             "vcvt.f32.s32 s3, s3\n",
-            "ldr r1, [sp, #20]\n",
-            "vldmia r1!, {{s12, s13}}\n",
-            "str r1, [sp, #20]\n",
+            "ldm sp, {{r1, r4, r5}}\n",
+            "vldmia r4!, {{s12, s13}}\n",
             "vcvtb.f32.f16 s4, s12\n",
             "vcvtt.f32.f16 s5, s12\n",
             "vcvtb.f32.f16 s6, s13\n",
@@ -429,17 +430,15 @@ macro_rules! rescale {
             "vmul.f32 s1, s1, s5\n",
             "vmul.f32 s2, s2, s6\n",
             "vmul.f32 s3, s3, s7\n",
-            "ldr r1, [sp, #24]\n",
-            "cbz r1, 13f\n",
-            "vldmia r1!, {{s4-s7}}\n",
-            "str r1, [sp, #24]\n",
+            "cbz r5, 13f\n",
+            "vldmia r5!, {{s4-s7}}\n",
             "vadd.f32 s0, s0, s4\n",
             "vadd.f32 s1, s1, s5\n",
             "vadd.f32 s2, s2, s6\n",
             "vadd.f32 s3, s3, s7\n",
             "13:\n",
-            "ldr r1, [sp, #4]\n",
             "vstmia r1!, {{s0-s3}}\n",
+            "stm sp, {{r1, r4, r5}}\n",
         )
     };
 }
@@ -494,12 +493,12 @@ macro_rules! fpu {
 
 // The quads loop. Registers in the groups: r0 the weights, r2 the lanes, r3 their end, r4-r7 the
 // sums, r8-r9 a group's lanes, r10-r12 and lr its four words, r1 scratch. Stack, after the nine
-// saved registers (36 bytes) and the 36 reserved: [sp] the lanes' start; 4: `out` so far; 8: the
-// bytes from one quad's last group to the next quad (`skip`); 12: where the loop enters after a
-// quad's first group (by `(groups - 1) % 8`, from the table's eight bytes; the epilogue's address
-// when there is one group only); 16: the epilogue's (2 or 3, 21 or 31 with a skip; Thumb bit set);
-// 20: the scales so far; 24: the bias so far; 32: `out`'s end; the arguments `out`, `quads`,
-// `scales`, `bias`, `s_x` at 72, 76, 80, 84, 88. Each loop tests its end after its body, so it runs
+// saved registers (36 bytes) and the 36 reserved: [sp] `out` so far, 4: the scales so far, 8: the
+// bias so far (one `LDM`/`STM` in the epilogue); 12: the lanes' start; 16: the bytes from one quad's
+// last group to the next quad (`skip`); 20: where the loop enters after a quad's first group (by
+// `(groups - 1) % 8`, from the table's eight bytes; the epilogue's address when there is one group
+// only); 24: the epilogue's (2 or 3, 21 or 31 with a skip; Thumb bit set); 28: `out`'s end; the
+// arguments `out`, `quads`, `scales`, `bias`, `s_x` at 72, 76, 80, 84, 88. Each loop tests its end after its body, so it runs
 // over exactly `groups` groups and `quads` quads.
 core::arch::global_asm!(
     ".section .text.microlens_dot4_quads,\"ax\",%progbits",
@@ -514,14 +513,14 @@ core::arch::global_asm!(
     "microlens_dot4_quads:",
     "push {{r4-r11, lr}}",
     "sub sp, sp, #36",
-    "str r2, [sp]",
-    "str r1, [sp, #8]",
+    "str r2, [sp, #12]",
+    "str r1, [sp, #16]",
     "ldrd r4, r5, [sp, #72]",
-    "str r4, [sp, #4]",
+    "str r4, [sp]",
     "add r5, r4, r5, lsl #4",
-    "str r5, [sp, #32]",
+    "str r5, [sp, #28]",
     "ldrd r6, r7, [sp, #80]",
-    "strd r6, r7, [sp, #20]",
+    "strd r6, r7, [sp, #4]",
     // The loop's entry after the first group, by `(groups - 1) % 8`.
     "sub r10, r3, #1",
     "and r9, r10, #7",
@@ -530,7 +529,7 @@ core::arch::global_asm!(
     "adr r11, 40f",
     "add r11, r11, r9, lsl #1",
     "orr r11, r11, #1",
-    "str r11, [sp, #12]",
+    "str r11, [sp, #20]",
     "add r3, r2, r3, lsl #3",
     // The epilogue: the sums as they are, or rescaled; stepping over `skip` bytes first if any.
     "adr r11, 2f",
@@ -540,15 +539,15 @@ core::arch::global_asm!(
     "it ne",
     "movne r11, r12",
     "orr r11, r11, #1",
-    "str r11, [sp, #16]",
+    "str r11, [sp, #24]",
     "cmp r10, #0",
     "it eq",
-    "streq r11, [sp, #12]",
+    "streq r11, [sp, #20]",
     // One quad: its first group, then the others.
     "4:",
-    "ldr r2, [sp]",
+    "ldr r2, [sp, #12]",
     quad_group!(smuad),
-    "ldr pc, [sp, #12]",
+    "ldr pc, [sp, #20]",
     "40:",
     quad_group!(smlad),
     "41:",
@@ -567,20 +566,20 @@ core::arch::global_asm!(
     quad_group!(smlad),
     "cmp r2, r3",
     "bne 40b",
-    "ldr pc, [sp, #16]",
+    "ldr pc, [sp, #24]",
     // The sums as they are.
     "21:",
-    "ldr r1, [sp, #8]",
+    "ldr r1, [sp, #16]",
     "add r0, r0, r1",
     "2:",
-    "ldr r1, [sp, #4]",
+    "ldr r1, [sp]",
     "stmia r1!, {{r4-r7}}",
+    "str r1, [sp]",
     "b 12f",
     rescale!(),
     // `out` so far, and the next quad unless it was the last.
     "12:",
-    "str r1, [sp, #4]",
-    "ldr r8, [sp, #32]",
+    "ldr r8, [sp, #28]",
     "cmp r1, r8",
     "bne 4b",
     "add sp, sp, #36",
