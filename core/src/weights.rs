@@ -403,14 +403,27 @@ impl<'a> Matrix<'a> {
                 let row = self.i4_row(r);
                 let groups = self.cols.div_ceil(I4_GROUP);
                 let n = out.len().min(self.cols);
-                for (g, o) in out[..n].chunks_mut(I4_GROUP).enumerate() {
+                let (body, rest) = out[..n].split_at_mut(n / 2 * 2);
+                let bytes = row.get(..n / 2).unwrap_or(&[]);
+                // Whole column pairs (one byte each) group by group, both nibbles per byte.
+                for (g, o) in body.chunks_mut(I4_GROUP).enumerate() {
                     let s = self.scale(r * groups + g);
-                    let bytes = row.get(g * I4_GROUP / 2..).unwrap_or(&[]);
-                    for (k, o) in o.chunks_mut(2).enumerate() {
-                        let b = bytes.get(k).copied().unwrap_or(0);
-                        let pair = [(b << 4) as i8 >> 4, b as i8 >> 4];
-                        o.iter_mut().zip(pair).for_each(|(o, n)| f(o, n as f32 * s));
+                    let bytes = bytes.get(g * I4_GROUP / 2..).unwrap_or(&[]);
+                    let pairs = o.chunks_exact_mut(2);
+                    let missing = pairs.len().saturating_sub(bytes.len());
+                    for (o, &b) in pairs.zip(bytes) {
+                        f(&mut o[0], ((b << 4) as i8 >> 4) as f32 * s);
+                        f(&mut o[1], (b as i8 >> 4) as f32 * s);
                     }
+                    o.iter_mut().rev().take(2 * missing).for_each(|o| f(o, 0.0));
+                }
+                // An odd last column: the low nibble of its byte.
+                if let Some(o) = rest.first_mut() {
+                    let b = row.get(n / 2).copied().unwrap_or(0);
+                    f(
+                        o,
+                        ((b << 4) as i8 >> 4) as f32 * self.scale(r * groups + (n - 1) / I4_GROUP),
+                    );
                 }
             }
             _ => out.iter_mut().for_each(|o| f(o, 0.0)),
@@ -498,16 +511,26 @@ mod tests {
             .iter()
             .flat_map(|&s| crate::blob::encode_scale(s).unwrap())
             .collect();
-        let m = Matrix::from_parts(DType::I4, 2, 40, &data, &scales).unwrap();
-        for r in 0..2 {
-            let mut out = [9.0f32; 41];
-            m.row_into(r, &mut out);
-            for (c, &o) in out.iter().enumerate().take(40) {
-                let want =
-                    int4::nibble(&data[20 * r..20 * r + 20], c) as f32 * m.scale(2 * r + c / 32);
-                assert_eq!(o, want, "row {r} col {c}");
+        // Even and odd widths, outputs past the row and shorter than it (odd or even).
+        for (cols, len) in [(40, 41), (39, 39), (39, 40), (40, 33), (40, 34), (39, 1)] {
+            let m = Matrix::from_parts(DType::I4, 2, cols, &data, &scales).unwrap();
+            for r in 0..2 {
+                let mut out = std::vec![9.0f32; len];
+                m.row_into(r, &mut out);
+                let n = len.min(cols);
+                for (c, &o) in out.iter().enumerate().take(n) {
+                    let row = &data[20 * r..20 * r + 20];
+                    let want = int4::nibble(row, c) as f32 * m.scale(2 * r + c / 32);
+                    assert_eq!(o, want, "{cols} x {len}: row {r} col {c}");
+                }
+                assert!(out[n..].iter().all(|&o| o == 9.0), "{cols} x {len}");
+                let mut sum = std::vec![1.5f32; len];
+                m.add_row_to(r, &mut sum);
+                let want: std::vec::Vec<f32> = (0..len)
+                    .map(|c| if c < n { 1.5 + out[c] } else { 1.5 })
+                    .collect();
+                assert_eq!(sum, want, "{cols} x {len}: row {r}");
             }
-            assert_eq!(out[40], 9.0);
         }
     }
 }
