@@ -17,7 +17,7 @@ mod dsp_attention;
 #[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
 mod dsp_kernel;
 #[cfg(dsp_fpu)]
-mod dsp_quantize;
+pub(crate) mod dsp_quantize;
 #[cfg(feature = "encode")]
 pub mod encode;
 pub(crate) mod int4;
