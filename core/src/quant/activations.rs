@@ -124,13 +124,23 @@ pub struct Quantized<'q> {
 pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     let n = x.len().min(buf.len());
     let x = &x[..n];
-    let m = magnitude_key(x);
-    let (scale, inv) = scale_of(max_of_key(x, m), Q_MAX);
     let (q, rest) = buf.split_at_mut(n);
     let words = match bytemuck::try_cast_slice_mut::<i8, u32>(rest) {
         Ok(words) if n % 4 == 0 => words.get_mut(..n / 2).unwrap_or(&mut []),
         _ => &mut [],
     };
+    // In assembly where it can: the same scale, lanes and bytes as below.
+    #[cfg(dsp_fpu)]
+    if let Some(scale) = super::dsp_quantize::lanes(x, words, Some(&mut *q), Q_MAX) {
+        return Quantized {
+            q,
+            wide: Wide(&[]),
+            scale,
+            lanes: words,
+        };
+    }
+    let m = magnitude_key(x);
+    let (scale, inv) = scale_of(max_of_key(x, m), Q_MAX);
     match (words.is_empty(), m < f32::INFINITY.to_bits() << 1) {
         (true, _) => quantize_into(x, inv, q.iter_mut()),
         // A finite maximum, so no NaN or infinity in `x`: `|x * inv| <= 127 * (1 + 2^-23)` rounds
@@ -233,6 +243,13 @@ pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     let values: &mut [i16] = bytemuck::cast_slice_mut(words);
     let n = x.len().min(values.len());
     let x = &x[..n];
+    // In assembly where it can: the same scale and lanes as below.
+    #[cfg(dsp_fpu)]
+    if let Some(scale) =
+        super::dsp_quantize::lanes(x, bytemuck::cast_slice_mut(values), None, Q16_MAX)
+    {
+        return quantized16(buf, n, scale);
+    }
     let m = magnitude_key(x);
     let (scale, inv) = scale_of(max_of_key(x, m), Q16_MAX);
     let groups = n / 4;
@@ -256,16 +273,12 @@ pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     quantized16(buf, n, scale)
 }
 
-#[cfg(dsp_fpu)]
-use super::dsp_quantize::pack16;
-
 /// Words `2g`, `2g + 1` of `words` become the low halves of [`nearest_bits`]`(x[4g + k] * inv)`
 /// paired `(k = 0, 2)` and `(1, 3)` (low half first), for every `g < min(words.len() / 2, x.len() / 4)`:
-/// the int16 lanes of values known within `-32767..=32767`. In assembly on DSP cores with an FPU
-/// (`dsp_quantize.rs`).
-#[cfg_attr(dsp_fpu, allow(dead_code))]
+/// the int16 lanes of values known within `-32767..=32767`. On DSP cores with an FPU, vectors with a
+/// normal maximum take the assembly (`dsp_quantize::lanes`), the same operations with `max|x|`.
 #[inline]
-fn pack16_portable(words: &mut [u32], x: &[f32], inv: f32) {
+fn pack16(words: &mut [u32], x: &[f32], inv: f32) {
     for (w, x) in words.chunks_exact_mut(2).zip(x.chunks_exact(4)) {
         let low = |k: usize| nearest_bits(x[k] * inv) & 0xffff;
         let high = |k: usize| nearest_bits(x[k] * inv) << 16;
@@ -273,9 +286,6 @@ fn pack16_portable(words: &mut [u32], x: &[f32], inv: f32) {
         w[1] = low(1) | high(3);
     }
 }
-
-#[cfg(not(dsp_fpu))]
-use pack16_portable as pack16;
 
 /// The [`Quantized`] that [`quantize16`] of `n` values with `scale` left in `buf`, read again.
 pub(crate) fn quantized16(buf: &[i8], n: usize, scale: f32) -> Quantized<'_> {

@@ -1,28 +1,49 @@
-//! The int16 activations' lanes in assembly for cores with the DSP instructions and an FPU
-//! (Cortex-M4F, M7, M33): the same operations in the same order as the portable loop
-//! (`activations::pack16`), so the same bits. Per four values one `VLDMIA`, four `VMUL` by the
-//! inverse scale, four `VADD` of `1.5 * 2^23`, two `VMOV` pairs, two `PKHBT` and one `STRD`: 16
-//! instructions with the loop test where the compiler's loop took 24.
+//! Per-token quantisation in assembly for cores with the DSP instructions and an FPU (Cortex-M4F,
+//! M7, M33): the operations of `activations::scale_of`, `nearest_bits` and `quantize_strided` in their
+//! order, so the same bits as the portable Rust.
 //!
-//! The int8 KV cache's writes ([`heads8`]) likewise: per head `max|x|` as the unsigned maximum of the
-//! values' bits shifted left once (per value `CMP` with the shift, `IT`, `LSL`, a quarter `LDMIA`),
-//! the scale and its inverse (two `VDIV`), then per four values one `VLDMIA`, four `VMUL`, four
-//! `VADD`, two `VMOV` pairs and four `STRB` `stride` apart: the operations of `scale8` and
-//! `quantize_strided` in their order, all heads of a position in one call.
+//! - [`lanes`]: a matmul input's or query's `max|x|` as the unsigned maximum of the values' bits
+//!   shifted left once (per value `CMP` with the shift, `IT`, `LSL`, a quarter `LDMIA`), the scale and
+//!   its inverse (two `VDIV`), then per four values one `VLDMIA`, four `VMUL` by the inverse, four
+//!   `VADD` of `1.5 * 2^23`, two `VMOV` pairs, two `PKHBT` and one `STRD` (the 16-bit lanes, the low
+//!   halves of the sums' bits) and for int8 the bytes from the lanes (two `AND`, an `ORR`, a `STR`).
+//! - [`heads8`]: the int8 KV cache's writes, per head the same maximum and scale, then per four
+//!   values one `VLDMIA`, four `VMUL`, four `VADD`, two `VMOV` pairs and four `STRB` `stride` apart,
+//!   all heads of a position in one call.
 //!
+//! Both take only vectors whose maximum is a normal float (no NaN, infinity, zero or subnormal: every
+//! value then rounds within the range unsaturated) and leave the others to the portable Rust.
 //! Functions in `global_asm!` with the C calling convention: they clobber only FPU `s0`-`s7` and
 //! general registers their callers save (r4-r11 saved where used).
 #![allow(unsafe_code)]
 
-/// Words `2g`, `2g + 1` of `words` become the low halves of the bits of `x[4g + k] * inv + 1.5 * 2^23`
-/// paired `(k = 0, 2)` and `(1, 3)` (low half first), for every `g < min(words.len() / 2, x.len() / 4)`.
+/// `x`'s scale `max|x| / q_max` when `max|x|` is a normal float and `x` is whole groups of four
+/// (at least one), after writing words `2g`, `2g + 1` of `words` as the low halves of the bits of
+/// `x[4g + k] * (q_max / max|x|) + 1.5 * 2^23` paired `(k = 0, 2)` and `(1, 3)` (low half first),
+/// for every `g < x.len() / 4`, and with `bytes` its bytes `4g + k` as the low bytes of those bits:
+/// what `scale_of` and `pack16` give (and `lane_bytes` from the lanes). `None` (nothing written)
+/// otherwise, or when `words` (`bytes`) hold fewer than `x.len() / 2` (`x.len()`) values.
 #[inline]
-pub(crate) fn pack16(words: &mut [u32], x: &[f32], inv: f32) {
-    let groups = (words.len() / 2).min(x.len() / 4);
-    if groups > 0 {
-        // SAFETY: `x` holds `4 * groups` word-aligned words, `words` `2 * groups` writable ones.
-        unsafe { microlens_quantize16_lanes(x.as_ptr(), words.as_mut_ptr(), groups, inv) };
+pub(crate) fn lanes(
+    x: &[f32],
+    words: &mut [u32],
+    bytes: Option<&mut [i8]>,
+    q_max: f32,
+) -> Option<f32> {
+    let groups = x.len() / 4;
+    let out = match bytes {
+        Some(b) if b.len() >= x.len() => b.as_mut_ptr(),
+        Some(_) => return None,
+        None => core::ptr::null_mut(),
+    };
+    if x.len() % 4 != 0 || groups == 0 || words.len() < 2 * groups {
+        return None;
     }
+    // SAFETY: `x` holds `4 * groups` word-aligned words, `words` `2 * groups` writable ones and
+    // `out` is null or `4 * groups` writable bytes.
+    let scale =
+        unsafe { microlens_quantize_lanes(x.as_ptr(), groups, words.as_mut_ptr(), out, q_max) };
+    (scale >= 0.0).then_some(scale)
 }
 
 /// What [`heads8`] hands the assembly, in the order of the registers it loads them into.
@@ -89,8 +110,92 @@ extern "C" {
     fn microlens_kv_heads8(x: *const f32, job: *const Heads, q_max: f32) -> usize;
 
     /// Safety: `groups > 0`, `x` points to `4 * groups` word-aligned words, `words` to `2 * groups`
-    /// writable ones.
-    fn microlens_quantize16_lanes(x: *const f32, words: *mut u32, groups: usize, inv: f32);
+    /// writable ones, `bytes` is null or points to `4 * groups` writable bytes. Returns the scale, or
+    /// `-1` (nothing written) for a maximum that is not a normal float.
+    fn microlens_quantize_lanes(
+        x: *const f32,
+        groups: usize,
+        words: *mut u32,
+        bytes: *mut i8,
+        q_max: f32,
+    ) -> f32;
+}
+
+/// `1.5 * 2^23` into `s1` (through `$r`).
+macro_rules! magic {
+    ($r:literal) => {
+        concat!(
+            "movw ",
+            $r,
+            ", #0\n",
+            "movt ",
+            $r,
+            ", #0x4b40\n",
+            "vmov s1, ",
+            $r,
+            "\n"
+        )
+    };
+}
+
+/// The largest key (bits shifted left once) of `$n` groups of four values from r0 (advanced past
+/// them) into r12, the groups counted down in `$c`, r4-r7 clobbered; then r0 back at the first value
+/// and, unless the key's exponent field is neither 0 nor 255, a branch to `$fail`; else `s2` the
+/// inverse `s0 / max` and `s3` the scale `max / s0` (`s0` is `q_max`).
+macro_rules! scale {
+    ($n:literal, $c:literal, $fail:literal) => {
+        concat!(
+            "movs r12, #0\n",
+            "mov ",
+            $c,
+            ", ",
+            $n,
+            "\n",
+            "8:\n",
+            "ldmia r0!, {{r4-r7}}\n",
+            top_shifted!("r4"),
+            top_shifted!("r5"),
+            top_shifted!("r6"),
+            top_shifted!("r7"),
+            "subs ",
+            $c,
+            ", ",
+            $c,
+            ", #1\n",
+            "bne 8b\n",
+            "sub r0, r0, ",
+            $n,
+            ", lsl #4\n",
+            "sub r4, r12, #0x01000000\n",
+            "cmp r4, #0xfe000000\n",
+            "bhs ",
+            $fail,
+            "\n",
+            "lsrs r12, r12, #1\n",
+            "vmov s2, r12\n",
+            "vdiv.f32 s3, s2, s0\n",
+            "vdiv.f32 s2, s0, s2\n",
+        )
+    };
+}
+
+/// Four values from r0 (advanced) times `s2` plus `s1` (`1.5 * 2^23`), their bits in r4-r7.
+macro_rules! round4 {
+    () => {
+        concat!(
+            "vldmia r0!, {{s4-s7}}\n",
+            "vmul.f32 s4, s4, s2\n",
+            "vmul.f32 s5, s5, s2\n",
+            "vmul.f32 s6, s6, s2\n",
+            "vmul.f32 s7, s7, s2\n",
+            "vadd.f32 s4, s4, s1\n",
+            "vadd.f32 s5, s5, s1\n",
+            "vadd.f32 s6, s6, s1\n",
+            "vadd.f32 s7, s7, s1\n",
+            "vmov r4, r5, s4, s5\n",
+            "vmov r6, r7, s6, s7\n",
+        )
+    };
 }
 
 /// One value's bits (`rx`) shifted left once into the unsigned maximum in r12.
@@ -111,7 +216,9 @@ macro_rules! top_shifted {
 // KV heads: r0 the values read, r1 the bytes written, r2 the stride, r3 three strides, r8 groups per
 // head, r9 groups left, r10 heads left, r11 the scale written, lr the scales' step, r12 the maximum's
 // key, r4-r7 four values' bits; s0 `q_max`, s1 `1.5 * 2^23`, s2 the inverse, s3 the scale, s4-s7 four
-// values then their rounding sums.
+// values then their rounding sums. Lanes: r0 the values read, r1 groups left, r2 the words written,
+// r3 the bytes written (or 0), lr the groups, r4-r7 four values' bits then the lanes and bytes; s0-s7
+// as for the heads.
 core::arch::global_asm!(
     ".syntax unified",
     ".thumb",
@@ -127,44 +234,14 @@ core::arch::global_asm!(
     "mov r12, r1",
     "ldm r12, {{r1, r2, r8, r10, r11, lr}}",
     "add r3, r2, r2, lsl #1",
-    "movw r4, #0",
-    "movt r4, #0x4b40",
-    "vmov s1, r4",
+    magic!("r4"),
     "1:",
-    "movs r12, #0",
-    "mov r9, r8",
-    "2:",
-    "ldmia r0!, {{r4-r7}}",
-    top_shifted!("r4"),
-    top_shifted!("r5"),
-    top_shifted!("r6"),
-    top_shifted!("r7"),
-    "subs r9, r9, #1",
-    "bne 2b",
-    "sub r0, r0, r8, lsl #4",
-    // A normal maximum: its key's exponent field neither 0 nor 255.
-    "sub r4, r12, #0x01000000",
-    "cmp r4, #0xfe000000",
-    "bhs 4f",
-    "lsrs r12, r12, #1",
-    "vmov s2, r12",
-    "vdiv.f32 s3, s2, s0",
-    "vdiv.f32 s2, s0, s2",
+    scale!("r8", "r9", "4f"),
     "vstr s3, [r11]",
     "add r11, r11, lr",
     "mov r9, r8",
     "3:",
-    "vldmia r0!, {{s4-s7}}",
-    "vmul.f32 s4, s4, s2",
-    "vmul.f32 s5, s5, s2",
-    "vmul.f32 s6, s6, s2",
-    "vmul.f32 s7, s7, s2",
-    "vadd.f32 s4, s4, s1",
-    "vadd.f32 s5, s5, s1",
-    "vadd.f32 s6, s6, s1",
-    "vadd.f32 s7, s7, s1",
-    "vmov r4, r5, s4, s5",
-    "vmov r6, r7, s6, s7",
+    round4!(),
     "strb r4, [r1]",
     "strb r5, [r1, r2]",
     "strb r6, [r1, r2, lsl #1]",
@@ -178,43 +255,40 @@ core::arch::global_asm!(
     "mov r0, r10",
     "pop {{r4-r11, pc}}",
     ".size microlens_kv_heads8, . - microlens_kv_heads8",
-);
-
-// r0 the values read, r1 the words written, r2 groups left; s0 `inv`, s1 `1.5 * 2^23`, s4-s7 four
-// values then their sums' bits, r3, r12, r4, r5 those bits as integers.
-core::arch::global_asm!(
-    ".syntax unified",
-    ".thumb",
-    ".arch armv7e-m",
-    ".fpu fpv4-sp-d16",
-    ".section .text.microlens_quantize16_lanes,\"ax\",%progbits",
-    ".global microlens_quantize16_lanes",
-    ".type microlens_quantize16_lanes,%function",
+    ".section .text.microlens_quantize_lanes,\"ax\",%progbits",
+    ".global microlens_quantize_lanes",
+    ".type microlens_quantize_lanes,%function",
     ".p2align 2",
     ".thumb_func",
-    "microlens_quantize16_lanes:",
-    "push {{r4, r5}}",
-    "movw r3, #0",
-    "movt r3, #0x4b40",
-    "vmov s1, r3",
+    "microlens_quantize_lanes:",
+    "push {{r4-r7, lr}}",
+    scale!("r1", "lr", "5f"),
+    magic!("r4"),
+    "cbz r3, 2f",
     "1:",
-    "vldmia r0!, {{s4-s7}}",
-    "vmul.f32 s4, s4, s0",
-    "vmul.f32 s5, s5, s0",
-    "vmul.f32 s6, s6, s0",
-    "vmul.f32 s7, s7, s0",
-    "vadd.f32 s4, s4, s1",
-    "vadd.f32 s5, s5, s1",
-    "vadd.f32 s6, s6, s1",
-    "vadd.f32 s7, s7, s1",
-    "vmov r3, r12, s4, s5",
-    "vmov r4, r5, s6, s7",
-    "pkhbt r3, r3, r4, lsl #16",
-    "pkhbt r12, r12, r5, lsl #16",
-    "strd r3, r12, [r1], #8",
-    "subs r2, r2, #1",
+    round4!(),
+    "pkhbt r4, r4, r6, lsl #16",
+    "pkhbt r5, r5, r7, lsl #16",
+    "strd r4, r5, [r2], #8",
+    "and r4, r4, #0x00ff00ff",
+    "and r5, r5, #0x00ff00ff",
+    "orr r4, r4, r5, lsl #8",
+    "str r4, [r3], #4",
+    "subs r1, r1, #1",
     "bne 1b",
-    "pop {{r4, r5}}",
-    "bx lr",
-    ".size microlens_quantize16_lanes, . - microlens_quantize16_lanes",
+    "b 4f",
+    "2:",
+    round4!(),
+    "pkhbt r4, r4, r6, lsl #16",
+    "pkhbt r5, r5, r7, lsl #16",
+    "strd r4, r5, [r2], #8",
+    "subs r1, r1, #1",
+    "bne 2b",
+    "4:",
+    "vmov.f32 s0, s3",
+    "pop {{r4-r7, pc}}",
+    "5:",
+    "vmov.f32 s0, #-1.0",
+    "pop {{r4-r7, pc}}",
+    ".size microlens_quantize_lanes, . - microlens_quantize_lanes",
 );
