@@ -1,0 +1,61 @@
+//! The norms' passes and the residual stream's adds over whole groups of four values: portable Rust
+//! here; on cores with an FPU and the DSP instructions the same operations in the same order in
+//! assembly (`dsp_vector.rs`), so the same bits. Each handles the first `len / 4 * 4` values; the
+//! callers take the rest.
+
+#[cfg(dsp_fpu)]
+pub(crate) use super::dsp_vector::{add4, centre4, divide4, sqrt, sum4};
+#[cfg(not(dsp_fpu))]
+pub(crate) use portable::{add4, centre4, divide4, sqrt, sum4};
+
+#[allow(dead_code)]
+mod portable {
+    /// `t + x[0] + x[1] + ...` left to right over the first `x.len() / 4 * 4` values.
+    #[inline(always)]
+    pub(crate) fn sum4(x: &[f32], t: f32) -> f32 {
+        x.chunks_exact(4)
+            .fold(t, |t, q| q.iter().fold(t, |t, &v| t + v))
+    }
+
+    /// `x[i] = src[i] - mean` and `sq += x[i] * x[i]` in order over the first `min(x.len(),
+    /// src.len()) / 4 * 4` values; returns `sq`.
+    #[inline(always)]
+    pub(crate) fn centre4(x: &mut [f32], src: &[f32], mean: f32, mut sq: f32) -> f32 {
+        for (d, s) in x.chunks_exact_mut(4).zip(src.chunks_exact(4)) {
+            for (d, &s) in d.iter_mut().zip(s) {
+                *d = s - mean;
+                sq += *d * *d;
+            }
+        }
+        sq
+    }
+
+    /// `x[i] /= scale` over the first `x.len() / 4 * 4` values.
+    #[inline(always)]
+    pub(crate) fn divide4(x: &mut [f32], scale: f32) {
+        for q in x.chunks_exact_mut(4) {
+            if let [a, b, c, d] = q {
+                *a /= scale;
+                *b /= scale;
+                *c /= scale;
+                *d /= scale;
+            }
+        }
+    }
+
+    /// `acc[i] += x[i]` over the first `min(acc.len(), x.len()) / 4 * 4` values.
+    #[inline(always)]
+    pub(crate) fn add4(acc: &mut [f32], x: &[f32]) {
+        for (a, x) in acc.chunks_exact_mut(4).zip(x.chunks_exact(4)) {
+            if let (Ok(a), Ok(x)) = (<&mut [f32; 4]>::try_from(a), <&[f32; 4]>::try_from(x)) {
+                *a = [a[0] + x[0], a[1] + x[1], a[2] + x[2], a[3] + x[3]];
+            }
+        }
+    }
+
+    /// `sqrt(x)`, correctly rounded.
+    #[inline(always)]
+    pub(crate) fn sqrt(x: f32) -> f32 {
+        libm::sqrtf(x)
+    }
+}
