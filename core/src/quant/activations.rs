@@ -122,6 +122,12 @@ pub struct Quantized<'q> {
 /// returns the values with their scale. If `x` is whole groups of four and `buf` has `2 * x.len()`
 /// more bytes, word-aligned after the values, the values' lanes go there too.
 pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
+    // In assembly where it can: the same scale, values and lanes as below.
+    #[cfg(dsp_fpu)]
+    let buf = match super::dsp_quantize::quantize8(x, buf) {
+        Ok(q) => return q,
+        Err(buf) => buf,
+    };
     let n = x.len().min(buf.len());
     let x = &x[..n];
     let (q, rest) = buf.split_at_mut(n);
@@ -129,16 +135,6 @@ pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
         Ok(words) if n % 4 == 0 => words.get_mut(..n / 2).unwrap_or(&mut []),
         _ => &mut [],
     };
-    // In assembly where it can: the same scale, lanes and bytes as below.
-    #[cfg(dsp_fpu)]
-    if let Some(scale) = super::dsp_quantize::lanes(x, words, Some(&mut *q), Q_MAX) {
-        return Quantized {
-            q,
-            wide: Wide(&[]),
-            scale,
-            lanes: words,
-        };
-    }
     let m = magnitude_key(x);
     let (scale, inv) = scale_of(max_of_key(x, m), Q_MAX);
     match (words.is_empty(), m < f32::INFINITY.to_bits() << 1) {
@@ -239,17 +235,16 @@ fn wide_words(buf: &mut [i8]) -> &mut [u32] {
 /// `x` is ignored) in lane order ([`Wide`]), with the scale `max|x| / 32767`. The lanes are the values
 /// themselves, given when `x` is whole groups of four.
 pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
+    // In assembly where it can: the same scale and values as below.
+    #[cfg(dsp_fpu)]
+    let buf = match super::dsp_quantize::quantize16(x, buf) {
+        Ok(q) => return q,
+        Err(buf) => buf,
+    };
     let words = wide_words(buf);
     let values: &mut [i16] = bytemuck::cast_slice_mut(words);
     let n = x.len().min(values.len());
     let x = &x[..n];
-    // In assembly where it can: the same scale and lanes as below.
-    #[cfg(dsp_fpu)]
-    if let Some(scale) =
-        super::dsp_quantize::lanes(x, bytemuck::cast_slice_mut(values), None, Q16_MAX)
-    {
-        return quantized16(buf, n, scale);
-    }
     let m = magnitude_key(x);
     let (scale, inv) = scale_of(max_of_key(x, m), Q16_MAX);
     let groups = n / 4;
@@ -276,7 +271,7 @@ pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
 /// Words `2g`, `2g + 1` of `words` become the low halves of [`nearest_bits`]`(x[4g + k] * inv)`
 /// paired `(k = 0, 2)` and `(1, 3)` (low half first), for every `g < min(words.len() / 2, x.len() / 4)`:
 /// the int16 lanes of values known within `-32767..=32767`. On DSP cores with an FPU, vectors with a
-/// normal maximum take the assembly (`dsp_quantize::lanes`), the same operations with `max|x|`.
+/// normal maximum take the assembly (`dsp_quantize.rs`), the same operations with `max|x|`.
 #[inline]
 fn pack16(words: &mut [u32], x: &[f32], inv: f32) {
     for (w, x) in words.chunks_exact_mut(2).zip(x.chunks_exact(4)) {

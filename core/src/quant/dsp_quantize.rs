@@ -2,7 +2,7 @@
 //! M7, M33): the operations of `activations::scale_of`, `nearest_bits` and `quantize_strided` in their
 //! order, so the same bits as the portable Rust.
 //!
-//! - [`lanes`]: a matmul input's or query's `max|x|` as the unsigned maximum of the values' bits
+//! - [`quantize8`], [`quantize16`]: a matmul input's or query's `max|x|` as the unsigned maximum of the values' bits
 //!   shifted left once (per value `CMP` with the shift, `IT`, `LSL`, a quarter `LDMIA`), the scale and
 //!   its inverse (two `VDIV`), then per four values one `VLDMIA`, four `VMUL` by the inverse, four
 //!   `VADD` of `1.5 * 2^23`, two `VMOV` pairs, two `PKHBT` and one `STRD` (the 16-bit lanes, the low
@@ -17,33 +17,73 @@
 //! general registers their callers save (r4-r11 saved where used).
 #![allow(unsafe_code)]
 
-/// `x`'s scale `max|x| / q_max` when `max|x|` is a normal float and `x` is whole groups of four
-/// (at least one), after writing words `2g`, `2g + 1` of `words` as the low halves of the bits of
-/// `x[4g + k] * (q_max / max|x|) + 1.5 * 2^23` paired `(k = 0, 2)` and `(1, 3)` (low half first),
-/// for every `g < x.len() / 4`, and with `bytes` its bytes `4g + k` as the low bytes of those bits:
-/// what `scale_of` and `pack16` give (and `lane_bytes` from the lanes). `None` (nothing written)
-/// otherwise, or when `words` (`bytes`) hold fewer than `x.len() / 2` (`x.len()`) values.
+use super::activations::{Quantized, Wide, Q16_MAX, Q_MAX};
+
+/// [`activations::quantize`]'s result in one call of the assembly: when `x` is whole groups of four
+/// (at least one) with a normal `max|x|` and `buf` is word-aligned with room for the values and
+/// their lanes (`3 * x.len()` bytes); else `buf` back, untouched.
 #[inline]
-pub(crate) fn lanes(
-    x: &[f32],
-    words: &mut [u32],
-    bytes: Option<&mut [i8]>,
-    q_max: f32,
-) -> Option<f32> {
-    let groups = x.len() / 4;
-    let out = match bytes {
-        Some(b) if b.len() >= x.len() => b.as_mut_ptr(),
-        Some(_) => return None,
-        None => core::ptr::null_mut(),
-    };
-    if x.len() % 4 != 0 || groups == 0 || words.len() < 2 * groups {
-        return None;
+pub(crate) fn quantize8<'q>(x: &[f32], buf: &'q mut [i8]) -> Result<Quantized<'q>, &'q mut [i8]> {
+    let n = x.len();
+    let room = n.checked_mul(3).is_some_and(|b| b <= buf.len());
+    if n % 4 != 0 || n == 0 || !room || buf.as_ptr() as usize % 4 != 0 {
+        return Err(buf);
     }
-    // SAFETY: `x` holds `4 * groups` word-aligned words, `words` `2 * groups` writable ones and
-    // `out` is null or `4 * groups` writable bytes.
-    let scale =
-        unsafe { microlens_quantize_lanes(x.as_ptr(), groups, words.as_mut_ptr(), out, q_max) };
-    (scale >= 0.0).then_some(scale)
+    let q = buf.as_mut_ptr();
+    let lanes = q.wrapping_add(n).cast::<u32>();
+    // SAFETY: `x` holds `n` word-aligned words; `buf` holds the `n` bytes at `q` and, word-aligned
+    // (`buf` and `n` are), the `n / 2` words at `lanes`.
+    let scale = unsafe { microlens_quantize_lanes(x.as_ptr(), n / 4, lanes, q, Q_MAX) };
+    if scale < 0.0 {
+        return Err(buf);
+    }
+    // SAFETY: as above; both regions lie within `buf`, whose borrow they take over, and do not
+    // overlap.
+    let (q, lanes) = unsafe {
+        (
+            core::slice::from_raw_parts(q.cast_const(), n),
+            core::slice::from_raw_parts(lanes.cast_const(), n / 2),
+        )
+    };
+    Ok(Quantized {
+        q,
+        wide: Wide(&[]),
+        scale,
+        lanes,
+    })
+}
+
+/// [`activations::quantize16`]'s result in one call of the assembly: when `x` is whole groups of
+/// four (at least one) with a normal `max|x|` and `buf` is word-aligned with room for the values
+/// (`2 * x.len()` bytes); else `buf` back, untouched.
+#[inline]
+pub(crate) fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Result<Quantized<'q>, &'q mut [i8]> {
+    let n = x.len();
+    let room = n.checked_mul(2).is_some_and(|b| b <= buf.len());
+    if n % 4 != 0 || n == 0 || !room || buf.as_ptr() as usize % 4 != 0 {
+        return Err(buf);
+    }
+    let words = buf.as_mut_ptr().cast::<u32>();
+    // SAFETY: `x` holds `n` word-aligned words, `buf` the `n / 2` word-aligned words at `words`.
+    let scale = unsafe {
+        microlens_quantize_lanes(x.as_ptr(), n / 4, words, core::ptr::null_mut(), Q16_MAX)
+    };
+    if scale < 0.0 {
+        return Err(buf);
+    }
+    // SAFETY: as above; the words lie within `buf`, whose borrow they take over.
+    let (lanes, values) = unsafe {
+        (
+            core::slice::from_raw_parts(words.cast_const(), n / 2),
+            core::slice::from_raw_parts(words.cast_const().cast::<i16>(), n),
+        )
+    };
+    Ok(Quantized {
+        q: &[],
+        wide: Wide(values),
+        scale,
+        lanes,
+    })
 }
 
 /// What [`heads8`] hands the assembly, in the order of the registers it loads them into.
@@ -99,7 +139,7 @@ pub(crate) fn heads8(
     // SAFETY: `x` holds `heads * d_head` word-aligned words; every value's slot
     // `(h * d_head + i) * stride <= (x.len() - 1) * stride` is within `q`, every head's scale
     // `h * scale_stride` within `scales` (checked above), and the byte steps do not overflow.
-    let left = unsafe { microlens_kv_heads8(x.as_ptr(), &job, super::activations::Q_MAX) };
+    let left = unsafe { microlens_kv_heads8(x.as_ptr(), &job, Q_MAX) };
     heads - left.min(heads)
 }
 
