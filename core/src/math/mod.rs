@@ -38,3 +38,14 @@ pub(crate) fn add(acc: &mut [f32], x: &[f32]) {
     );
     acc.iter_mut().zip(x).for_each(|(a, x)| *a += x);
 }
+
+/// `acc[i] += b[i]` as far as both go, for a bias or other vector read from the blob: through [`add`]
+/// (four values per pass) where its bytes are word-aligned little-endian `f32`s (every aligned blob's
+/// on a little-endian target), else [`crate::weights::Vector::add_to`]; the same sums either way.
+#[inline]
+pub(crate) fn add_vector(acc: &mut [f32], b: &crate::weights::Vector<'_>) {
+    match bytemuck::try_cast_slice::<u8, f32>(b.bytes()) {
+        Ok(b) if cfg!(target_endian = "little") => add(acc, b),
+        _ => b.add_to(acc),
+    }
+}
