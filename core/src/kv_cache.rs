@@ -212,7 +212,8 @@ impl<'b> KvCache<'b> {
     /// assembly (DSP cores with an FPU: `dsp_quantize::heads8`, what [`store_i8`] writes head by
     /// head); returns how many heads, from the first, it wrote (0 on other targets).
     #[cfg_attr(not(dsp_fpu), allow(unused_variables))]
-    #[inline(never)]
+    #[cfg_attr(dsp_fpu, inline(never))]
+    #[cfg_attr(not(dsp_fpu), inline(always))]
     fn store_heads8(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) -> usize {
         #[cfg(dsp_fpu)]
         if I8 {

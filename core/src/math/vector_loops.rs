@@ -21,10 +21,16 @@ mod portable {
     /// src.len()) / 4 * 4` values; returns `sq`.
     #[inline(always)]
     pub(crate) fn centre4(x: &mut [f32], src: &[f32], mean: f32, mut sq: f32) -> f32 {
+        let mut f = |v: &mut f32, s: f32| {
+            *v = s - mean;
+            sq += *v * *v;
+        };
         for (d, s) in x.chunks_exact_mut(4).zip(src.chunks_exact(4)) {
-            for (d, &s) in d.iter_mut().zip(s) {
-                *d = s - mean;
-                sq += *d * *d;
+            if let ([d0, d1, d2, d3], &[s0, s1, s2, s3]) = (d, s) {
+                f(d0, s0);
+                f(d1, s1);
+                f(d2, s2);
+                f(d3, s3);
             }
         }
         sq
