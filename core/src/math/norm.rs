@@ -1,6 +1,6 @@
 //! LayerNorm and RMSNorm, in TransformerLens 2.x's order of operations and hook placement.
 //!
-//! Each pass walks its vector four values at a time (whole groups, [`super::vector_loops`]: in
+//! Each pass walks its vector four values at a time (whole groups, `math/vector_loops.rs`: in
 //! assembly on cores with an FPU, then the rest), in order: the same sums and roundings as a plain
 //! loop.
 
