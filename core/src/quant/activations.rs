@@ -122,12 +122,19 @@ pub struct Quantized<'q> {
 /// returns the values with their scale. If `x` is whole groups of four and `buf` has `2 * x.len()`
 /// more bytes, word-aligned after the values, the values' lanes go there too.
 pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
-    // In assembly where it can: the same scale, values and lanes as below.
+    // In assembly where it can: the same scale, values and lanes as the portable loops.
     #[cfg(dsp_fpu)]
     let buf = match super::dsp_quantize::quantize8(x, buf) {
         Ok(q) => return q,
         Err(buf) => buf,
     };
+    quantize_portable(x, buf)
+}
+
+/// [`quantize`] in portable Rust (out of line where the assembly takes most vectors, so that its
+/// registers do not weigh on the assembly's calls).
+#[cfg_attr(dsp_fpu, inline(never))]
+fn quantize_portable<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     let n = x.len().min(buf.len());
     let x = &x[..n];
     let (q, rest) = buf.split_at_mut(n);
@@ -235,12 +242,18 @@ fn wide_words(buf: &mut [i8]) -> &mut [u32] {
 /// `x` is ignored) in lane order ([`Wide`]), with the scale `max|x| / 32767`. The lanes are the values
 /// themselves, given when `x` is whole groups of four.
 pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
-    // In assembly where it can: the same scale and values as below.
+    // In assembly where it can: the same scale and values as the portable loops.
     #[cfg(dsp_fpu)]
     let buf = match super::dsp_quantize::quantize16(x, buf) {
         Ok(q) => return q,
         Err(buf) => buf,
     };
+    quantize16_portable(x, buf)
+}
+
+/// [`quantize16`] in portable Rust (out of line where the assembly takes most vectors).
+#[cfg_attr(dsp_fpu, inline(never))]
+fn quantize16_portable<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     let words = wide_words(buf);
     let values: &mut [i16] = bytemuck::cast_slice_mut(words);
     let n = x.len().min(values.len());
