@@ -131,6 +131,24 @@ pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     quantize_portable(x, buf)
 }
 
+/// [`quantize`] with the lanes of every whole eight columns in the int4 kernel's order
+/// (`int4_rows::rearrange` of the int8 kernel's; a last group of four stays as it is): in one call of
+/// the assembly where it can, else [`quantize`] then the rearrangement in place.
+pub(crate) fn quantize_i4<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
+    #[cfg(dsp_fpu)]
+    let buf = match super::dsp_quantize::quantize8_i4(x, buf) {
+        Ok(q) => return q,
+        Err(buf) => buf,
+    };
+    let (scale, n, words) = {
+        let q = quantize(x, buf);
+        (q.scale, q.q.len(), q.lanes.len())
+    };
+    let lanes = buf.get_mut(n..n + 4 * words).unwrap_or(&mut []);
+    super::int4_rows::rearrange(bytemuck::try_cast_slice_mut(lanes).unwrap_or(&mut []));
+    quantized(buf, n, scale)
+}
+
 /// [`quantize`] in portable Rust (out of line where the assembly takes most vectors, so that its
 /// registers do not weigh on the assembly's calls).
 #[cfg_attr(dsp_fpu, inline(never))]
@@ -506,6 +524,35 @@ mod tests {
         let mut short = [0i8; 8];
         assert!(quantize(&[1.0; 4], &mut short[..6]).lanes.is_empty());
         assert!(quantize(&[1.0; 3], buf).lanes.is_empty());
+    }
+
+    #[test]
+    fn int4_ordered_lanes_pair_columns_four_apart_in_each_eight() {
+        let mut next = lcg(0x14_0e8d);
+        for n in (4..=40).step_by(4) {
+            let x: std::vec::Vec<f32> = (0..n)
+                .map(|_| (next() >> 8) as f32 / 65_536.0 - 128.0)
+                .collect();
+            let mut buf = std::vec![0u32; n];
+            let q = quantize_i4(&x, bytemuck::cast_slice_mut(&mut buf));
+            let inv = scale8(&x).1;
+            let v: std::vec::Vec<i8> = x.iter().map(|&x| quantize_one8(x, inv)).collect();
+            assert_eq!((q.q, q.scale), (&v[..], scale8(&x).0));
+            let mut want = std::vec::Vec::new();
+            for e in v.chunks(8) {
+                match e {
+                    [a, b, c, d, e, f, g, h] => want.extend([
+                        lane_pair(*a, *e),
+                        lane_pair(*b, *f),
+                        lane_pair(*c, *g),
+                        lane_pair(*d, *h),
+                    ]),
+                    [a, b, c, d] => want.extend([lane_pair(*a, *c), lane_pair(*b, *d)]),
+                    _ => unreachable!(),
+                }
+            }
+            assert_eq!(q.lanes, &want[..], "n {n}");
+        }
     }
 
     #[test]

@@ -7,13 +7,15 @@
 //!   its inverse (two `VDIV`), then per four values one `VLDMIA`, four `VMUL` by the inverse, four
 //!   `VADD` of `1.5 * 2^23`, two `VMOV` pairs, two `PKHBT` and one `STRD` (the 16-bit lanes, the low
 //!   halves of the sums' bits) and for int8 the bytes from the lanes (two `AND`, an `ORR`, a `STR`).
+//!   [`quantize8_i4`] writes the lanes in the int4 kernel's order instead (per eight values four
+//!   `PKHBT`, one `STMIA`, and the bytes by `AND` and three `BFI` per four).
 //! - [`heads8`]: the int8 KV cache's writes, per head the same maximum and scale, then per four
 //!   values one `VLDMIA`, four `VMUL`, four `VADD`, two `VMOV` pairs and four `STRB` `stride` apart,
 //!   all heads of a position in one call.
 //!
 //! Both take only vectors whose maximum is a normal float (no NaN, infinity, zero or subnormal: every
 //! value then rounds within the range unsaturated) and leave the others to the portable Rust.
-//! Functions in `global_asm!` with the C calling convention: they clobber only FPU `s0`-`s7` and
+//! Functions in `global_asm!` with the C calling convention: they clobber only FPU `s0`-`s11` and
 //! general registers their callers save (r4-r11 saved where used).
 #![allow(unsafe_code)]
 
@@ -34,6 +36,43 @@ pub(crate) fn quantize8<'q>(x: &[f32], buf: &'q mut [i8]) -> Result<Quantized<'q
     // SAFETY: `x` holds `n` word-aligned words; `buf` holds the `n` bytes at `q` and, word-aligned
     // (`buf` and `n` are), the `n / 2` words at `lanes`.
     let scale = unsafe { microlens_quantize_lanes(x.as_ptr(), n / 4, lanes, q, Q_MAX) };
+    if scale < 0.0 {
+        return Err(buf);
+    }
+    // SAFETY: as above; both regions lie within `buf`, whose borrow they take over, and do not
+    // overlap.
+    let (q, lanes) = unsafe {
+        (
+            core::slice::from_raw_parts(q.cast_const(), n),
+            core::slice::from_raw_parts(lanes.cast_const(), n / 2),
+        )
+    };
+    Ok(Quantized {
+        q,
+        wide: Wide(&[]),
+        scale,
+        lanes,
+    })
+}
+
+/// [`quantize8`] with the lanes in the int4 kernel's order (`int4_rows::arrange` of every eight
+/// columns' int8 lanes: `[q0, q4]`, `[q1, q5]`, `[q2, q6]`, `[q3, q7]`), for `x` of whole groups of
+/// eight; else `buf` back, untouched.
+#[inline]
+pub(crate) fn quantize8_i4<'q>(
+    x: &[f32],
+    buf: &'q mut [i8],
+) -> Result<Quantized<'q>, &'q mut [i8]> {
+    let n = x.len();
+    let room = n.checked_mul(3).is_some_and(|b| b <= buf.len());
+    if n % 8 != 0 || n == 0 || !room || buf.as_ptr() as usize % 4 != 0 {
+        return Err(buf);
+    }
+    let q = buf.as_mut_ptr();
+    let lanes = q.wrapping_add(n).cast::<u32>();
+    // SAFETY: `x` holds `n` word-aligned words; `buf` holds the `n` bytes at `q` and, word-aligned
+    // (`buf` and `n` are), the `n / 2` words at `lanes`.
+    let scale = unsafe { microlens_quantize_lanes4(x.as_ptr(), n / 8, lanes, q, Q_MAX) };
     if scale < 0.0 {
         return Err(buf);
     }
@@ -155,6 +194,16 @@ extern "C" {
     fn microlens_quantize_lanes(
         x: *const f32,
         groups: usize,
+        words: *mut u32,
+        bytes: *mut i8,
+        q_max: f32,
+    ) -> f32;
+    /// Safety: `eights > 0`, `x` points to `8 * eights` word-aligned words, `words` to `4 * eights`
+    /// writable ones, `bytes` to `8 * eights` writable bytes. Returns the scale, or `-1` (nothing
+    /// written) for a maximum that is not a normal float.
+    fn microlens_quantize_lanes4(
+        x: *const f32,
+        eights: usize,
         words: *mut u32,
         bytes: *mut i8,
         q_max: f32,
@@ -331,4 +380,59 @@ core::arch::global_asm!(
     "vmov.f32 s0, #-1.0",
     "pop {{r4-r7, pc}}",
     ".size microlens_quantize_lanes, . - microlens_quantize_lanes",
+    ".section .text.microlens_quantize_lanes4,\"ax\",%progbits",
+    ".global microlens_quantize_lanes4",
+    ".type microlens_quantize_lanes4,%function",
+    ".p2align 2",
+    ".thumb_func",
+    "microlens_quantize_lanes4:",
+    "push {{r4-r11, lr}}",
+    "lsls r1, r1, #1",
+    scale!("r1", "lr", "5f"),
+    magic!("r4"),
+    "lsrs r1, r1, #1",
+    "1:",
+    "vldmia r0!, {{s4-s11}}",
+    "vmul.f32 s4, s4, s2",
+    "vmul.f32 s5, s5, s2",
+    "vmul.f32 s6, s6, s2",
+    "vmul.f32 s7, s7, s2",
+    "vmul.f32 s8, s8, s2",
+    "vmul.f32 s9, s9, s2",
+    "vmul.f32 s10, s10, s2",
+    "vmul.f32 s11, s11, s2",
+    "vadd.f32 s4, s4, s1",
+    "vadd.f32 s5, s5, s1",
+    "vadd.f32 s6, s6, s1",
+    "vadd.f32 s7, s7, s1",
+    "vadd.f32 s8, s8, s1",
+    "vadd.f32 s9, s9, s1",
+    "vadd.f32 s10, s10, s1",
+    "vadd.f32 s11, s11, s1",
+    "vmov r4, r5, s4, s5",
+    "vmov r6, r7, s6, s7",
+    "vmov r8, r9, s8, s9",
+    "vmov r10, r11, s10, s11",
+    "and r12, r4, #0xff",
+    "bfi r12, r5, #8, #8",
+    "bfi r12, r6, #16, #8",
+    "bfi r12, r7, #24, #8",
+    "and lr, r8, #0xff",
+    "bfi lr, r9, #8, #8",
+    "bfi lr, r10, #16, #8",
+    "bfi lr, r11, #24, #8",
+    "strd r12, lr, [r3], #8",
+    "pkhbt r4, r4, r8, lsl #16",
+    "pkhbt r5, r5, r9, lsl #16",
+    "pkhbt r6, r6, r10, lsl #16",
+    "pkhbt r7, r7, r11, lsl #16",
+    "stmia r2!, {{r4-r7}}",
+    "subs r1, r1, #1",
+    "bne 1b",
+    "vmov.f32 s0, s3",
+    "pop {{r4-r11, pc}}",
+    "5:",
+    "vmov.f32 s0, #-1.0",
+    "pop {{r4-r11, pc}}",
+    ".size microlens_quantize_lanes4, . - microlens_quantize_lanes4",
 );

@@ -1,7 +1,7 @@
 //! A matrix applied to an activation vector in the arithmetic the model asks for: `f32`, or (with int8
 //! activations and an integer matrix) int8 x int8 or int4 x int8 with integer accumulation.
 
-use super::activations::{quantize, quantize16, quantized, quantized16, Quantized};
+use super::activations::{quantize, quantize16, quantize_i4, quantized, quantized16, Quantized};
 use super::{int4_rows, int8, offset};
 use crate::blob::{Activations, DType};
 use crate::weights::{Matrix, Vector};
@@ -102,9 +102,12 @@ impl<'x> Input<'x> {
     /// `x` as `activations` dictate: quantised into `scratch` (at least `3 * x.len()` bytes) for integer
     /// activations.
     pub(crate) fn new(x: &'x [f32], activations: Activations, scratch: &'x mut [i8]) -> Self {
-        let scale = width(activations).map(|wide| {
-            let held = if wide { Held::I16 } else { Held::I8 };
-            (quantize_as(x, wide, scratch).scale, held)
+        // A build whose only integer matrices are int4 quantises straight into their lanes' order.
+        let i4_only = DType::I4.compiled() && !DType::I8.compiled();
+        let scale = width(activations).map(|wide| match (wide, i4_only) {
+            (false, true) => (quantize_i4(x, scratch).scale, Held::I8ForI4),
+            (true, _) => (quantize_as(x, true, scratch).scale, Held::I16),
+            (false, false) => (quantize_as(x, false, scratch).scale, Held::I8),
         });
         Input { x, scratch, scale }
     }
