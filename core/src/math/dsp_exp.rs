@@ -73,6 +73,26 @@ macro_rules! round_k {
     };
 }
 
+/// `$d = $c + $x * $p` (`VMLA` onto a copy of the constant `$c`).
+macro_rules! mla_onto {
+    ($d:literal, $c:literal, $x:literal, $p:literal) => {
+        concat!(
+            "vmov.f32 ",
+            $d,
+            ", ",
+            $c,
+            "\n",
+            "vmla.f32 ",
+            $d,
+            ", ",
+            $x,
+            ", ",
+            $p,
+            "\n"
+        )
+    };
+}
+
 /// From `x` in `$x`, `t` in `$t` and `k`'s bits in `$k` (the range tested): `e^x` in `$x`, with `$p`
 /// and `$q` the polynomial's registers (`r = x - k ln 2` in two parts, `e^r = 1 + r + r^2 q(r)`, `k`
 /// added to the exponent).
@@ -94,44 +114,10 @@ macro_rules! exp_steps {
             ", ",
             $t,
             ", s9\n",
-            "vmov.f32 ",
-            $p,
-            ", s13\n",
-            "vmla.f32 ",
-            $p,
-            ", ",
-            $x,
-            ", s14\n",
-            "vmov.f32 ",
-            $q,
-            ", s12\n",
-            "vmla.f32 ",
-            $q,
-            ", ",
-            $x,
-            ", ",
-            $p,
-            "\n",
-            "vmov.f32 ",
-            $p,
-            ", s11\n",
-            "vmla.f32 ",
-            $p,
-            ", ",
-            $x,
-            ", ",
-            $q,
-            "\n",
-            "vmov.f32 ",
-            $q,
-            ", s10\n",
-            "vmla.f32 ",
-            $q,
-            ", ",
-            $x,
-            ", ",
-            $p,
-            "\n",
+            mla_onto!($p, "s13", $x, "s14"),
+            mla_onto!($q, "s12", $x, $p),
+            mla_onto!($p, "s11", $x, $q),
+            mla_onto!($q, "s10", $x, $p),
             "vmul.f32 ",
             $p,
             ", ",

@@ -26,33 +26,7 @@ use super::activations::{Quantized, Wide, Q16_MAX, Q_MAX};
 /// their lanes (`3 * x.len()` bytes); else `buf` back, untouched.
 #[inline]
 pub(crate) fn quantize8<'q>(x: &[f32], buf: &'q mut [i8]) -> Result<Quantized<'q>, &'q mut [i8]> {
-    let n = x.len();
-    let room = n.checked_mul(3).is_some_and(|b| b <= buf.len());
-    if n % 4 != 0 || n == 0 || !room || buf.as_ptr() as usize % 4 != 0 {
-        return Err(buf);
-    }
-    let q = buf.as_mut_ptr();
-    let lanes = q.wrapping_add(n).cast::<u32>();
-    // SAFETY: `x` holds `n` word-aligned words; `buf` holds the `n` bytes at `q` and, word-aligned
-    // (`buf` and `n` are), the `n / 2` words at `lanes`.
-    let scale = unsafe { microlens_quantize_lanes(x.as_ptr(), n / 4, lanes, q, Q_MAX) };
-    if scale < 0.0 {
-        return Err(buf);
-    }
-    // SAFETY: as above; both regions lie within `buf`, whose borrow they take over, and do not
-    // overlap.
-    let (q, lanes) = unsafe {
-        (
-            core::slice::from_raw_parts(q.cast_const(), n),
-            core::slice::from_raw_parts(lanes.cast_const(), n / 2),
-        )
-    };
-    Ok(Quantized {
-        q,
-        wide: Wide(&[]),
-        scale,
-        lanes,
-    })
+    int8_lanes(x, buf, 4, microlens_quantize_lanes)
 }
 
 /// [`quantize8`] with the lanes in the int4 kernel's order (`int4_rows::arrange` of every eight
@@ -63,16 +37,32 @@ pub(crate) fn quantize8_i4<'q>(
     x: &[f32],
     buf: &'q mut [i8],
 ) -> Result<Quantized<'q>, &'q mut [i8]> {
+    int8_lanes(x, buf, 8, microlens_quantize_lanes4)
+}
+
+/// An assembly int8 quantiser with the C signature of [`microlens_quantize_lanes`] (values, whole
+/// groups, lanes, bytes, `q_max`; the scale or -1 back).
+type Int8Lanes = unsafe extern "C" fn(*const f32, usize, *mut u32, *mut i8, f32) -> f32;
+
+/// [`quantize8`] through `lanes_of`, which takes `x` in groups of `whole` values (4 or 8).
+#[inline(always)]
+fn int8_lanes<'q>(
+    x: &[f32],
+    buf: &'q mut [i8],
+    whole: usize,
+    lanes_of: Int8Lanes,
+) -> Result<Quantized<'q>, &'q mut [i8]> {
     let n = x.len();
     let room = n.checked_mul(3).is_some_and(|b| b <= buf.len());
-    if n % 8 != 0 || n == 0 || !room || buf.as_ptr() as usize % 4 != 0 {
+    if n % whole != 0 || n == 0 || !room || buf.as_ptr() as usize % 4 != 0 {
         return Err(buf);
     }
     let q = buf.as_mut_ptr();
     let lanes = q.wrapping_add(n).cast::<u32>();
     // SAFETY: `x` holds `n` word-aligned words; `buf` holds the `n` bytes at `q` and, word-aligned
-    // (`buf` and `n` are), the `n / 2` words at `lanes`.
-    let scale = unsafe { microlens_quantize_lanes4(x.as_ptr(), n / 8, lanes, q, Q_MAX) };
+    // (`buf` and `n` are), the `n / 2` words at `lanes`: what `lanes_of` writes for `n / whole`
+    // groups (at least one).
+    let scale = unsafe { lanes_of(x.as_ptr(), n / whole, lanes, q, Q_MAX) };
     if scale < 0.0 {
         return Err(buf);
     }
