@@ -218,19 +218,35 @@ macro_rules! magic {
 }
 
 /// The largest key (bits shifted left once) of `$n` groups of four values from r0 (advanced past
-/// them) into r12, the groups counted down in `$c`, r4-r7 clobbered; then r0 back at the first value
-/// and, unless the key's exponent field is neither 0 nor 255, a branch to `$fail`; else `s2` the
-/// inverse `s0 / max` and `s3` the scale `max / s0` (`s0` is `q_max`).
+/// them) into r12, two groups per pass (an odd one first), the pairs counted down in `$c`, r4-r7
+/// clobbered; then r0 back at the first value and, unless the key's exponent field is neither 0 nor
+/// 255, a branch to `$fail`; else `s2` the inverse `s0 / max` and `s3` the scale `max / s0` (`s0` is
+/// `q_max`).
 macro_rules! scale {
     ($n:literal, $c:literal, $fail:literal) => {
         concat!(
             "movs r12, #0\n",
-            "mov ",
+            "lsrs ",
             $c,
             ", ",
             $n,
-            "\n",
-            "8:\n",
+            ", #1\n",
+            "bcc 7f\n",
+            "ldmia r0!, {{r4-r7}}\n",
+            top_shifted!("r4"),
+            top_shifted!("r5"),
+            top_shifted!("r6"),
+            top_shifted!("r7"),
+            "cmp ",
+            $c,
+            ", #0\n",
+            "beq 6f\n",
+            "7:\n",
+            "ldmia r0!, {{r4-r7}}\n",
+            top_shifted!("r4"),
+            top_shifted!("r5"),
+            top_shifted!("r6"),
+            top_shifted!("r7"),
             "ldmia r0!, {{r4-r7}}\n",
             top_shifted!("r4"),
             top_shifted!("r5"),
@@ -241,7 +257,8 @@ macro_rules! scale {
             ", ",
             $c,
             ", #1\n",
-            "bne 8b\n",
+            "bne 7b\n",
+            "6:\n",
             "sub r0, r0, ",
             $n,
             ", lsl #4\n",
