@@ -7,7 +7,8 @@
 //! - [`centre4`]: per four one `VLDMIA`, four `VSUB`, four `VMLA` (product rounded, then the sum:
 //!   the portable `sq += v * v`), one `VSTMIA` (12, was 19);
 //! - [`divide4`]: per four one `VLDMIA`, four `VDIV`, one `VSTMIA` (8, was 15);
-//! - [`add4`]: per four two `VLDMIA`, four `VADD`, one `VSTMIA` (9, was 21);
+//! - [`add`]: per four two `VLDMIA`, four `VADD`, one `VSTMIA` (9, was 21), the last `n % 4` one by
+//!   one in the same call;
 //! - [`sqrt`]: `VSQRT`, correctly rounded as `libm::sqrtf` is (libm itself takes the hardware square
 //!   root on x86 and AArch64), one instruction and the call where libm's integer loop takes about 90.
 //!
@@ -40,12 +41,12 @@ pub(crate) fn divide4(x: &mut [f32], scale: f32) {
     unsafe { microlens_divide4(x.as_mut_ptr(), groups, scale) }
 }
 
-/// `acc[i] += x[i]` over the first `min(acc.len(), x.len()) / 4 * 4` values.
+/// `acc[i] += x[i]` as far as both go.
 #[inline]
-pub(crate) fn add4(acc: &mut [f32], x: &[f32]) {
-    let groups = acc.len().min(x.len()) / 4;
-    // SAFETY: `x` holds `4 * groups` word-aligned words, `acc` as many writable ones.
-    unsafe { microlens_add4(acc.as_mut_ptr(), x.as_ptr(), groups) }
+pub(crate) fn add(acc: &mut [f32], x: &[f32]) {
+    let n = acc.len().min(x.len());
+    // SAFETY: `x` holds `n` word-aligned words, `acc` as many writable ones.
+    unsafe { microlens_add(acc.as_mut_ptr(), x.as_ptr(), n) }
 }
 
 /// `sqrt(x)`, correctly rounded (`VSQRT`): what `libm::sqrtf` returns.
@@ -62,8 +63,8 @@ extern "C" {
     fn microlens_centre4(src: *const f32, x: *mut f32, groups: usize, mean: f32, sq: f32) -> f32;
     /// Safety: `x` points to `4 * groups` word-aligned writable words.
     fn microlens_divide4(x: *mut f32, groups: usize, scale: f32);
-    /// Safety: `x` points to `4 * groups` word-aligned words, `acc` to as many writable ones.
-    fn microlens_add4(acc: *mut f32, x: *const f32, groups: usize);
+    /// Safety: `x` points to `n` word-aligned words, `acc` to as many writable ones.
+    fn microlens_add(acc: *mut f32, x: *const f32, n: usize);
     /// Safety: none needed (registers only).
     fn microlens_sqrt(x: f32) -> f32;
 }
@@ -92,7 +93,7 @@ macro_rules! function {
 // Sum: r0 the values, r1 groups left, s0 the sum, s4-s7 four values. Centre: r0 the source, r1 the
 // copy, r2 groups left, s0 the mean, s1 the squares' sum, s4-s7 four values. Divide: r0 the values,
 // r1 groups left, s0 the scale. Add: r0 `acc`, r1 `x`, r2 groups left, s0-s3 four of `acc`, s4-s7
-// four of `x`.
+// four of `x`, r3 the groups left.
 core::arch::global_asm!(
     ".syntax unified",
     ".thumb",
@@ -144,8 +145,9 @@ core::arch::global_asm!(
     "2:",
     "bx lr",
     ".size microlens_divide4, . - microlens_divide4",
-    function!("microlens_add4"),
-    "cbz r2, 2f",
+    function!("microlens_add"),
+    "lsrs r3, r2, #2",
+    "beq 2f",
     "1:",
     "vldmia r0, {{s0-s3}}",
     "vldmia r1!, {{s4-s7}}",
@@ -154,11 +156,21 @@ core::arch::global_asm!(
     "vadd.f32 s2, s2, s6",
     "vadd.f32 s3, s3, s7",
     "vstmia r0!, {{s0-s3}}",
-    "subs r2, r2, #1",
+    "subs r3, r3, #1",
     "bne 1b",
     "2:",
+    "ands r2, r2, #3",
+    "beq 4f",
+    "3:",
+    "vldr s0, [r0]",
+    "vldmia r1!, {{s4}}",
+    "vadd.f32 s0, s0, s4",
+    "vstmia r0!, {{s0}}",
+    "subs r2, r2, #1",
+    "bne 3b",
+    "4:",
     "bx lr",
-    ".size microlens_add4, . - microlens_add4",
+    ".size microlens_add, . - microlens_add",
     function!("microlens_sqrt"),
     "vsqrt.f32 s0, s0",
     "bx lr",

@@ -25,18 +25,11 @@ pub(crate) fn max_of(values: impl Iterator<Item = f32>, init: f32) -> f32 {
     values.fold(init, |m, v| if v > m { v } else { m })
 }
 
-/// `acc[i] += x[i]` as far as both go, four values per pass ([`vector_loops::add4`]: on the M4F 9
+/// `acc[i] += x[i]` as far as both go, four values per pass ([`vector_loops::add`]: on the M4F 9
 /// instructions per four values in assembly). Elementwise, so the same bits in any grouping.
 #[inline]
 pub(crate) fn add(acc: &mut [f32], x: &[f32]) {
-    let n = acc.len().min(x.len());
-    let done = n - n % 4;
-    vector_loops::add4(acc, x);
-    let (acc, x) = (
-        acc.get_mut(done..).unwrap_or(&mut []),
-        x.get(done..).unwrap_or(&[]),
-    );
-    acc.iter_mut().zip(x).for_each(|(a, x)| *a += x);
+    vector_loops::add(acc, x);
 }
 
 /// `acc[i] += b[i]` as far as both go, for a bias or other vector read from the blob: through [`add`]

@@ -1,12 +1,12 @@
-//! The norms' passes and the residual stream's adds over whole groups of four values: portable Rust
+//! The norms' passes over whole groups of four values and the residual stream's adds: portable Rust
 //! here; on cores with an FPU and the DSP instructions the same operations in the same order in
-//! assembly (`dsp_vector.rs`), so the same bits. Each handles the first `len / 4 * 4` values; the
-//! callers take the rest.
+//! assembly (`dsp_vector.rs`), so the same bits. The norms' passes handle the first `len / 4 * 4`
+//! values (the callers take the rest), `add` all of them.
 
 #[cfg(dsp_fpu)]
-pub(crate) use super::dsp_vector::{add4, centre4, divide4, sqrt, sum4};
+pub(crate) use super::dsp_vector::{add, centre4, divide4, sqrt, sum4};
 #[cfg(not(dsp_fpu))]
-pub(crate) use portable::{add4, centre4, divide4, sqrt, sum4};
+pub(crate) use portable::{add, centre4, divide4, sqrt, sum4};
 
 #[allow(dead_code)]
 mod portable {
@@ -49,14 +49,21 @@ mod portable {
         }
     }
 
-    /// `acc[i] += x[i]` over the first `min(acc.len(), x.len()) / 4 * 4` values.
+    /// `acc[i] += x[i]` as far as both go, four values per pass, then the rest.
     #[inline(always)]
-    pub(crate) fn add4(acc: &mut [f32], x: &[f32]) {
+    pub(crate) fn add(acc: &mut [f32], x: &[f32]) {
+        let n = acc.len().min(x.len());
+        let (acc, x) = (&mut acc[..n], &x[..n]);
         for (a, x) in acc.chunks_exact_mut(4).zip(x.chunks_exact(4)) {
             if let (Ok(a), Ok(x)) = (<&mut [f32; 4]>::try_from(a), <&[f32; 4]>::try_from(x)) {
                 *a = [a[0] + x[0], a[1] + x[1], a[2] + x[2], a[3] + x[3]];
             }
         }
+        let done = n - n % 4;
+        acc[done..]
+            .iter_mut()
+            .zip(&x[done..])
+            .for_each(|(a, x)| *a += x);
     }
 
     /// `sqrt(x)`, correctly rounded.
