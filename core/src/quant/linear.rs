@@ -115,8 +115,9 @@ impl<'x> Input<'x> {
     /// Puts the int8 values' lanes in the order of the int4 kernel (`for_i4`) or of the int8 one: in
     /// place, once for all the matrices of one dtype that read this input.
     fn order_lanes(&mut self, for_i4: bool) {
-        // Without int4 matrices (or int8 activations) the lanes always stay in the int8 order.
-        if !DType::I4.compiled() {
+        // Without int4 matrices the lanes always stay in the int8 order, without int8 ones in the
+        // int4 order ([`Input::new`]).
+        if !DType::I4.compiled() || !DType::I8.compiled() {
             return;
         }
         let want = if for_i4 { Held::I8ForI4 } else { Held::I8 };
