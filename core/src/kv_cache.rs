@@ -211,11 +211,11 @@ impl<'b> KvCache<'b> {
     /// An int8 cache's keys and values of every head at `pos` of `layer`, each side in one call of the
     /// assembly (DSP cores with an FPU: `dsp_quantize::heads8`, what [`store_i8`] writes head by
     /// head); returns how many heads, from the first, it wrote (0 on other targets).
-    #[cfg_attr(not(dsp_fpu), allow(unused_variables))]
-    #[cfg_attr(dsp_fpu, inline(never))]
-    #[cfg_attr(not(dsp_fpu), inline(always))]
+    #[cfg_attr(not(fpu_asm), allow(unused_variables))]
+    #[cfg_attr(fpu_asm, inline(never))]
+    #[cfg_attr(not(fpu_asm), inline(always))]
     fn store_heads8(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) -> usize {
-        #[cfg(dsp_fpu)]
+        #[cfg(fpu_asm)]
         if I8 {
             let (dh, n_ctx, da) = (self.d_head, self.n_ctx, self.n_heads * self.d_head);
             let (key, first) = (self.range(layer, pos, 0).start, self.value_scales(layer, 0));

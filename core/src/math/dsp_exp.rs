@@ -1,5 +1,5 @@
 //! The softmax's first half ([`super::softmax::exp_shifted`]) in assembly for cores with an FPU and
-//! the DSP instructions (Cortex-M4F, M7, M33): [`super::exp::exp`]'s operations in its order, each
+//! the DSP instructions (Cortex-M4F, M7, M33, M55): [`super::exp::exp`]'s operations in its order, each
 //! constant in a register for the whole run, two scores per pass: 27 instructions per score where the
 //! compiler's loop took 32 (per score `VSUB`, the rounding (`VMOV`, `VMLA`), the range test on `k`
 //! (`VMOV`, `ADD`, `CMP`, `BHI`), `k` as a float, two `VMLS` for `r`, the polynomial (four

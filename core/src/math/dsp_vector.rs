@@ -1,5 +1,5 @@
 //! The norms' passes and the residual stream's adds in assembly for cores with an FPU and the DSP
-//! instructions (Cortex-M4F, M7, M33): the portable loops' operations in their order
+//! instructions (Cortex-M4F, M7, M33, M55): the portable loops' operations in their order
 //! ([`super::vector_loops`]), so the same bits, four values per `VLDMIA`/`VSTMIA` where the compiler
 //! loads and stores them one by one:
 //!

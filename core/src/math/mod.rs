@@ -4,9 +4,9 @@
 //! the same bits; the softmax's exponential is `exp.rs`, basic `f32` operations only, the same bits too.
 
 pub(crate) mod activation;
-#[cfg(all(dsp_fpu, not(feature = "fast-math")))]
+#[cfg(all(fpu_asm, not(feature = "fast-math")))]
 mod dsp_exp;
-#[cfg(dsp_fpu)]
+#[cfg(fpu_asm)]
 mod dsp_vector;
 #[cfg(not(feature = "fast-math"))]
 pub(crate) mod exp;

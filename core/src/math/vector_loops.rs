@@ -3,9 +3,9 @@
 //! assembly (`dsp_vector.rs`), so the same bits. The norms' passes handle the first `len / 4 * 4`
 //! values (the callers take the rest), `add` all of them.
 
-#[cfg(dsp_fpu)]
+#[cfg(fpu_asm)]
 pub(crate) use super::dsp_vector::{add, centre4, divide4, sqrt, sum4};
-#[cfg(not(dsp_fpu))]
+#[cfg(not(fpu_asm))]
 pub(crate) use portable::{add, centre4, divide4, sqrt, sum4};
 
 #[allow(dead_code)]

@@ -123,7 +123,7 @@ pub struct Quantized<'q> {
 /// more bytes, word-aligned after the values, the values' lanes go there too.
 pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     // In assembly where it can: the same scale, values and lanes as the portable loops.
-    #[cfg(dsp_fpu)]
+    #[cfg(fpu_asm)]
     let buf = match super::dsp_quantize::quantize8(x, buf) {
         Ok(q) => return q,
         Err(buf) => buf,
@@ -135,7 +135,7 @@ pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
 /// (`int4_rows::rearrange` of the int8 kernel's; a last group of four stays as it is): in one call of
 /// the assembly where it can, else [`quantize`] then the rearrangement in place.
 pub(crate) fn quantize_i4<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
-    #[cfg(dsp_fpu)]
+    #[cfg(fpu_asm)]
     let buf = match super::dsp_quantize::quantize8_i4(x, buf) {
         Ok(q) => return q,
         Err(buf) => buf,
@@ -151,7 +151,7 @@ pub(crate) fn quantize_i4<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
 
 /// [`quantize`] in portable Rust (out of line where the assembly takes most vectors, so that its
 /// registers do not weigh on the assembly's calls).
-#[cfg_attr(dsp_fpu, inline(never))]
+#[cfg_attr(fpu_asm, inline(never))]
 fn quantize_portable<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     let n = x.len().min(buf.len());
     let x = &x[..n];
@@ -261,7 +261,7 @@ fn wide_words(buf: &mut [i8]) -> &mut [u32] {
 /// themselves, given when `x` is whole groups of four.
 pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     // In assembly where it can: the same scale and values as the portable loops.
-    #[cfg(dsp_fpu)]
+    #[cfg(fpu_asm)]
     let buf = match super::dsp_quantize::quantize16(x, buf) {
         Ok(q) => return q,
         Err(buf) => buf,
@@ -270,7 +270,7 @@ pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
 }
 
 /// [`quantize16`] in portable Rust (out of line where the assembly takes most vectors).
-#[cfg_attr(dsp_fpu, inline(never))]
+#[cfg_attr(fpu_asm, inline(never))]
 fn quantize16_portable<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     let words = wide_words(buf);
     let values: &mut [i16] = bytemuck::cast_slice_mut(words);

@@ -1,5 +1,5 @@
 //! Per-token quantisation in assembly for cores with the DSP instructions and an FPU (Cortex-M4F,
-//! M7, M33): the operations of `activations::scale_of`, `nearest_bits` and `quantize_strided` in their
+//! M7, M33, M55): the operations of `activations::scale_of`, `nearest_bits` and `quantize_strided` in their
 //! order, so the same bits as the portable Rust.
 //!
 //! - [`quantize8`], [`quantize16`]: a matmul input's or query's `max|x|` as the unsigned maximum of the values' bits
