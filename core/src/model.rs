@@ -186,7 +186,7 @@ impl<'a> Model<'a> {
     /// The matrix `id`, or `None` if the model has no such tensor.
     pub fn matrix(&self, id: TensorId) -> Option<Matrix<'a>> {
         let slot = self.catalogue.slot(id)?;
-        let e = TensorEntry::decode(self.table, slot).ok()?;
+        let e = TensorEntry::read(self.table, slot).ok()?;
         let m = Matrix::new(
             e.dtype,
             e.rows as usize,
@@ -223,7 +223,7 @@ impl<'a> Model<'a> {
 
     /// The `f32` vector `id`, or `None` if the model has no such tensor.
     pub fn vector(&self, id: TensorId) -> Option<Vector<'a>> {
-        let e = self.entry(id)?;
+        let e = TensorEntry::read(self.table, self.catalogue.slot(id)?).ok()?;
         (e.dtype == DType::F32).then(|| Vector::new(self.bytes(e.offset, e.len)))
     }
 }

@@ -1,5 +1,6 @@
 //! Read-only views of tensors inside a blob, dequantised on the fly; no copies, any alignment.
 
+use crate::blob::quads::{row_bytes, row_parts, row_place};
 use crate::blob::{decode_finite_scale, scales_valid, widen_f16, DType, I4_GROUP, SCALE_BYTES};
 #[cfg(feature = "std")]
 use crate::host::blocked::Blocked;
@@ -47,13 +48,6 @@ fn dot_f32(data: &[u8], start: usize, x: &[f32]) -> f32 {
 /// `W[start ..] . x` of an `f16` matrix's bytes (0 if out of range).
 fn dot_f16(data: &[u8], start: usize, x: &[f32]) -> f32 {
     elements(data, 2, start, x.len()).map_or(0.0, |w| fold_dot(f16s(w), x))
-}
-
-/// `(W[start ..] . x) * scale()` of an `i8` matrix's bytes against `f32` inputs (0 if out of range).
-fn dot_i8_f32(data: &[u8], start: usize, x: &[f32], scale: impl Fn() -> f32) -> f32 {
-    elements(data, 1, start, x.len()).map_or(0.0, |w| {
-        fold_dot(w.iter().map(|&q| (q as i8) as f32), x) * scale()
-    })
 }
 
 impl<'a> Vector<'a> {
@@ -134,6 +128,8 @@ impl<'a> Matrix<'a> {
     }
     /// A matrix over encoded `data` and stored (`f16`) `scales`, checked like a blob's tensors:
     /// byte lengths must match `dtype` and `[rows, cols]`, and every scale be finite and positive.
+    /// `data` is in the blob's layout: an `I8` matrix in quads of rows ([`crate::blob::quads`],
+    /// `quads::from_row_major` of row-major bytes), the other dtypes row-major.
     pub fn from_parts(
         dtype: DType,
         rows: usize,
@@ -162,7 +158,9 @@ impl<'a> Matrix<'a> {
     pub fn cols(&self) -> usize {
         self.cols
     }
-    /// Raw encoded values (for integer kernels and size reports).
+    /// Raw encoded values as the blob stores them (for integer kernels and size reports): row-major,
+    /// but an `I8` matrix in quads of rows ([`crate::blob::quads`]); [`Matrix::from_parts`] takes the
+    /// same layout.
     pub fn data(&self) -> &'a [u8] {
         self.data
     }
@@ -181,7 +179,7 @@ impl<'a> Matrix<'a> {
         match self.dtype {
             d @ DType::F32 if d.compiled() => dot_f32(self.data, start, x),
             d @ DType::F16 if d.compiled() => dot_f16(self.data, start, x),
-            d @ DType::I8 if d.compiled() => dot_i8_f32(self.data, start, x, || self.scale(r)),
+            d @ DType::I8 if d.compiled() => self.dot_i8(r, c0, x),
             d @ DType::I4 if d.compiled() => self.dot_i4(r, c0, x),
             _ => 0.0,
         }
@@ -220,9 +218,7 @@ impl<'a> Matrix<'a> {
                 Some(w) => row_block::dot4_f16(w, c, x, out),
                 None => each(out, |r| dot_f16(d, r * c, x)),
             },
-            t @ DType::I8 if t.compiled() => {
-                each(out, |r| dot_i8_f32(d, r * c, x, || self.scale(r)))
-            }
+            t @ DType::I8 if t.compiled() => each(out, |r| self.dot_i8(r, 0, x)),
             t @ DType::I4 if t.compiled() => each(out, |r| self.dot_i4(r, 0, x)),
             _ => out.fill(0.0),
         }
@@ -250,6 +246,28 @@ impl<'a> Matrix<'a> {
                 }
             }
         }
+    }
+
+    /// Row `r` of an `i8` matrix from column `c0`, at most `n` bytes ([`row_bytes`]).
+    #[inline(always)]
+    fn i8_row(&self, r: usize, c0: usize, n: usize) -> impl Iterator<Item = u8> + 'a {
+        row_bytes(self.data, self.rows, self.cols, r, c0, n)
+    }
+
+    /// Bytes `c0 .. c0 + n` of row `r` of an `i8` matrix as one slice, when they lie contiguous
+    /// (a row of the row-major rest): `Some(empty)` if out of range; `None` in a quad.
+    #[inline(always)]
+    fn i8_slice(&self, r: usize, c0: usize, n: usize) -> Option<&'a [u8]> {
+        let start = row_place(self.rows, self.cols, r)
+            .contiguous(self.cols)?
+            .saturating_add(c0);
+        Some(self.data.get(start..start.saturating_add(n)).unwrap_or(&[]))
+    }
+
+    /// `(W[r][c0 ..] . x) * s_w[r]` of an `i8` matrix against `f32` inputs.
+    fn dot_i8(&self, r: usize, c0: usize, x: &[f32]) -> f32 {
+        let w = self.i8_row(r, c0, x.len()).map(|q| (q as i8) as f32);
+        fold_dot(w, x) * self.scale(r)
     }
 
     /// Packed row `r` of an `i4` matrix (empty if out of range).
@@ -281,11 +299,16 @@ impl<'a> Matrix<'a> {
     /// accumulation, then `acc * (s_w[r] * s_x)` for `i8`, `(sum_g acc_g * s_w[r][g]) * s_x` for `i4`.
     /// Float matrices meet the dequantised `x` in `f32`.
     pub fn dot_q(&self, r: usize, c0: usize, x: &[i8], s_x: f32) -> f32 {
-        let start = r * self.cols + c0;
         match self.dtype {
             d @ DType::I8 if d.compiled() => {
-                let w = self.data.get(start..start + x.len()).unwrap_or(&[]);
-                int8::rescale(int8::dot(w, x), self.scale(r), s_x)
+                let acc = match self.i8_slice(r, c0, x.len()) {
+                    Some(w) => int8::dot(w, x),
+                    None => {
+                        let place = (row_place(self.rows, self.cols, r), self.cols);
+                        int8::dot_place(self.data, place, c0, x.len(), |i| x[i] as i32)
+                    }
+                };
+                int8::rescale(acc, self.scale(r), s_x)
             }
             d @ DType::I4 if d.compiled() => {
                 let groups = self.cols.div_ceil(I4_GROUP);
@@ -305,11 +328,16 @@ impl<'a> Matrix<'a> {
     /// meets column `c`), integer for `i8` and `i4` matrices (0 for float ones, which never meet
     /// quantised activations in the forward pass).
     pub(crate) fn dot_wide(&self, r: usize, c0: usize, n: usize, x: Wide<'_>, s_x: f32) -> f32 {
-        let start = r * self.cols + c0;
         match self.dtype {
             d @ DType::I8 if d.compiled() => {
-                let w = self.data.get(start..start.saturating_add(n)).unwrap_or(&[]);
-                int8::dot_wide_f32(w, x, c0) * (self.scale(r) * s_x)
+                let acc = match self.i8_slice(r, c0, n) {
+                    Some(w) => int8::dot_wide_f32(w, x, c0),
+                    None => {
+                        let place = (row_place(self.rows, self.cols, r), self.cols);
+                        int8::dot_place(self.data, place, c0, n, |i| x.get(c0 + i)) as f32
+                    }
+                };
+                acc * (self.scale(r) * s_x)
             }
             d @ DType::I4 if d.compiled() => {
                 let groups = self.cols.div_ceil(I4_GROUP);
@@ -352,25 +380,50 @@ impl<'a> Matrix<'a> {
                 out.iter_mut().zip(f16s(w)).for_each(|(o, w)| f(o, w));
             }
             d @ DType::I8 if d.compiled() => {
-                let w = self.data.get(start..start + self.cols).unwrap_or(&[]);
+                // A word at a time (a quad's rows' words lie 16 bytes apart), then the tail.
                 let s = self.scale(r);
-                out.iter_mut()
-                    .zip(w)
-                    .for_each(|(o, &q)| f(o, (q as i8) as f32 * s));
+                let (words, tail) = row_parts(self.data, self.rows, self.cols, r);
+                let (body, rest) = out.split_at_mut(out.len().min(self.cols / 4 * 4));
+                let mut value = |o: &mut f32, q: u8| f(o, (q as i8) as f32 * s);
+                for (o, w) in body.chunks_mut(4).zip(words) {
+                    match (o, w) {
+                        ([o0, o1, o2, o3], [w0, w1, w2, w3]) => {
+                            value(o0, *w0);
+                            value(o1, *w1);
+                            value(o2, *w2);
+                            value(o3, *w3);
+                        }
+                        (o, w) => o.iter_mut().zip(w).for_each(|(o, &q)| value(o, q)),
+                    }
+                }
+                rest.iter_mut().zip(tail).for_each(|(o, &q)| value(o, q));
             }
             d @ DType::I4 if d.compiled() => {
                 // One scale per group, one byte per two columns (a missing byte reads as 0).
                 let row = self.i4_row(r);
                 let groups = self.cols.div_ceil(I4_GROUP);
                 let n = out.len().min(self.cols);
-                for (g, o) in out[..n].chunks_mut(I4_GROUP).enumerate() {
+                let (body, rest) = out[..n].split_at_mut(n / 2 * 2);
+                let bytes = row.get(..n / 2).unwrap_or(&[]);
+                // Whole column pairs (one byte each) group by group, both nibbles per byte.
+                for (g, o) in body.chunks_mut(I4_GROUP).enumerate() {
                     let s = self.scale(r * groups + g);
-                    let bytes = row.get(g * I4_GROUP / 2..).unwrap_or(&[]);
-                    for (k, o) in o.chunks_mut(2).enumerate() {
-                        let b = bytes.get(k).copied().unwrap_or(0);
-                        let pair = [(b << 4) as i8 >> 4, b as i8 >> 4];
-                        o.iter_mut().zip(pair).for_each(|(o, n)| f(o, n as f32 * s));
+                    let bytes = bytes.get(g * I4_GROUP / 2..).unwrap_or(&[]);
+                    let pairs = o.chunks_exact_mut(2);
+                    let missing = pairs.len().saturating_sub(bytes.len());
+                    for (o, &b) in pairs.zip(bytes) {
+                        f(&mut o[0], ((b << 4) as i8 >> 4) as f32 * s);
+                        f(&mut o[1], (b as i8 >> 4) as f32 * s);
                     }
+                    o.iter_mut().rev().take(2 * missing).for_each(|o| f(o, 0.0));
+                }
+                // An odd last column: the low nibble of its byte.
+                if let Some(o) = rest.first_mut() {
+                    let b = row.get(n / 2).copied().unwrap_or(0);
+                    f(
+                        o,
+                        ((b << 4) as i8 >> 4) as f32 * self.scale(r * groups + (n - 1) / I4_GROUP),
+                    );
                 }
             }
             _ => out.iter_mut().for_each(|o| f(o, 0.0)),
@@ -401,6 +454,56 @@ mod tests {
     }
 
     #[test]
+    fn int8_readers_see_the_row_major_values_through_the_quads() {
+        use crate::blob::quads::from_row_major;
+        for (rows, cols) in [(9, 13), (8, 16), (5, 3), (4, 6), (3, 8)] {
+            let data: std::vec::Vec<u8> = (0..rows * cols).map(|i| (i * 73 + 9) as u8).collect();
+            let blob = from_row_major(rows, cols, &data);
+            let scales: std::vec::Vec<u8> = (0..rows)
+                .flat_map(|r| crate::blob::encode_scale(0.5 + r as f32).unwrap())
+                .collect();
+            let m = Matrix::from_parts(DType::I8, rows, cols, &blob, &scales).unwrap();
+            let x: std::vec::Vec<i8> = (0..cols).map(|i| (i as i8).wrapping_mul(29)).collect();
+            // In the kernels' lane order ([`Wide`]): slots 1 and 2 of each whole group swapped.
+            let value = |c: usize| x[c] as i16 * 200;
+            let wide: std::vec::Vec<i16> = (0..cols)
+                .map(|c| match c / 4 * 4 + 4 <= cols {
+                    true => value(c ^ (((c ^ (c >> 1)) & 1) * 3)),
+                    false => value(c),
+                })
+                .collect();
+            let wide_at = |c: usize| value(c) as i64;
+            for r in 0..rows {
+                let row = &data[r * cols..(r + 1) * cols];
+                let value = |c: usize| (row[c] as i8) as f32 * m.scale(r);
+                let mut out = std::vec![0.0f32; cols];
+                m.row_into(r, &mut out);
+                assert!(
+                    (0..cols).all(|c| out[c] == value(c)),
+                    "{rows}x{cols} row {r}"
+                );
+                for c0 in [0, 1, cols / 2] {
+                    let n = cols - c0;
+                    let exact = |v: &dyn Fn(usize) -> i64| -> i64 {
+                        (c0..cols).map(|c| (row[c] as i8) as i64 * v(c)).sum()
+                    };
+                    let want = int8::rescale(exact(&|c| x[c] as i64), m.scale(r), 0.25);
+                    assert_eq!(
+                        m.dot_q(r, c0, &x[c0..], 0.25),
+                        want,
+                        "{rows}x{cols} {r} {c0}"
+                    );
+                    let want = exact(&wide_at) as f32 * (m.scale(r) * 0.5);
+                    assert_eq!(m.dot_wide(r, c0, n, Wide(&wide), 0.5), want);
+                    let xf: std::vec::Vec<f32> = x[c0..].iter().map(|&v| v as f32).collect();
+                    let want = (c0..cols).fold(0.0, |a, c| a + (row[c] as i8) as f32 * xf[c - c0]);
+                    assert_eq!(m.dot(r, c0, &xf), want * m.scale(r));
+                }
+            }
+        }
+    }
+
+    #[test]
     fn int4_rows_dequantise_nibble_by_nibble() {
         // Two rows of 40 columns: two groups each, the second partial.
         let data: std::vec::Vec<u8> = (0..40u32).map(|i| (i * 37 + 11) as u8).collect();
@@ -408,16 +511,26 @@ mod tests {
             .iter()
             .flat_map(|&s| crate::blob::encode_scale(s).unwrap())
             .collect();
-        let m = Matrix::from_parts(DType::I4, 2, 40, &data, &scales).unwrap();
-        for r in 0..2 {
-            let mut out = [9.0f32; 41];
-            m.row_into(r, &mut out);
-            for (c, &o) in out.iter().enumerate().take(40) {
-                let want =
-                    int4::nibble(&data[20 * r..20 * r + 20], c) as f32 * m.scale(2 * r + c / 32);
-                assert_eq!(o, want, "row {r} col {c}");
+        // Even and odd widths, outputs past the row and shorter than it (odd or even).
+        for (cols, len) in [(40, 41), (39, 39), (39, 40), (40, 33), (40, 34), (39, 1)] {
+            let m = Matrix::from_parts(DType::I4, 2, cols, &data, &scales).unwrap();
+            for r in 0..2 {
+                let mut out = std::vec![9.0f32; len];
+                m.row_into(r, &mut out);
+                let n = len.min(cols);
+                for (c, &o) in out.iter().enumerate().take(n) {
+                    let row = &data[20 * r..20 * r + 20];
+                    let want = int4::nibble(row, c) as f32 * m.scale(2 * r + c / 32);
+                    assert_eq!(o, want, "{cols} x {len}: row {r} col {c}");
+                }
+                assert!(out[n..].iter().all(|&o| o == 9.0), "{cols} x {len}");
+                let mut sum = std::vec![1.5f32; len];
+                m.add_row_to(r, &mut sum);
+                let want: std::vec::Vec<f32> = (0..len)
+                    .map(|c| if c < n { 1.5 + out[c] } else { 1.5 })
+                    .collect();
+                assert_eq!(sum, want, "{cols} x {len}: row {r}");
             }
-            assert_eq!(out[40], 9.0);
         }
     }
 }

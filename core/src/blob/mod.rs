@@ -11,6 +11,7 @@ mod header;
 #[cfg(all(feature = "std", feature = "encode"))]
 mod nearest;
 mod preamble;
+pub mod quads;
 #[cfg(feature = "std")]
 mod writer;
 

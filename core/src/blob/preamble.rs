@@ -13,8 +13,9 @@ use crate::error::Error;
 
 /// First four bytes of every blob.
 pub const MAGIC: [u8; 4] = *b"MLNS";
-/// Format version this crate writes and reads.
-pub const VERSION: u16 = 1;
+/// Format version this crate writes and reads: 2 stores `I8` matrices in quads of rows
+/// ([`super::quads`]; version 1 stored them row-major).
+pub const VERSION: u16 = 2;
 /// Preamble size in bytes.
 pub const PREAMBLE_LEN: usize = 20;
 

@@ -19,10 +19,25 @@ pub struct TensorData {
     pub dtype: DType,
     /// `[rows, cols]`.
     pub shape: [usize; 2],
-    /// Encoded values.
+    /// Encoded values, row-major (the writer stores an `I8` matrix in the blob's quad layout,
+    /// [`super::quads`]: [`TensorData::blob_data`]).
     pub data: Vec<u8>,
     /// Quantisation scales (empty for `f32` and `f16`), each exactly an `f16` (stored as one).
     pub scales: Vec<f32>,
+}
+
+impl TensorData {
+    /// The encoded values as the blob stores them: an `I8` matrix in quads of rows
+    /// ([`super::quads::from_row_major`]), every other dtype as it is.
+    pub fn blob_data(&self) -> std::borrow::Cow<'_, [u8]> {
+        match self.dtype {
+            DType::I8 => {
+                let [rows, cols] = self.shape;
+                super::quads::from_row_major(rows, cols, &self.data).into()
+            }
+            _ => self.data.as_slice().into(),
+        }
+    }
 }
 
 fn pad_to(buf: &mut Vec<u8>, align_from: usize) {
@@ -74,7 +89,7 @@ pub fn write(
 fn append_tensor(data: &mut Vec<u8>, index: usize, t: &TensorData) -> Result<TensorEntry, Error> {
     pad_to(data, 0);
     let offset = data.len();
-    data.extend_from_slice(&t.data);
+    data.extend_from_slice(&t.blob_data());
     pad_to(data, 0);
     let scales_offset = if t.scales.is_empty() { 0 } else { data.len() };
     for &s in &t.scales {

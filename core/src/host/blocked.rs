@@ -51,6 +51,7 @@ impl Blocked {
         data: &[u8],
         scale: impl Fn(usize) -> f32,
     ) -> Option<Self> {
+        let all_rows = rows;
         let rows = rows - rows % LANES;
         if rows == 0 || cols == 0 || !dtype.compiled() {
             return None;
@@ -64,7 +65,9 @@ impl Blocked {
                 let i = 2 * (r * cols + c);
                 widen_f16(u16::from_le_bytes([data[i], data[i + 1]]))
             }),
-            DType::I8 => std::boxed::Box::new(|r, c| (data[r * cols + c] as i8) as f32),
+            DType::I8 => std::boxed::Box::new(move |r, c| {
+                (data[crate::blob::quads::offset(all_rows, cols, r, c)] as i8) as f32
+            }),
             DType::I4 => {
                 let row_bytes = DType::I4.row_bytes(cols)?;
                 std::boxed::Box::new(move |r, c| {

@@ -1,7 +1,9 @@
-//! The four-row int8 kernel, [`dot4_strided`], that the matmuls, the attention scores and the value
-//! mix spend most of their time in: one entry, the target's implementation behind it (Helium in
-//! `mve.rs`, the DSP instructions' loop in `dsp_kernel.rs`, the host's SIMD in `host/dot4.rs`, plain
-//! Rust in `dsp.rs` elsewhere). Every one computes the same wrapping integer sums, so the same bits.
+//! The four-row int8 kernels that the matmuls, the attention scores and the value mix spend most of
+//! their time in: [`dot4_quads`] for an `I8` matrix in the blob's quads of rows (the matmuls),
+//! [`dot4_strided`] for rows any stride apart (the KV cache's scores and mix). One entry each, the
+//! target's implementation behind it (Helium in `mve.rs`, the DSP instructions' loop in
+//! `dsp_kernel.rs`, the host's SIMD in `host/dot4.rs`, plain Rust in `dsp.rs` elsewhere). Every one
+//! computes the same wrapping integer sums, so the same bits.
 
 #[cfg(not(any(feature = "std", all(feature = "dsp", target_arch = "arm"))))]
 use super::dsp::dot4_strided_portable as kernel;
@@ -11,6 +13,15 @@ use super::dsp_kernel::dot4_strided as kernel;
 use super::mve::dot4_strided as kernel;
 #[cfg(all(feature = "std", not(all(feature = "dsp", target_arch = "arm"))))]
 use crate::host::dot4::dot4_strided as kernel;
+
+#[cfg(not(any(feature = "std", all(feature = "dsp", target_arch = "arm"))))]
+use super::dsp::dot4_quads_portable as quads_kernel;
+#[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
+use super::dsp_kernel::dot4_quads as quads_kernel;
+#[cfg(all(feature = "mve", target_arch = "arm"))]
+use super::mve::dot4_quads as quads_kernel;
+#[cfg(all(feature = "std", not(all(feature = "dsp", target_arch = "arm"))))]
+use crate::host::dot4::dot4_quads as quads_kernel;
 
 /// Rows of bytes `stride` apart against 16-bit lanes, four rows at a time: for every row `r <
 /// out.len()`, rounded down to a multiple of 4, `out[r] = sum_g (lo(W) e_g.lo + hi(W) e_g.hi + lo(W')
@@ -22,14 +33,96 @@ pub(crate) fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut 
     kernel(rows, stride, lanes, out)
 }
 
+/// An `I8` matrix of `cols` columns in the blob's quads of rows ([`crate::blob::quads`]) against
+/// 16-bit lanes: for every quad `q < out.len() / 4` (its bytes from `q * 4 * cols`, group `g`'s 16
+/// bytes at `16 g`, row `k`'s word at `4 k` of them), `out[4q + k] = sum_g (lo(W) e_g.lo + hi(W)
+/// e_g.hi + lo(W') o_g.lo + hi(W') o_g.hi)` over `g < min(lanes.len() / 2, cols / 4)`, with `W`, `W'` the
+/// even and odd signed bytes of row `k`'s word of group `g` and `(e_g, o_g) = (lanes[2g], lanes[2g +
+/// 1])`, wrapping. A quad that ends early (beyond `w`) stops its sums at its last whole group.
+#[inline(always)]
+pub(crate) fn dot4_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) {
+    quads_kernel(w, cols, lanes, out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testing::lcg;
     use std::{vec, vec::Vec};
 
-    /// The four-row kernel's signature.
+    /// The four-row kernels' signature.
     type Kernel = fn(&[u8], usize, &[u32], &mut [i32]);
+
+    /// The dispatched quads kernel and every other one this target compiles.
+    fn quads_kernels() -> Vec<Kernel> {
+        #[cfg(feature = "std")]
+        let host: [Kernel; 2] = [
+            crate::host::dot4::dot4_quads,
+            crate::host::dot4::dot4_quads_plain,
+        ];
+        #[cfg(not(feature = "std"))]
+        let host: [Kernel; 0] = [];
+        let portable = crate::quant::dsp::dot4_quads_portable;
+        [dot4_quads, portable].into_iter().chain(host).collect()
+    }
+
+    /// `x`'s 16-bit lanes as the kernels take them: per group `[x0, x2]`, `[x1, x3]`.
+    fn lanes_of(x: &[i32]) -> Vec<u32> {
+        x.chunks_exact(4)
+            .flat_map(|c| {
+                let pack = |a: i32, b: i32| (a as u16 as u32) | ((b as u16 as u32) << 16);
+                [pack(c[0], c[2]), pack(c[1], c[3])]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_quads_kernel_has_the_sums_of_one_row_at_a_time() {
+        use crate::blob::quads::from_row_major;
+        let mut next = lcg(5);
+        // Ragged: odd rows and columns, fewer lanes than columns, a truncated matrix.
+        for (rows, cols, used, cut) in [
+            (4, 64, 64, 0),
+            (8, 36, 36, 0),
+            (12, 13, 12, 0),
+            (4, 4, 4, 0),
+            (9, 200, 200, 0),
+            (7, 22, 8, 0),
+            (16, 40, 40, 0),
+            (8, 36, 36, 50),
+            (8, 64, 32, 3),
+        ] {
+            let row_major: Vec<u8> = (0..rows * cols).map(|_| next() as u8).collect();
+            let blob = from_row_major(rows, cols, &row_major);
+            let w = &blob[..blob.len() - cut];
+            let x: Vec<i32> = (0..used).map(|_| next() as i16 as i32).collect();
+            let lanes = lanes_of(&x);
+            let n = used / 4 * 4;
+            for (k, kernel) in quads_kernels().into_iter().enumerate() {
+                let mut got = vec![7i32; rows + 1];
+                kernel(w, cols, &lanes, &mut got[..rows]);
+                for (r, g) in got.iter().enumerate() {
+                    let quad_end = (r / 4 + 1) * 4 * cols;
+                    // A cut quad: the groups whose 16 bytes are all within `w`.
+                    let groups = match quad_end > w.len() {
+                        true => (w.len().saturating_sub(r / 4 * 4 * cols) / 16).min(n / 4),
+                        false => n / 4,
+                    };
+                    let want = match r < rows / 4 * 4 {
+                        true => row_major[r * cols..r * cols + 4 * groups]
+                            .iter()
+                            .zip(&x)
+                            .fold(0i32, |a, (&w, &x)| a.wrapping_add((w as i8 as i32) * x)),
+                        false => 7,
+                    };
+                    assert_eq!(
+                        *g, want,
+                        "kernel {k}: {rows} x {cols} ({used} used) row {r}"
+                    );
+                }
+            }
+        }
+    }
 
     /// The dispatched kernel and every other one this target compiles.
     fn kernels() -> Vec<Kernel> {

@@ -136,6 +136,34 @@ pub(crate) fn dot4_strided_portable(rows: &[u8], stride: usize, lanes: &[u32], o
     }
 }
 
+/// The quads kernel (`dot4_quads`, whose sums it computes) in plain Rust: per quad of rows, its
+/// groups' 16 bytes (the four rows' words) against the group's lanes (also the DSP loop's, for an
+/// unaligned blob: its `LDMIA` needs words).
+#[cfg(any(
+    test,
+    not(any(feature = "std", all(feature = "mve", target_arch = "arm")))
+))]
+#[inline(never)]
+pub(crate) fn dot4_quads_portable(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) {
+    let groups = (lanes.len() / 2).min(cols / 4);
+    for (sums, quad) in out
+        .chunks_exact_mut(4)
+        .zip(crate::blob::quads::quads_of(w, cols))
+    {
+        let mut acc = [0i32; 4];
+        for (g, x) in quad
+            .chunks_exact(16)
+            .take(groups)
+            .zip(lanes.chunks_exact(2))
+        {
+            for (a, w) in acc.iter_mut().zip(g.chunks_exact(4)) {
+                *a = mac_lanes(*a, word(w), (x[0], x[1]));
+            }
+        }
+        sums.copy_from_slice(&acc);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

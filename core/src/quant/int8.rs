@@ -8,7 +8,7 @@
 
 use super::activations::{Quantized, Wide};
 use super::dsp::{self, mac_lanes, sxtb16, sxtb16_ror8, word};
-use crate::blob::{decode_finite_scale as decode_scale, SCALE_UNIT};
+use crate::blob::{decode_finite_scale as decode_scale, quads, SCALE_UNIT};
 
 /// Columns per `i32` partial sum: `2^16 * 128 * 128 = 2^30`, so no partial sum can overflow whatever the
 /// bytes are.
@@ -37,6 +37,37 @@ pub fn dot_wide_f32(w: &[u8], x: Wide<'_>, from: usize) -> f32 {
 #[inline]
 pub fn dot(w: &[u8], x: &[i8]) -> i64 {
     chunked(w, bytemuck::cast_slice(x))
+}
+
+/// `sum_i W[c0 + i] x(i)` over `i < n` (and the row's columns) of a row of an `I8` matrix in quads
+/// (`place`, of `cols` columns; its words 16 bytes apart in a quad), exact in `i64`: a word at a time
+/// from a group's start (`i32` per word), else a byte at a time. `x(i)` an int8 or int16 value.
+#[inline]
+pub fn dot_place(
+    w: &[u8],
+    (place, cols): (quads::RowPlace, usize),
+    c0: usize,
+    n: usize,
+    x: impl Fn(usize) -> i32,
+) -> i64 {
+    let n = n.min(cols.saturating_sub(c0));
+    let words = match c0 % 4 {
+        0 => (n / 4).min((cols / 4).saturating_sub(c0 / 4)),
+        _ => 0,
+    };
+    let start = place.start.wrapping_add(c0 / 4 * place.step);
+    let word_sum = |g: usize| -> i64 {
+        let at = start.wrapping_add(g * place.step);
+        let bytes = w.get(at..at.wrapping_add(4)).unwrap_or(&[]);
+        let term = |(j, &b): (usize, &u8)| (b as i8) as i32 * x(4 * g + j);
+        bytes.iter().enumerate().map(term).sum::<i32>() as i64
+    };
+    let byte = |i: usize| {
+        w.get(place.at(cols, c0 + i))
+            .map_or(0, |&b| (b as i8) as i64)
+    };
+    let body = (0..words).map(word_sum).sum::<i64>();
+    (4 * words..n).fold(body, |acc, i| acc + byte(i) * x(i) as i64)
 }
 
 /// `sum_i a[i] * b[i]` of two int8 vectors (the attention score `q . k`), exact as [`dot`].
@@ -95,10 +126,11 @@ fn tail(w: &[u8], x: &[u8]) -> i32 {
         .fold(0, |acc, (&w, &x)| acc + (w as i8) as i32 * (x as i8) as i32)
 }
 
-/// `out[r] = (W[r] . x) * (s_w[r] * s_x)` for an int8 matrix of `cols`-byte rows in `w` with `f16`
-/// row scales `scales` (as [`rescale`]), over the first `x.len()` columns of each row: four rows at a
-/// time on [`super::dot4::dot4_strided`] when `lanes` are `x`'s ([`Quantized::lanes`](super::Quantized::lanes)),
-/// else (and for the last `rows % 4`) one at a time.
+/// `out[r] = (W[r] . x) * (s_w[r] * s_x)` for an int8 matrix `w` of `cols` columns in the blob's
+/// layout (its rows in quads, [`crate::blob::quads`]; `w.len() / cols` rows) with `f16` row scales
+/// `scales` (as [`rescale`]), over the first `x.len()` columns of each row: a quad at a time on
+/// [`super::dot4::dot4_quads`] when `lanes` are `x`'s ([`Quantized::lanes`](super::Quantized::lanes)),
+/// else (and for the last `rows % 4`) one row at a time.
 /// A row or scale missing from `w` or `scales` leaves its output alone. `x` is int8 ([`Quantized::q`])
 /// or int16 ([`Quantized::wide`], on the same kernel for up to [`WIDE_CHUNK`] columns).
 ///
@@ -138,12 +170,15 @@ pub fn matvec(
         return;
     }
     // The other rows one at a time (all of them without the lanes), as [`rescale`] of [`dot`].
-    let rest = w.chunks_exact(cols.max(1)).zip(scales.chunks_exact(2));
-    for (o, (row, s)) in out.iter_mut().zip(rest).skip(done) {
-        let row = row.get(..n).unwrap_or(&[]);
-        let acc = match wide.is_empty() {
-            true => dot_f32(row, xb),
-            false => dot_wide_f32(row, wide, 0),
+    let (rows, n) = (w.len() / cols.max(1), if n <= cols { n } else { 0 });
+    let rest = out.iter_mut().zip(scales.chunks_exact(2)).take(rows);
+    for (r, (o, s)) in rest.enumerate().skip(done) {
+        let place = quads::row_place(rows, cols, r);
+        let row = place.contiguous(cols).and_then(|at| w.get(at..at + n));
+        let acc = match (row, wide.is_empty()) {
+            (Some(row), true) => dot_f32(row, xb),
+            (Some(row), false) => dot_wide_f32(row, wide, 0),
+            (None, _) => quad_row(w, [rows, cols, r, n], xb, wide),
         };
         *o = acc * (decode_scale(s) * s_x);
     }
@@ -153,7 +188,23 @@ pub fn matvec(
     }
 }
 
-/// [`matvec`]'s four-row part: the kernel's sums of `quads`' rows times `s_w * s_x`, plus the bias over
+/// [`matvec`]'s row `r` of `n` columns (of `[rows, cols]`) when it lies in a quad, its words 16
+/// bytes apart (no lanes to run the kernel on, or an unaligned blob): its bytes one at a time, the
+/// same exact sum, against the int8 `xb` or else the int16 `wide`. Out of line: rare.
+#[cold]
+#[inline(never)]
+fn quad_row(w: &[u8], [rows, cols, r, n]: [usize; 4], xb: &[u8], wide: Wide<'_>) -> f32 {
+    let place = (quads::row_place(rows, cols, r), cols);
+    let acc = match wide.is_empty() {
+        true => dot_place(w, place, 0, n, |i| {
+            xb.get(i).map_or(0, |&x| (x as i8) as i32)
+        }),
+        false => dot_place(w, place, 0, n, |i| wide.get(i)),
+    };
+    acc as f32
+}
+
+/// [`matvec`]'s four-row part: the kernel's sums of the quads of rows of `quads` times `s_w * s_x`, plus the bias over
 /// the rows it covers ([`rescale_quads`]); with the DSP instructions in the kernel's own epilogue
 /// (`dsp_kernel::dot4_rescaled`, the same roundings). Returns how many rows took the bias, or `None` (nothing
 /// written: the caller computes them one at a time).
@@ -169,11 +220,11 @@ fn quads_rescaled(
 ) -> Option<usize> {
     #[cfg(all(dsp_fpu, feature = "weights-i8"))]
     {
-        super::dsp_kernel::dot4_rescaled(w, cols, lanes, quads, scales, s_x * SCALE_UNIT, bias)
+        super::dsp_kernel::dot4_rescaled(w, cols, lanes, quads, scales, s_x, bias)
     }
     #[cfg(not(all(dsp_fpu, feature = "weights-i8")))]
     {
-        super::dot4::dot4_strided(w, cols, lanes, bytemuck::cast_slice_mut(quads));
+        super::dot4::dot4_quads(w, cols, lanes, bytemuck::cast_slice_mut(quads));
         Some(rescale_quads(quads, scales, s_x, bias))
     }
 }
@@ -272,6 +323,7 @@ mod tests {
         let x: std::vec::Vec<i8> = (0..cols as i32).map(|i| (i * 41 - 100) as i8).collect();
         for rows in 1..10 {
             let w: std::vec::Vec<u8> = (0..rows * cols).map(|i| (i * 31 + 7) as u8).collect();
+            let blob = quads::from_row_major(rows, cols, &w);
             let scales: std::vec::Vec<u8> = (0..rows)
                 .flat_map(|r| crate::blob::encode_scale(0.5 + r as f32).unwrap())
                 .collect();
@@ -298,7 +350,7 @@ mod tests {
                             scale: s_x,
                             lanes,
                         };
-                        matvec(&w, cols, &scales, &q, b, &mut out[..rows]);
+                        matvec(&blob, cols, &scales, &q, b, &mut out[..rows]);
                         for r in 0..rows {
                             let row = &w[r * cols..r * cols + n];
                             let mut want = rescale(dot(row, &x[..n]), 0.5 + r as f32, s_x);
@@ -320,6 +372,7 @@ mod tests {
         use crate::quant::activations::quantize16;
         for (rows, cols) in [(9, 12), (8, 64), (5, 7), (4, 520), (3, 1)] {
             let w: std::vec::Vec<u8> = (0..rows * cols).map(|i| (i * 89 + 5) as u8).collect();
+            let blob = quads::from_row_major(rows, cols, &w);
             let scales: std::vec::Vec<u8> = (0..rows)
                 .flat_map(|r| crate::blob::encode_scale(0.125 + r as f32).unwrap())
                 .collect();
@@ -337,7 +390,7 @@ mod tests {
             let q = quantize16(&x, bytemuck::cast_slice_mut(&mut buf));
             assert_eq!(q.lanes.len(), if cols % 4 == 0 { cols / 2 } else { 0 });
             let mut out = std::vec![7.0f32; rows + 1];
-            matvec(&w, cols, &scales, &q, &[], &mut out[..rows]);
+            matvec(&blob, cols, &scales, &q, &[], &mut out[..rows]);
             for r in 0..rows {
                 let exact: i64 = (0..cols)
                     .map(|c| (w[r * cols + c] as i8) as i64 * q.wide.get(c) as i64)

@@ -16,7 +16,8 @@ pub fn decode_matrix(t: &TensorData) -> Result<Vec<f32>> {
         .collect::<Result<Vec<_>>>()?
         .concat();
     let [rows, cols] = t.shape;
-    let m = Matrix::from_parts(t.dtype, rows, cols, &t.data, &scales).ok_or_else(|| {
+    let data = t.blob_data();
+    let m = Matrix::from_parts(t.dtype, rows, cols, &data, &scales).ok_or_else(|| {
         anyhow!(
             "tensor {}: byte lengths do not match {} {:?}",
             t.id,
