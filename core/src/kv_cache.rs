@@ -166,7 +166,11 @@ impl<'b> KvCache<'b> {
     pub(crate) fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         let (dh, n_ctx) = (self.d_head, self.n_ctx.max(1));
         let int16 = self.int16();
-        for h in 0..self.n_heads {
+        let done = match int16 {
+            true => 0,
+            false => self.store_heads8(layer, pos, k, v),
+        };
+        for h in done..self.n_heads {
             let r = self.range(layer, pos, h);
             let v_s = self.value_scales(layer, h) + pos;
             let (kh, vh) = (head_of(k, h, dh), head_of(v, h, dh));
@@ -202,6 +206,41 @@ impl<'b> KvCache<'b> {
                 _ => {}
             }
         }
+    }
+
+    /// An int8 cache's keys and values of every head at `pos` of `layer`, each side in one call of the
+    /// assembly (DSP cores with an FPU: `dsp_quantize::heads8`, what [`store_i8`] writes head by
+    /// head); returns how many heads, from the first, it wrote (0 on other targets).
+    #[cfg_attr(not(fpu_asm), allow(unused_variables))]
+    #[cfg_attr(fpu_asm, inline(never))]
+    #[cfg_attr(not(fpu_asm), inline(always))]
+    fn store_heads8(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) -> usize {
+        #[cfg(fpu_asm)]
+        if I8 {
+            let (dh, n_ctx, da) = (self.d_head, self.n_ctx, self.n_heads * self.d_head);
+            let (key, first) = (self.range(layer, pos, 0).start, self.value_scales(layer, 0));
+            if let Store::I8 {
+                k: kq,
+                v: vq,
+                k_scale,
+                v_scale,
+            } = &mut self.store
+            {
+                use crate::quant::dsp_quantize::heads8;
+                let side = |x: &[f32], q: Option<&mut [i8]>, stride, s: Option<&mut [f32]>| {
+                    let x = x.get(..da).unwrap_or(x);
+                    match (q, s) {
+                        (Some(q), Some(s)) => heads8(x, dh, q, stride, s, n_ctx),
+                        _ => 0,
+                    }
+                };
+                let done_k = side(k, kq.get_mut(key..), 1, k_scale.get_mut(first + pos..));
+                let values = vq.get_mut(first * dh + pos..);
+                let done_v = side(v, values, n_ctx, v_scale.get_mut(first + pos..));
+                return done_k.min(done_v);
+            }
+        }
+        0
     }
 
     /// Attention scores of `head` at `layer` over positions `0 .. n` (at most `buf.len()`):

@@ -29,7 +29,7 @@ const C: [f32; 5] = [
 ];
 /// The constants of the device's softmax loop (`dsp_exp.rs`), in the order its registers take them:
 /// [`INV_LN2`], [`ROUND`], [`LN2_HI`], [`LN2_LO`], [`C`], 1.
-#[cfg(dsp_fpu)]
+#[cfg(fpu_asm)]
 pub(crate) static LOOP_CONSTANTS: [f32; 10] = [
     INV_LN2, ROUND, LN2_HI, LN2_LO, C[0], C[1], C[2], C[3], C[4], 1.0,
 ];

@@ -31,7 +31,7 @@ pub fn max(x: &[f32]) -> f32 {
 pub fn exp_shifted(x: &mut [f32], max: f32) -> f32 {
     let mut sum = 0.0f32;
     // The assembly loop where the build has it, stopping where the exponential leaves its fast path.
-    #[cfg(all(dsp_fpu, not(feature = "fast-math")))]
+    #[cfg(all(fpu_asm, not(feature = "fast-math")))]
     {
         let mut at = 0;
         while let Some(rest) = x.get_mut(at..).filter(|r| !r.is_empty()) {

@@ -122,15 +122,46 @@ pub struct Quantized<'q> {
 /// returns the values with their scale. If `x` is whole groups of four and `buf` has `2 * x.len()`
 /// more bytes, word-aligned after the values, the values' lanes go there too.
 pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
+    // In assembly where it can: the same scale, values and lanes as the portable loops.
+    #[cfg(fpu_asm)]
+    let buf = match super::dsp_quantize::quantize8(x, buf) {
+        Ok(q) => return q,
+        Err(buf) => buf,
+    };
+    quantize_portable(x, buf)
+}
+
+/// [`quantize`] with the lanes of every whole eight columns in the int4 kernel's order
+/// (`int4_rows::rearrange` of the int8 kernel's; a last group of four stays as it is): in one call of
+/// the assembly where it can, else [`quantize`] then the rearrangement in place.
+pub(crate) fn quantize_i4<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
+    #[cfg(fpu_asm)]
+    let buf = match super::dsp_quantize::quantize8_i4(x, buf) {
+        Ok(q) => return q,
+        Err(buf) => buf,
+    };
+    let (scale, n, words) = {
+        let q = quantize(x, buf);
+        (q.scale, q.q.len(), q.lanes.len())
+    };
+    let lanes = buf.get_mut(n..n + 4 * words).unwrap_or(&mut []);
+    super::int4_rows::rearrange(bytemuck::try_cast_slice_mut(lanes).unwrap_or(&mut []));
+    quantized(buf, n, scale)
+}
+
+/// [`quantize`] in portable Rust (out of line where the assembly takes most vectors, so that its
+/// registers do not weigh on the assembly's calls).
+#[cfg_attr(fpu_asm, inline(never))]
+fn quantize_portable<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     let n = x.len().min(buf.len());
     let x = &x[..n];
-    let m = magnitude_key(x);
-    let (scale, inv) = scale_of(max_of_key(x, m), Q_MAX);
     let (q, rest) = buf.split_at_mut(n);
     let words = match bytemuck::try_cast_slice_mut::<i8, u32>(rest) {
         Ok(words) if n % 4 == 0 => words.get_mut(..n / 2).unwrap_or(&mut []),
         _ => &mut [],
     };
+    let m = magnitude_key(x);
+    let (scale, inv) = scale_of(max_of_key(x, m), Q_MAX);
     match (words.is_empty(), m < f32::INFINITY.to_bits() << 1) {
         (true, _) => quantize_into(x, inv, q.iter_mut()),
         // A finite maximum, so no NaN or infinity in `x`: `|x * inv| <= 127 * (1 + 2^-23)` rounds
@@ -229,6 +260,18 @@ fn wide_words(buf: &mut [i8]) -> &mut [u32] {
 /// `x` is ignored) in lane order ([`Wide`]), with the scale `max|x| / 32767`. The lanes are the values
 /// themselves, given when `x` is whole groups of four.
 pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
+    // In assembly where it can: the same scale and values as the portable loops.
+    #[cfg(fpu_asm)]
+    let buf = match super::dsp_quantize::quantize16(x, buf) {
+        Ok(q) => return q,
+        Err(buf) => buf,
+    };
+    quantize16_portable(x, buf)
+}
+
+/// [`quantize16`] in portable Rust (out of line where the assembly takes most vectors).
+#[cfg_attr(fpu_asm, inline(never))]
+fn quantize16_portable<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     let words = wide_words(buf);
     let values: &mut [i16] = bytemuck::cast_slice_mut(words);
     let n = x.len().min(values.len());
@@ -256,16 +299,12 @@ pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     quantized16(buf, n, scale)
 }
 
-#[cfg(dsp_fpu)]
-use super::dsp_quantize::pack16;
-
 /// Words `2g`, `2g + 1` of `words` become the low halves of [`nearest_bits`]`(x[4g + k] * inv)`
 /// paired `(k = 0, 2)` and `(1, 3)` (low half first), for every `g < min(words.len() / 2, x.len() / 4)`:
-/// the int16 lanes of values known within `-32767..=32767`. In assembly on DSP cores with an FPU
-/// (`dsp_quantize.rs`).
-#[cfg_attr(dsp_fpu, allow(dead_code))]
+/// the int16 lanes of values known within `-32767..=32767`. On DSP cores with an FPU, vectors with a
+/// normal maximum take the assembly (`dsp_quantize.rs`), the same operations with `max|x|`.
 #[inline]
-fn pack16_portable(words: &mut [u32], x: &[f32], inv: f32) {
+fn pack16(words: &mut [u32], x: &[f32], inv: f32) {
     for (w, x) in words.chunks_exact_mut(2).zip(x.chunks_exact(4)) {
         let low = |k: usize| nearest_bits(x[k] * inv) & 0xffff;
         let high = |k: usize| nearest_bits(x[k] * inv) << 16;
@@ -273,9 +312,6 @@ fn pack16_portable(words: &mut [u32], x: &[f32], inv: f32) {
         w[1] = low(1) | high(3);
     }
 }
-
-#[cfg(not(dsp_fpu))]
-use pack16_portable as pack16;
 
 /// The [`Quantized`] that [`quantize16`] of `n` values with `scale` left in `buf`, read again.
 pub(crate) fn quantized16(buf: &[i8], n: usize, scale: f32) -> Quantized<'_> {
@@ -488,6 +524,35 @@ mod tests {
         let mut short = [0i8; 8];
         assert!(quantize(&[1.0; 4], &mut short[..6]).lanes.is_empty());
         assert!(quantize(&[1.0; 3], buf).lanes.is_empty());
+    }
+
+    #[test]
+    fn int4_ordered_lanes_pair_columns_four_apart_in_each_eight() {
+        let mut next = lcg(0x14_0e8d);
+        for n in (4..=40).step_by(4) {
+            let x: std::vec::Vec<f32> = (0..n)
+                .map(|_| (next() >> 8) as f32 / 65_536.0 - 128.0)
+                .collect();
+            let mut buf = std::vec![0u32; n];
+            let q = quantize_i4(&x, bytemuck::cast_slice_mut(&mut buf));
+            let inv = scale8(&x).1;
+            let v: std::vec::Vec<i8> = x.iter().map(|&x| quantize_one8(x, inv)).collect();
+            assert_eq!((q.q, q.scale), (&v[..], scale8(&x).0));
+            let mut want = std::vec::Vec::new();
+            for e in v.chunks(8) {
+                match e {
+                    [a, b, c, d, e, f, g, h] => want.extend([
+                        lane_pair(*a, *e),
+                        lane_pair(*b, *f),
+                        lane_pair(*c, *g),
+                        lane_pair(*d, *h),
+                    ]),
+                    [a, b, c, d] => want.extend([lane_pair(*a, *c), lane_pair(*b, *d)]),
+                    _ => unreachable!(),
+                }
+            }
+            assert_eq!(q.lanes, &want[..], "n {n}");
+        }
     }
 
     #[test]

@@ -6,9 +6,9 @@
 
 use super::dsp::lane_word;
 
-#[cfg(dsp_fpu)]
+#[cfg(fpu_asm)]
 pub(crate) use super::dsp_attention::{pack_lanes, rescale, scores, weight_bits};
-#[cfg(not(dsp_fpu))]
+#[cfg(not(fpu_asm))]
 pub(crate) use portable::{pack_lanes, rescale, scores, weight_bits};
 
 /// One weight in fixed point: `w * inv` rounded half up, saturated to the `i16` range (NaN to 0).

@@ -1,5 +1,5 @@
 //! The attention's per-score and per-position loops in assembly for cores with the DSP instructions
-//! and an FPU (Cortex-M4F, M7, M33), the same operations in the same order as their portable Rust
+//! and an FPU (Cortex-M4F, M7, M33, M55), the same operations in the same order as their portable Rust
 //! (`KvCache::scores`, [`super::mix`]), so the same bits:
 //!
 //! - [`scores`]: `(acc_j * (s_q * s_kj)) / attn_scale` from the kernel's sums and their maximum, per

@@ -1,7 +1,7 @@
 //! A matrix applied to an activation vector in the arithmetic the model asks for: `f32`, or (with int8
 //! activations and an integer matrix) int8 x int8 or int4 x int8 with integer accumulation.
 
-use super::activations::{quantize, quantize16, quantized, quantized16, Quantized};
+use super::activations::{quantize, quantize16, quantize_i4, quantized, quantized16, Quantized};
 use super::{int4_rows, int8, offset};
 use crate::blob::{Activations, DType};
 use crate::weights::{Matrix, Vector};
@@ -69,7 +69,7 @@ pub(crate) fn matmul_rows(
         w.matvec(xs.get(p * w.cols()..(p + 1) * w.cols()).unwrap_or(&[]), out);
         let _ = p;
         if let Some(b) = bias {
-            b.add_to(out);
+            crate::math::add_vector(out, b);
         }
     }
 }
@@ -102,9 +102,12 @@ impl<'x> Input<'x> {
     /// `x` as `activations` dictate: quantised into `scratch` (at least `3 * x.len()` bytes) for integer
     /// activations.
     pub(crate) fn new(x: &'x [f32], activations: Activations, scratch: &'x mut [i8]) -> Self {
-        let scale = width(activations).map(|wide| {
-            let held = if wide { Held::I16 } else { Held::I8 };
-            (quantize_as(x, wide, scratch).scale, held)
+        // A build whose only integer matrices are int4 quantises straight into their lanes' order.
+        let i4_only = DType::I4.compiled() && !DType::I8.compiled();
+        let scale = width(activations).map(|wide| match (wide, i4_only) {
+            (false, true) => (quantize_i4(x, scratch).scale, Held::I8ForI4),
+            (true, _) => (quantize_as(x, true, scratch).scale, Held::I16),
+            (false, false) => (quantize_as(x, false, scratch).scale, Held::I8),
         });
         Input { x, scratch, scale }
     }
@@ -112,8 +115,9 @@ impl<'x> Input<'x> {
     /// Puts the int8 values' lanes in the order of the int4 kernel (`for_i4`) or of the int8 one: in
     /// place, once for all the matrices of one dtype that read this input.
     fn order_lanes(&mut self, for_i4: bool) {
-        // Without int4 matrices (or int8 activations) the lanes always stay in the int8 order.
-        if !DType::I4.compiled() {
+        // Without int4 matrices the lanes always stay in the int8 order, without int8 ones in the
+        // int4 order ([`Input::new`]).
+        if !DType::I4.compiled() || !DType::I8.compiled() {
             return;
         }
         let want = if for_i4 { Held::I8ForI4 } else { Held::I8 };
@@ -183,7 +187,7 @@ impl<'x> Input<'x> {
         }
         if let (Some(b), true) = (bias, biased < all.len()) {
             let rest = Vector::new(b.bytes().get(4 * biased..).unwrap_or(&[]));
-            rest.add_to(all.get_mut(biased..).unwrap_or(&mut []));
+            crate::math::add_vector(all.get_mut(biased..).unwrap_or(&mut []), &rest);
         }
     }
 }

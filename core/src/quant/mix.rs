@@ -16,9 +16,11 @@ pub const W_MAX: f32 = 32767.0;
 /// Largest magnitude of a fixed-point weight over `n` positions: [`W_MAX`], or less when `n` is over
 /// 512, so that no `i32` sum can overflow whatever the cache bytes are (`n * w_max * 128 < 2^31`).
 pub fn w_max(n: usize) -> f32 {
-    ((1usize << 24) / n.max(1))
-        .saturating_sub(1)
-        .min(W_MAX as usize) as f32
+    // Up to 512 positions `2^24 / n - 1 >= 32767`: no division.
+    if n <= 512 {
+        return W_MAX;
+    }
+    ((1usize << 24) / n).saturating_sub(1).min(W_MAX as usize) as f32
 }
 
 /// `max|w|` of the weights, NaNs ignored (0 for none): the `max` argument of [`mix`].

@@ -12,12 +12,12 @@ pub mod activations;
 pub(crate) mod attention_loops;
 pub(crate) mod dot4;
 pub(crate) mod dsp;
-#[cfg(dsp_fpu)]
+#[cfg(fpu_asm)]
 mod dsp_attention;
 #[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
 mod dsp_kernel;
-#[cfg(dsp_fpu)]
-mod dsp_quantize;
+#[cfg(fpu_asm)]
+pub(crate) mod dsp_quantize;
 #[cfg(feature = "encode")]
 pub mod encode;
 pub(crate) mod int4;
