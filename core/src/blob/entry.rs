@@ -52,7 +52,7 @@ impl TensorEntry {
     /// Decodes the entry at `index` of a tensor table. The record's layout is fixed (postcard's, with
     /// every variant index below 128 and so one byte), so it is read field by field: the same result as
     /// `postcard::from_bytes`, without its deserializer. One out-of-line copy for the table's readers
-    /// (`Model::from_bytes`, `Model::entries`); the forward pass's lookups inline [`TensorEntry::read`].
+    /// (`Model::from_bytes`, `Model::entries`); the forward pass's lookups inline `TensorEntry::read`.
     #[inline(never)]
     pub fn decode(table: &[u8], index: usize) -> Result<Self, Error> {
         Self::read(table, index)
