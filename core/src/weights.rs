@@ -385,15 +385,22 @@ impl<'a> Matrix<'a> {
                 let (words, tail) = row_parts(self.data, self.rows, self.cols, r);
                 let (body, rest) = out.split_at_mut(out.len().min(self.cols / 4 * 4));
                 let mut value = |o: &mut f32, q: u8| f(o, (q as i8) as f32 * s);
-                for (o, w) in body.chunks_mut(4).zip(words) {
-                    match (o, w) {
-                        ([o0, o1, o2, o3], [w0, w1, w2, w3]) => {
-                            value(o0, *w0);
-                            value(o1, *w1);
-                            value(o2, *w2);
-                            value(o3, *w3);
+                // A quad's row read as arrays of 16 bytes (its words' step), else (the row-major
+                // rest, or a row `data` cuts short) word by word.
+                let place = row_place(self.rows, self.cols, r);
+                let whole = place.step == 4 * crate::blob::quads::QUAD
+                    && quad_row_words(self.data, place.start, body, &mut value);
+                if !whole {
+                    for (o, w) in body.chunks_mut(4).zip(words) {
+                        match (o, w) {
+                            ([o0, o1, o2, o3], [w0, w1, w2, w3]) => {
+                                value(o0, *w0);
+                                value(o1, *w1);
+                                value(o2, *w2);
+                                value(o3, *w3);
+                            }
+                            (o, w) => o.iter_mut().zip(w).for_each(|(o, &q)| value(o, q)),
                         }
-                        (o, w) => o.iter_mut().zip(w).for_each(|(o, &q)| value(o, q)),
                     }
                 }
                 rest.iter_mut().zip(tail).for_each(|(o, &q)| value(o, q));
@@ -429,6 +436,51 @@ impl<'a> Matrix<'a> {
             _ => out.iter_mut().for_each(|o| f(o, 0.0)),
         }
     }
+}
+
+/// `value(o, w)` for each value `o` of `body` and its byte `w` of an `I8` quad's row, whose words lie
+/// 16 bytes apart from `start` in `data`, the words read as arrays (no check per word): `true`, or
+/// `false` (nothing done) when `data` does not hold every word.
+#[inline(always)]
+fn quad_row_words(
+    data: &[u8],
+    start: usize,
+    body: &mut [f32],
+    value: &mut impl FnMut(&mut f32, u8),
+) -> bool {
+    let (whole, part) = body.split_at_mut(body.len() / 4 * 4);
+    let Ok(out) = bytemuck::try_cast_slice_mut::<f32, [f32; 4]>(whole) else {
+        return false;
+    };
+    // The last word's values: `part`, or the last whole chunk when there is no part.
+    let (out, last_out): (&mut [[f32; 4]], &mut [f32]) = match (part.is_empty(), out) {
+        (true, out) => match out.split_last_mut() {
+            Some((last, out)) => (out, last),
+            None => return true,
+        },
+        (false, out) => (out, part),
+    };
+    // Every word but the last a whole step, the last its four bytes.
+    const STEP: usize = 4 * crate::blob::quads::QUAD;
+    let at = out.len().wrapping_mul(STEP);
+    let span = data.get(start..).and_then(|d| d.get(..at.wrapping_add(4)));
+    let Some((words, last)) = span.and_then(|s| s.split_at_checked(at)) else {
+        return false;
+    };
+    let Ok(words) = bytemuck::try_cast_slice::<u8, [u8; STEP]>(words) else {
+        return false;
+    };
+    for ([o0, o1, o2, o3], w) in out.iter_mut().zip(words) {
+        value(o0, w[0]);
+        value(o1, w[1]);
+        value(o2, w[2]);
+        value(o3, w[3]);
+    }
+    last_out
+        .iter_mut()
+        .zip(last)
+        .for_each(|(o, &q)| value(o, q));
+    true
 }
 
 #[cfg(test)]
@@ -482,6 +534,23 @@ mod tests {
                     (0..cols).all(|c| out[c] == value(c)),
                     "{rows}x{cols} row {r}"
                 );
+                // Outputs shorter and longer than the row, read into and added to.
+                for len in [1, cols.saturating_sub(1), cols.saturating_sub(3), cols + 2] {
+                    let (mut into, mut sum) = (std::vec![7.0f32; len], std::vec![1.5f32; len]);
+                    m.row_into(r, &mut into);
+                    m.add_row_to(r, &mut sum);
+                    for c in 0..len {
+                        let (want_into, want_sum) = match c < cols {
+                            true => (value(c), 1.5 + value(c)),
+                            false => (7.0, 1.5),
+                        };
+                        assert_eq!(
+                            (into[c], sum[c]),
+                            (want_into, want_sum),
+                            "{rows}x{cols} {r} {len} {c}"
+                        );
+                    }
+                }
                 for c0 in [0, 1, cols / 2] {
                     let n = cols - c0;
                     let exact = |v: &dyn Fn(usize) -> i64| -> i64 {

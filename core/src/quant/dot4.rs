@@ -39,6 +39,7 @@ pub(crate) fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut 
 /// e_g.hi + lo(W') o_g.lo + hi(W') o_g.hi)` over `g < min(lanes.len() / 2, cols / 4)`, with `W`, `W'` the
 /// even and odd signed bytes of row `k`'s word of group `g` and `(e_g, o_g) = (lanes[2g], lanes[2g +
 /// 1])`, wrapping. A quad that ends early (beyond `w`) stops its sums at its last whole group.
+#[cfg_attr(all(dsp_fpu, feature = "weights-i8"), allow(dead_code))] // there the rescaling entry takes every int8 matmul
 #[inline(always)]
 pub(crate) fn dot4_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) {
     quads_kernel(w, cols, lanes, out)

@@ -75,6 +75,7 @@ fn whole_quads(w: &[u8], cols: usize, quads: usize, groups: usize) -> bool {
 
 /// The quads kernel (`dot4_quads`, whose sums it computes): when every quad is whole, one call of the
 /// loop; else one quad at a time over the groups it has ([`ragged_quads`]).
+#[cfg_attr(all(dsp_fpu, feature = "weights-i8"), allow(dead_code))] // there the rescaling entry takes every int8 matmul
 #[inline]
 pub(crate) fn dot4_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) {
     let quads = out.len() / 4;
@@ -110,6 +111,7 @@ pub(crate) fn dot4_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) 
 
 /// [`dot4_quads`] when some quad ends early (or there are no groups): one quad at a time, each over
 /// the whole groups it has, through the loop (whole by construction). Out of line.
+#[cfg_attr(all(dsp_fpu, feature = "weights-i8"), allow(dead_code))] // there the rescaling entry takes every int8 matmul
 #[cold]
 #[inline(never)]
 fn ragged_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) {
