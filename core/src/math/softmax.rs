@@ -33,15 +33,13 @@ pub fn exp_shifted(x: &mut [f32], max: f32) -> f32 {
     // The assembly loop where the build has it, stopping where the exponential leaves its fast path.
     #[cfg(all(fpu_asm, not(feature = "fast-math")))]
     {
-        let mut at = 0;
-        while let Some(rest) = x.get_mut(at..).filter(|r| !r.is_empty()) {
-            at += super::dsp_exp::run(rest, max, &mut sum);
-            if let Some(v) = x.get_mut(at) {
-                let e = super::exp::exp(*v - max);
-                *v = e;
-                sum += e;
-                at += 1;
-            }
+        let mut at = super::dsp_exp::run(x, max, &mut sum);
+        while let Some(v) = x.get_mut(at) {
+            let e = super::exp::exp(*v - max);
+            *v = e;
+            sum += e;
+            at += 1;
+            at += super::dsp_exp::run(x.get_mut(at..).unwrap_or(&mut []), max, &mut sum);
         }
         return sum;
     }
