@@ -61,7 +61,10 @@ fn trailing_bytes_bad_magic_and_version_are_named() {
     let err = Model::from_bytes(&version).unwrap_err();
     assert_eq!(err, Error::UnsupportedVersion { found: 1 });
     let says = std::format!("{err}");
-    assert!(says.contains("version 1") && says.contains("microlens convert"), "{says}");
+    assert!(
+        says.contains("version 1") && says.contains("microlens convert"),
+        "{says}"
+    );
 }
 
 #[test]

@@ -335,14 +335,12 @@ core::arch::global_asm!(
 /// One row of a quads group as assembly text: row `$k`'s word (`$w`, loaded with the others) split by
 /// `SXTB16` into r1 and itself, times the lanes r8, r9 into the sum `$s` (`$first`: `SMUAD` starts it).
 macro_rules! quad_row {
-    ($w:literal, $s:literal, smuad) => {
+    ($w:literal, $s:literal, $first:ident) => {
         concat!(
             "sxtb16 r1, ",
             $w,
             "\n",
-            "smuad ",
-            $s,
-            ", r1, r8\n",
+            first_mac!($s, $first),
             "sxtb16 ",
             $w,
             ", ",
@@ -357,29 +355,16 @@ macro_rules! quad_row {
             "\n",
         )
     };
-    ($w:literal, $s:literal, smlad) => {
-        concat!(
-            "sxtb16 r1, ",
-            $w,
-            "\n",
-            "smlad ",
-            $s,
-            ", r1, r8, ",
-            $s,
-            "\n",
-            "sxtb16 ",
-            $w,
-            ", ",
-            $w,
-            ", ror #8\n",
-            "smlad ",
-            $s,
-            ", ",
-            $w,
-            ", r9, ",
-            $s,
-            "\n",
-        )
+}
+
+/// A quad row's first multiply, of r1 by the lanes r8 into `$s`: `SMUAD` (a quad's first group, the
+/// sum started) or `SMLAD` (added to it).
+macro_rules! first_mac {
+    ($s:literal, smuad) => {
+        concat!("smuad ", $s, ", r1, r8\n")
+    };
+    ($s:literal, smlad) => {
+        concat!("smlad ", $s, ", r1, r8, ", $s, "\n")
     };
 }
 
