@@ -156,11 +156,10 @@ impl fmt::Display for Error {
         match self {
             Error::BadMagic => write!(f, "not a microlens blob (bad magic)"),
             Error::UnsupportedVersion { found } => {
-                let reads = crate::blob::VERSION;
                 write!(
                     f,
-                    "unsupported blob format version {found} (this build reads version {reads}: \
-                     convert the checkpoint again with this build's `microlens convert`)"
+                    "unsupported blob format version {found}: convert the checkpoint again with \
+                     this build's `microlens convert`"
                 )
             }
             Error::UnsupportedFlags { found } => write!(f, "unsupported blob flags {found:#06x}"),

@@ -70,9 +70,14 @@ impl<'a> Vector<'a> {
     pub fn iter(&self) -> impl Iterator<Item = f32> + 'a {
         f32s(self.data)
     }
-    /// `out[i] += self[i]`.
+    /// `out[i] += self[i]` as far as both go: through `math::add` (four values per pass)
+    /// where the bytes are word-aligned little-endian `f32`s (every aligned blob's on a little-endian
+    /// target), else one value at a time; the same sums either way.
     pub fn add_to(&self, out: &mut [f32]) {
-        out.iter_mut().zip(self.iter()).for_each(|(o, b)| *o += b);
+        match bytemuck::try_cast_slice::<u8, f32>(self.data) {
+            Ok(b) if cfg!(target_endian = "little") => crate::math::add(out, b),
+            _ => out.iter_mut().zip(self.iter()).for_each(|(o, b)| *o += b),
+        }
     }
 }
 

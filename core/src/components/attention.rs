@@ -32,7 +32,7 @@ fn project(w: &Matrix<'_>, b: &Vector<'_>, x: &mut Input<'_>, out: &mut [f32]) {
         true => x.matvec(w, Some(b), out),
         false => {
             x.matvec(w, None, out);
-            crate::math::add_vector(out, b);
+            b.add_to(out);
         }
     }
 }
@@ -201,7 +201,7 @@ fn output<H: Hooks>(
                     .zip(ws.head_out.iter())
                     .for_each(|(o, r)| *o += r);
             }
-            crate::math::add_vector(attn_out, &w.b_o);
+            w.b_o.add_to(attn_out);
         } else if !batched(activations, n) {
             project(&w.w_o, &w.b_o, &mut z, attn_out);
         }

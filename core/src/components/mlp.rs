@@ -36,7 +36,7 @@ pub(crate) fn forward<H: Hooks>(
         if !together {
             let out = row(ws.mlp_out, r, dm);
             Centred::new(hidden, act, &w.w_out, ws.quant).matvec(&w.w_out, out);
-            crate::math::add_vector(out, &w.b_out);
+            w.b_out.add_to(out);
         }
     }
     if together {

@@ -37,7 +37,7 @@ pub(crate) fn forward<H: Hooks>(s: &mut Step<'_, '_, H>, ws: &mut Workspace<'_>,
                 );
             }
             if let Some(b_u) = &after {
-                crate::math::add_vector(logits, b_u);
+                b_u.add_to(logits);
             }
         }
         s.hook(HookKind::Logits, 0, logits);

@@ -31,14 +31,3 @@ pub(crate) fn max_of(values: impl Iterator<Item = f32>, init: f32) -> f32 {
 pub(crate) fn add(acc: &mut [f32], x: &[f32]) {
     vector_loops::add(acc, x);
 }
-
-/// `acc[i] += b[i]` as far as both go, for a bias or other vector read from the blob: through [`add`]
-/// (four values per pass) where its bytes are word-aligned little-endian `f32`s (every aligned blob's
-/// on a little-endian target), else [`crate::weights::Vector::add_to`]; the same sums either way.
-#[inline]
-pub(crate) fn add_vector(acc: &mut [f32], b: &crate::weights::Vector<'_>) {
-    match bytemuck::try_cast_slice::<u8, f32>(b.bytes()) {
-        Ok(b) if cfg!(target_endian = "little") => add(acc, b),
-        _ => b.add_to(acc),
-    }
-}

@@ -56,6 +56,6 @@ pub fn affine(w: Option<Vector<'_>>, b: Option<Vector<'_>>, x: &mut [f32]) {
         x.iter_mut().zip(w.iter()).for_each(|(v, w)| *v *= w);
     }
     if let Some(b) = b {
-        super::add_vector(x, &b);
+        b.add_to(x);
     }
 }

@@ -118,7 +118,7 @@ mod tests {
                 let b = crate::weights::Vector::new(&raw[shift..shift + 4 * n]);
                 let mut acc: Vec<f32> = src.iter().map(|v| v * 0.25).collect();
                 let want: Vec<f32> = acc.iter().zip(&src).map(|(a, s)| a + s).collect();
-                crate::math::add_vector(&mut acc, &b);
+                b.add_to(&mut acc);
                 assert_eq!(bits(&acc), bits(&want), "n {n} shift {shift}");
             }
             assert_eq!(sqrt(2.0).to_bits(), libm::sqrtf(2.0).to_bits());

@@ -2,11 +2,7 @@
 //! (`scale = max|x| / 32767`), `q = round(x * (1 / scale))` to nearest, ties to even, so
 //! `x ~ q * scale`. The weight encoders round `w / scale` half away from zero (`encode::quantize_one`).
 
-/// Largest magnitude of a quantised value: the range is symmetric, `-127..=127`.
-pub const Q_MAX: f32 = 127.0;
-
-/// Largest magnitude of an int16 activation: `-32767..=32767`.
-pub const Q16_MAX: f32 = 32767.0;
+pub use super::quantized::{Quantized, Wide, Q16_MAX, Q_MAX};
 
 /// `y` rounded to the nearest integer, ties to even: the FPU's own rounding, adding `1.5 * 2^23` leaves
 /// no fraction bits, read back from the sum's bits. Exact for `|y| < 2^22`; beyond, or for a NaN, a
@@ -101,21 +97,6 @@ pub fn scale16(x: &[f32]) -> (f32, f32) {
 #[inline]
 pub fn scale8(x: &[f32]) -> (f32, f32) {
     scale_and_inverse(x, Q_MAX)
-}
-
-/// A vector quantised to int8 or int16 with one scale: `x[i] ~ q[i] * scale`.
-#[derive(Clone, Copy, Debug)]
-pub struct Quantized<'q> {
-    /// The int8 values (empty for int16).
-    pub q: &'q [i8],
-    /// The int16 values (empty for int8).
-    pub wide: Wide<'q>,
-    /// Their common scale.
-    pub scale: f32,
-    /// `q` as the 16-bit lanes of the four-row kernel (`dot4::dot4_strided`): per group of four
-    /// values `[q0, q2]` and `[q1, q3]`, two words; empty unless `q` is whole groups and the scratch
-    /// had room for them.
-    pub lanes: &'q [u32],
 }
 
 /// Quantises `x` into the front of `buf` (at least `x.len()` long; any excess of `x` is ignored) and
@@ -218,35 +199,6 @@ pub(crate) fn quantized(buf: &[i8], n: usize, scale: f32) -> Quantized<'_> {
         wide: Wide(&[]),
         scale,
         lanes,
-    }
-}
-
-/// int16 values stored in the order of the kernels' 16-bit lanes: per whole group of four values
-/// `[x0, x2, x1, x3]` (the words `[x0, x2]` and `[x1, x3]`, as [`Quantized::lanes`] pairs int8
-/// values), the last `len % 4` values in order after them.
-#[derive(Clone, Copy, Debug)]
-pub struct Wide<'q>(pub &'q [i16]);
-
-impl Wide<'_> {
-    /// Number of values.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// Value `c` (0 beyond the end).
-    #[inline(always)]
-    pub fn get(&self, c: usize) -> i32 {
-        let at = match (c | 3) < self.0.len() {
-            // Within a whole group: slots 1 and 2 swapped.
-            true => c ^ (((c ^ (c >> 1)) & 1) * 3),
-            false => c,
-        };
-        self.0.get(at).map_or(0, |&v| v as i32)
     }
 }
 

@@ -19,7 +19,7 @@
 //! general registers their callers save (r4-r11 saved where used).
 #![allow(unsafe_code)]
 
-use super::activations::{Quantized, Wide, Q16_MAX, Q_MAX};
+use super::quantized::{Quantized, Wide, Q16_MAX, Q_MAX};
 
 /// [`activations::quantize`]'s result in one call of the assembly: when `x` is whole groups of four
 /// (at least one) with a normal `max|x|` and `buf` is word-aligned with room for the values and

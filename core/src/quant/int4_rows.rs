@@ -24,8 +24,8 @@
     allow(unsafe_code)
 )]
 
-use super::activations::Quantized;
 use super::dsp::{smlad, sxtb16, sxtb16_ror8};
+use super::quantized::Quantized;
 use crate::blob::{decode_finite_scale, I4_GROUP, SCALE_BYTES};
 
 /// The top nibble of each 16-bit lane.

@@ -69,7 +69,7 @@ pub(crate) fn matmul_rows(
         w.matvec(xs.get(p * w.cols()..(p + 1) * w.cols()).unwrap_or(&[]), out);
         let _ = p;
         if let Some(b) = bias {
-            crate::math::add_vector(out, b);
+            b.add_to(out);
         }
     }
 }
@@ -187,7 +187,7 @@ impl<'x> Input<'x> {
         }
         if let (Some(b), true) = (bias, biased < all.len()) {
             let rest = Vector::new(b.bytes().get(4 * biased..).unwrap_or(&[]));
-            crate::math::add_vector(all.get_mut(biased..).unwrap_or(&mut []), &rest);
+            rest.add_to(all.get_mut(biased..).unwrap_or(&mut []));
         }
     }
 }

@@ -28,6 +28,7 @@ pub(crate) mod mix;
 #[cfg(all(feature = "mve", target_arch = "arm"))]
 mod mve;
 pub mod offset;
+pub mod quantized;
 
 #[cfg(feature = "encode")]
 pub use activations::{quantize, Quantized};
