@@ -60,8 +60,11 @@ impl TensorEntry {
 
     /// [`TensorEntry::decode`] inlined, for the forward pass's lookups of its tensors each step
     /// (`Model::matrix`, `Model::vector`): the fields they do not use are never read, and nothing goes
-    /// through memory (M4F int8: 604 fewer instructions per token for 504 B more flash).
-    #[inline(always)]
+    /// through memory (M4F int8: 604 fewer instructions per token for 504 B more flash). Only on the
+    /// cores with the DSP instructions: elsewhere the inlined lookups' frames cost the small cores'
+    /// stack more than they save (the Cortex-M0's f32 build: 256 B more).
+    #[cfg_attr(feature = "dsp", inline(always))]
+    #[cfg_attr(not(feature = "dsp"), inline(never))]
     pub(crate) fn read(table: &[u8], index: usize) -> Result<Self, Error> {
         let start = index.checked_mul(ENTRY_LEN).ok_or(Error::BadHeader)?;
         let b: &[u8; ENTRY_LEN] = table
