@@ -23,7 +23,7 @@ pub(crate) const SINUSOIDAL: bool = cfg!(feature = "sinusoidal");
 /// A set of optional features, by name.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Features {
-    names: [&'static str; 8],
+    names: [&'static str; 9],
     len: usize,
     /// The first name added whose feature this build lacks.
     missing: Option<&'static str>,

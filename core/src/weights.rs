@@ -1,12 +1,14 @@
 //! Read-only views of tensors inside a blob, dequantised on the fly; no copies, any alignment.
 
 use crate::blob::quads::{row_bytes, row_parts, row_place};
-use crate::blob::{decode_finite_scale, scales_valid, widen_f16, DType, I4_GROUP, SCALE_BYTES};
+use crate::blob::{
+    decode_finite_scale, scales_valid, widen_f16, DType, I4_GROUP, I8_GROUP, SCALE_BYTES,
+};
 #[cfg(feature = "std")]
 use crate::host::blocked::Blocked;
 use crate::math::rows as row_block;
 use crate::quant::activations::Wide;
-use crate::quant::{int4, int8};
+use crate::quant::{groups, int4, int8};
 
 /// An `f32` vector (biases, norm weights).
 #[derive(Clone, Copy, Debug)]
@@ -173,7 +175,7 @@ impl<'a> Matrix<'a> {
     pub fn scales(&self) -> &'a [u8] {
         self.scales
     }
-    /// Scale `i` (row `i` for `i8`; row `i / groups`, group `i % groups` for `i4`).
+    /// Scale `i` (row `i` for `i8`; row `i / groups`, group `i % groups` for `i4` and `i8g`).
     pub fn scale(&self, i: usize) -> f32 {
         scale_at(self.scales, i)
     }
@@ -185,7 +187,7 @@ impl<'a> Matrix<'a> {
             d @ DType::F32 if d.compiled() => dot_f32(self.data, start, x),
             d @ DType::F16 if d.compiled() => dot_f16(self.data, start, x),
             d @ DType::I8 if d.compiled() => self.dot_i8(r, c0, x),
-            d @ DType::I4 if d.compiled() => self.dot_i4(r, c0, x),
+            d @ (DType::I4 | DType::I8G) if d.compiled() => self.dot_groups(r, c0, x),
             _ => 0.0,
         }
     }
@@ -224,7 +226,7 @@ impl<'a> Matrix<'a> {
                 None => each(out, |r| dot_f16(d, r * c, x)),
             },
             t @ DType::I8 if t.compiled() => each(out, |r| self.dot_i8(r, 0, x)),
-            t @ DType::I4 if t.compiled() => each(out, |r| self.dot_i4(r, 0, x)),
+            t @ (DType::I4 | DType::I8G) if t.compiled() => each(out, |r| self.dot_groups(r, 0, x)),
             _ => out.fill(0.0),
         }
     }
@@ -275,29 +277,36 @@ impl<'a> Matrix<'a> {
         fold_dot(w, x) * self.scale(r)
     }
 
-    /// Packed row `r` of an `i4` matrix (empty if out of range).
-    fn i4_row(&self, r: usize) -> &'a [u8] {
-        let row_bytes = DType::I4.row_bytes(self.cols).unwrap_or(0);
+    /// Row `r` of an `i4` (packed) or `i8g` matrix (empty if out of range).
+    fn group_row(&self, r: usize) -> &'a [u8] {
+        let row_bytes = self.dtype.row_bytes(self.cols).unwrap_or(0);
         self.data
             .get(r * row_bytes..(r + 1) * row_bytes)
             .unwrap_or(&[])
     }
 
-    fn dot_i4(&self, r: usize, c0: usize, x: &[f32]) -> f32 {
-        let row = self.i4_row(r);
-        let groups = self.cols.div_ceil(I4_GROUP);
-        let (mut total, mut acc) = (0.0f32, 0.0f32);
-        let mut group = c0 / I4_GROUP;
-        for (i, &xi) in x.iter().enumerate() {
-            let c = c0 + i;
-            if c / I4_GROUP != group {
-                total += acc * self.scale(r * groups + group);
-                acc = 0.0;
-                group = c / I4_GROUP;
-            }
-            acc += int4::nibble(row, c) as f32 * xi;
+    /// Weight `c` of row `row` of a grouped matrix, an integer (0 past the row).
+    #[inline(always)]
+    fn group_weight(&self, row: &[u8], c: usize) -> i32 {
+        match self.dtype {
+            DType::I4 => int4::nibble(row, c),
+            _ => row.get(c).map_or(0, |&q| (q as i8) as i32),
         }
-        total + acc * self.scale(r * groups + group)
+    }
+
+    /// The scale of group `g` of row `r` of a grouped matrix.
+    fn group_scale(&self, r: usize, g: usize) -> f32 {
+        self.scale(r * self.dtype.groups(self.cols) + g)
+    }
+
+    /// `W[r][c0 ..] . x` of an `i4` or `i8g` matrix against `f32` inputs, each group summed in `f32`
+    /// then scaled ([`groups::sum_f32`]).
+    fn dot_groups(&self, r: usize, c0: usize, x: &[f32]) -> f32 {
+        let row = self.group_row(r);
+        let w = |c| self.group_weight(row, c) as f32;
+        groups::sum_f32(c0, x, self.dtype.group(self.cols), w, |g| {
+            self.group_scale(r, g)
+        })
     }
 
     /// `W[r][c0 .. c0 + x.len()] . x` for int8 activations `x` of scale `s_x` (`x ~ q * s_x`): integer
@@ -316,9 +325,16 @@ impl<'a> Matrix<'a> {
                 int8::rescale(acc, self.scale(r), s_x)
             }
             d @ DType::I4 if d.compiled() => {
-                let groups = self.cols.div_ceil(I4_GROUP);
-                let scale = |g| self.scale(r * groups + g);
-                int4::dot(self.i4_row(r), c0, x, scale) * s_x
+                int4::dot(self.group_row(r), c0, x, |g| self.group_scale(r, g)) * s_x
+            }
+            d @ DType::I8G if d.compiled() => {
+                let row = self.group_row(r);
+                let piece = |a: usize, b: usize| {
+                    let (w, x) = (row.get(a..b), x.get(a - c0..b - c0));
+                    w.zip(x).map_or(0, |(w, x)| int8::dot(w, x) as i32)
+                };
+                let scale = |g| self.group_scale(r, g);
+                groups::sum(c0, x.len(), I8_GROUP, piece, scale) * s_x
             }
             d @ (DType::F32 | DType::F16) if d.compiled() => {
                 x.iter().enumerate().fold(0.0, |acc, (i, &q)| {
@@ -345,9 +361,13 @@ impl<'a> Matrix<'a> {
                 acc * (self.scale(r) * s_x)
             }
             d @ DType::I4 if d.compiled() => {
-                let groups = self.cols.div_ceil(I4_GROUP);
-                let scale = |g| self.scale(r * groups + g);
-                int4::dot_wide(self.i4_row(r), c0, n, x, scale) * s_x
+                int4::dot_wide(self.group_row(r), c0, n, x, |g| self.group_scale(r, g)) * s_x
+            }
+            d @ DType::I8G if d.compiled() => {
+                let row = self.group_row(r);
+                let piece =
+                    |a, b| (a..b).fold(0i32, |acc, c| acc + self.group_weight(row, c) * x.get(c));
+                groups::sum(c0, n, I8_GROUP, piece, |g| self.group_scale(r, g)) * s_x
             }
             _ => 0.0,
         }
@@ -412,7 +432,7 @@ impl<'a> Matrix<'a> {
             }
             d @ DType::I4 if d.compiled() => {
                 // One scale per group, one byte per two columns (a missing byte reads as 0).
-                let row = self.i4_row(r);
+                let row = self.group_row(r);
                 let groups = self.cols.div_ceil(I4_GROUP);
                 let n = out.len().min(self.cols);
                 let (body, rest) = out[..n].split_at_mut(n / 2 * 2);
@@ -436,6 +456,17 @@ impl<'a> Matrix<'a> {
                         o,
                         ((b << 4) as i8 >> 4) as f32 * self.scale(r * groups + (n - 1) / I4_GROUP),
                     );
+                }
+            }
+            d @ DType::I8G if d.compiled() => {
+                // A group's bytes, then its scale (0 past the row).
+                let row = self.group_row(r);
+                for (g, o) in out.chunks_mut(I8_GROUP).enumerate() {
+                    let s = self.group_scale(r, g);
+                    let q = row.get(g * I8_GROUP..).unwrap_or(&[]);
+                    for (i, o) in o.iter_mut().enumerate() {
+                        f(o, q.get(i).map_or(0.0, |&q| (q as i8) as f32 * s));
+                    }
                 }
             }
             _ => out.iter_mut().for_each(|o| f(o, 0.0)),

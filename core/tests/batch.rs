@@ -110,6 +110,9 @@ fn runs_of_positions_have_the_bits_of_steps() {
         (DType::I8, Activations::I8),
         (DType::I4, Activations::I8),
         (DType::I8, Activations::I16),
+        (DType::I8G, Activations::F32),
+        (DType::I8G, Activations::I8),
+        (DType::I8G, Activations::I16Kv16),
     ];
     for (c, cfg) in configs().iter().enumerate() {
         let tokens: Vec<u32> = (0..cfg.n_ctx as u32)

@@ -4,7 +4,7 @@
 mod common;
 
 use common::encode_matrix;
-use microlens::blob::{self, Activations, Processing, I4_GROUP};
+use microlens::blob::{self, Activations, Processing, I4_GROUP, I8_GROUP};
 use microlens::tensors::Catalogue;
 use microlens::{ActFn, Config, DType, Model, Normalization, Positional};
 use proptest::prelude::*;
@@ -57,7 +57,8 @@ fn dtype() -> impl Strategy<Value = DType> {
         Just(DType::F32),
         Just(DType::F16),
         Just(DType::I8),
-        Just(DType::I4)
+        Just(DType::I4),
+        Just(DType::I8G)
     ]
 }
 
@@ -158,8 +159,19 @@ proptest! {
                     // Half a step, the scale itself rounded to f16 (rel. 2^-11), and f32 rounding.
                     DType::I8 => max_row / 127.0 * 0.5 * (1.0 + 1e-2) + 1e-6,
                     DType::I4 => max_group / 7.0 * 0.5 * (1.0 + 1e-2) + 1e-6,
+                    // Each value's own group of 8: checked below.
+                    DType::I8G => f32::INFINITY,
                 };
-                for (a, b) in got.iter().zip(want) {
+                for (k, (a, b)) in got.iter().zip(want).enumerate() {
+                    let tol = match dtype {
+                        DType::I8G => {
+                            let c = g * I4_GROUP + k;
+                            let row = &w_e[r * cols..(r + 1) * cols];
+                            let group = &row[c / I8_GROUP * I8_GROUP..((c / I8_GROUP + 1) * I8_GROUP).min(cols)];
+                            want_row_max(group) / 127.0 * 0.5 * (1.0 + 1e-2) + 1e-6
+                        }
+                        _ => tol,
+                    };
                     prop_assert!((a - b).abs() <= tol, "row {r} group {g}: {a} vs {b} (tol {tol}, {dtype:?})");
                 }
             }

@@ -65,7 +65,7 @@ fn quantised_matrices_round_trip_within_their_step() {
     let (rows, cols) = (7, 70);
     let values: Vec<f32> = (0..rows * cols).map(|_| 3.0 * rng.uniform()).collect();
     let id = TensorId::global(TensorKind::WU);
-    for dtype in [DType::F32, DType::F16, DType::I8, DType::I4] {
+    for dtype in DType::ALL {
         let t = encode_matrix(id, [rows, cols], &values, dtype);
         let mut worst = 0.0f32;
         let m = matrix_of(&t, &cfg);
@@ -80,6 +80,7 @@ fn quantised_matrices_round_trip_within_their_step() {
                     DType::F16 => w.abs() * 2f32.powi(-11),
                     DType::I8 => 0.5 * t.scales[r],
                     DType::I4 => 0.5 * t.scales[r * cols.div_ceil(32) + c / 32],
+                    DType::I8G => 0.5 * t.scales[r * cols.div_ceil(8) + c / 8],
                 };
                 assert!(
                     (w - b).abs() <= bound * 1.0001,
@@ -91,7 +92,7 @@ fn quantised_matrices_round_trip_within_their_step() {
         let limit = match dtype {
             DType::F32 => 0.0,
             DType::F16 => 1.0 / 2048.0,
-            DType::I8 => 0.5 / 127.0,
+            DType::I8 | DType::I8G => 0.5 / 127.0,
             DType::I4 => 0.5 / 7.0,
         };
         assert!(worst <= limit, "{dtype:?}: worst relative error {worst}");
@@ -150,6 +151,10 @@ fn quantised_models_track_the_float_model() {
         (DType::I8, Activations::I16, 1e-3, 0.95),
         (DType::I8, Activations::I16Kv16, 1e-3, 0.95),
         (DType::I4, Activations::I16, 5e-2, 0.8),
+        (DType::I8G, Activations::F32, 1e-3, 0.95),
+        (DType::I8G, Activations::I8, 1e-3, 0.95),
+        (DType::I8G, Activations::I16, 1e-3, 0.95),
+        (DType::I8G, Activations::I16Kv16, 1e-3, 0.95),
     ];
     for (dtype, act, max_kl, min_top1) in cases {
         let got = logits(&random_blob_as(&cfg, 5, dtype, act), &PROMPT);
@@ -173,6 +178,7 @@ fn integer_path_logits_hash_is_committed() {
     };
     assert_eq!(hash(DType::I8), "359efee7e659ae12");
     assert_eq!(hash(DType::I4), "4412eeaf3a9e87ba");
+    assert_eq!(hash(DType::I8G), "ca56e1b407ebec96");
 }
 
 #[test]
@@ -351,7 +357,7 @@ fn data_start(blob: &[u8]) -> usize {
 #[test]
 fn corrupt_scales_are_rejected() {
     let cfg = tame_config();
-    for dtype in [DType::I8, DType::I4] {
+    for dtype in [DType::I8, DType::I4, DType::I8G] {
         let blob = random_blob_as(&cfg, 5, dtype, Activations::I8);
         let model = Model::from_bytes(&blob).unwrap();
         let base = data_start(&blob);
@@ -392,21 +398,21 @@ fn corrupt_dtypes_are_rejected() {
     };
     let find = |kind| model.entries().position(|e| e.kind == kind).unwrap();
     let (w_q, b_q) = (find(TensorKind::WQ), find(TensorKind::BQ));
-    for unknown in [4u8, 5, 0x7f, 0xff] {
+    for unknown in [5u8, 0x7f, 0xff] {
         assert_eq!(
             corrupt(w_q, unknown),
             Error::BadHeader,
             "dtype byte {unknown}"
         );
     }
-    for other in [0u8, 1, 3] {
+    for other in [0u8, 1, 3, 4] {
         assert_eq!(
             corrupt(w_q, other),
             Error::Inconsistent(Inconsistency::Length { index: w_q }),
             "i8 matrix relabelled {other}"
         );
     }
-    for quantised in [1u8, 2, 3] {
+    for quantised in [1u8, 2, 3, 4] {
         assert_eq!(
             corrupt(b_q, quantised),
             Error::Inconsistent(Inconsistency::DType { index: b_q }),

@@ -242,7 +242,7 @@ fn encode_tensor(
 /// A model of `cfg` (valid, at most a few thousand values) with weights and dtypes from `u`, written
 /// with the blob writer; `None` if a value cannot be encoded.
 pub fn model_bytes(u: &mut Unstructured<'_>, cfg: &Config) -> Result<Option<Vec<u8>>> {
-    let dtype = *u.choose(&[DType::F32, DType::F16, DType::I8, DType::I4])?;
+    let dtype = *u.choose(&DType::ALL.as_slice())?;
     let activations = *u.choose(&Activations::ALL)?;
     let mut tensors = Vec::new();
     for id in Catalogue::new(cfg).ids() {
@@ -251,7 +251,7 @@ pub fn model_bytes(u: &mut Unstructured<'_>, cfg: &Config) -> Result<Option<Vec<
             .map(|_| float(u).map(|v| if v.is_finite() { v } else { 0.5 }))
             .collect::<Result<_>>()?;
         let per_tensor = if u.ratio(1, 4)? {
-            *u.choose(&[DType::F32, DType::F16, DType::I8, DType::I4])?
+            *u.choose(&DType::ALL.as_slice())?
         } else {
             dtype
         };

@@ -21,11 +21,11 @@ pub enum BlobSource {
         /// Its config JSON; by default `<checkpoint stem>.json` beside it if that exists, else the host
         /// tool's default (`config.json` beside it).
         config: Option<PathBuf>,
-        /// Storage type of the matrices: `f32`, `f16`, `i8` or `i4`.
+        /// Storage type of the matrices: `f32`, `f16`, `i8`, `i4` or `i8g`.
         dtype: String,
-        /// Activation arithmetic (`--activations`: `i8` or `i16` with integer matrices); `None`: the
-        /// dtype's default.
-        activations: Option<String>,
+        /// Further `microlens convert` options, each a flag and its value (`--activations i16`,
+        /// `--kv i16`, `--tables f16`); none: the dtype's defaults.
+        options: Vec<(&'static str, String)>,
     },
 }
 
@@ -36,7 +36,7 @@ impl BlobSource {
     }
 
     /// The blob's path, after converting if needed (into `<target>/firmware/<name>-<dtype>.mlb`, or
-    /// `<name>-<dtype>-a<activations>.mlb`).
+    /// `<name>-<dtype>-a<activations>-k<kv>-t<tables>.mlb`).
     pub fn resolve(&self, host_tool: Option<&Path>) -> Result<PathBuf> {
         match self {
             BlobSource::Given(path) => path
@@ -46,7 +46,7 @@ impl BlobSource {
                 checkpoint,
                 config,
                 dtype,
-                activations,
+                options,
             } => {
                 let tool = host_tool.context("converting needs the host tool")?;
                 let stem = checkpoint
@@ -56,10 +56,12 @@ impl BlobSource {
                 let dir = workspace_target_dir().join("firmware");
                 std::fs::create_dir_all(&dir)
                     .with_context(|| format!("cannot create {}", dir.display()))?;
-                let (suffix, flag) = match activations {
-                    Some(a) => (format!("-a{a}"), format!(" --activations {a}")),
-                    None => (String::new(), String::new()),
-                };
+                // `--activations i16` is `-ai16` in the file name, `--kv i16` `-ki16`.
+                let (mut suffix, mut flag) = (String::new(), String::new());
+                for (f, v) in options {
+                    suffix += &format!("-{}{v}", f.trim_start_matches('-').get(..1).unwrap_or(""));
+                    flag += &format!(" {f} {v}");
+                }
                 let out = dir.join(format!("{stem}-{dtype}{suffix}.mlb"));
                 eprintln!(
                     "xtask: microlens convert {} --dtype {dtype}{flag}",
@@ -72,8 +74,8 @@ impl BlobSource {
                     .arg("--output")
                     .arg(&out)
                     .args(["--dtype", dtype]);
-                if let Some(a) = activations {
-                    convert.args(["--activations", a]);
+                for (f, v) in options {
+                    convert.args([f, v.as_str()]);
                 }
                 let beside = checkpoint.with_extension("json");
                 match config {

@@ -37,13 +37,19 @@ pub struct Args {
     /// config.json beside it].
     #[arg(long, conflicts_with = "blob")]
     config: Option<PathBuf>,
-    /// Storage type of the converted matrices (f32, f16, i8, i4).
+    /// Storage type of the converted matrices (f32, f16, i8, i4, i8g).
     #[arg(long, default_value = "i8", conflicts_with = "blob")]
     dtype: String,
-    /// Activation arithmetic of the converted blob with i8/i4 matrices: i8 (W8A8) or i16 (W8A16)
+    /// Activation arithmetic of the converted blob with i8/i4/i8g matrices: i8 (W8A8) or i16 (W8A16)
     /// [default: the dtype's, i8].
     #[arg(long, conflicts_with = "blob")]
     activations: Option<String>,
+    /// KV cache of a converted W8A16 blob: i8 or i16 [default: i8].
+    #[arg(long, conflicts_with = "blob")]
+    kv: Option<String>,
+    /// Lookup tables of a converted W8A16 blob: i8, i8g or f16 [default: as the matrices].
+    #[arg(long, conflicts_with = "blob")]
+    tables: Option<String>,
     /// Board to build for: an emulated one (its QEMU machine) is run and checked, a real one built and
     /// measured.
     #[arg(long, value_enum, default_value_t = Board::Mps2An386)]
@@ -168,7 +174,14 @@ fn prepare(args: &Args, spec: Spec) -> Result<Built> {
                 .unwrap_or_else(|| root().join(named.checkpoint)),
             config: args.config.clone(),
             dtype: args.dtype.clone(),
-            activations: args.activations.clone(),
+            options: [
+                ("--activations", &args.activations),
+                ("--kv", &args.kv),
+                ("--tables", &args.tables),
+            ]
+            .into_iter()
+            .filter_map(|(f, v)| v.clone().map(|v| (f, v)))
+            .collect(),
         },
     };
 
@@ -401,7 +414,7 @@ fn build(
     Ok(elf)
 }
 
-/// Whether every matrix of `blob` is int8 or int4.
+/// Whether every matrix of `blob` is int8 (per row or per group) or int4.
 fn integer_matrices(blob: &Path) -> Result<bool> {
     let bytes = std::fs::read(blob).with_context(|| format!("cannot read {}", blob.display()))?;
     let model = microlens::Model::from_bytes(&bytes)?;
@@ -410,7 +423,7 @@ fn integer_matrices(blob: &Path) -> Result<bool> {
         .names()
         .iter()
         .filter(|n| n.starts_with("weights-"));
-    Ok(weights.all(|n| matches!(*n, "weights-i8" | "weights-i4")))
+    Ok(weights.all(|n| matches!(*n, "weights-i8" | "weights-i4" | "weights-i8g")))
 }
 
 /// The microlens capabilities (firmware features) `blob` needs, comma-separated: the firmware is built

@@ -58,7 +58,7 @@ enum Command {
     /// and the firmware running it on QEMU.
     Demo,
     /// Build the firmware example with a model blob, run it on QEMU and check it against the host.
-    Firmware(firmware::Args),
+    Firmware(Box<firmware::Args>),
     /// Every board: the emulated ones run with the shipped model as int8 and f32 and checked, the real
     /// ones built; prints a markdown table of flash, RAM and instructions per token and per MAC.
     Boards,
@@ -80,7 +80,7 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Test => test::run(),
         Command::Demo => demo::run(),
-        Command::Firmware(args) => firmware::run(args).map(|_| ()),
+        Command::Firmware(args) => firmware::run(*args).map(|_| ()),
         Command::Boards => matrix::table(),
         Command::Thumbv6m => thumbv6m::check(),
         Command::Fuzz(args) => fuzz::run(args),

@@ -59,7 +59,7 @@ fn shipped_blob(dtype: &str) -> Result<PathBuf> {
         checkpoint: root().join(firmware::DEFAULT_CHECKPOINT),
         config: None,
         dtype: dtype.into(),
-        activations: None,
+        options: Vec::new(),
     }
     .resolve(Some(&tool))?;
     blobs.insert(dtype.into(), blob.clone());

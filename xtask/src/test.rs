@@ -114,7 +114,7 @@ fn fixtures_on_qemu() -> Result<()> {
             checkpoint,
             config: None,
             dtype: "i8".into(),
-            activations: None,
+            options: Vec::new(),
         }
         .resolve(Some(&tool))?;
         for board in FIXTURE_BOARDS {
@@ -125,17 +125,35 @@ fn fixtures_on_qemu() -> Result<()> {
     Ok(())
 }
 
-/// `cargo xtask firmware --dtype i8 --activations i16` on the Cortex-M4F: W8A16's device hash against the
-/// host's, with the shipped model's accuracy, ablation and RAM budget.
+/// `cargo xtask firmware --dtype i8 --activations i16` on the Cortex-M4F, then with a scale per group
+/// of 8 (`--dtype i8g`), alone and with the int16 KV cache and `f16` tables: W8A16's device hashes
+/// against the host's, with the shipped model's accuracy, ablation and RAM budget.
 fn w8a16_on_qemu() -> Result<()> {
-    let blob = BlobSource::Convert {
-        checkpoint: root().join(firmware::DEFAULT_CHECKPOINT),
-        config: None,
-        dtype: "i8".into(),
-        activations: Some("i16".into()),
+    let tool = host_tool::build()?;
+    let builds: [(&str, &[(&'static str, &str)]); 3] = [
+        ("i8", &[("--activations", "i16")]),
+        ("i8g", &[("--activations", "i16")]),
+        (
+            "i8g",
+            &[
+                ("--activations", "i16"),
+                ("--kv", "i16"),
+                ("--tables", "f16"),
+            ],
+        ),
+    ];
+    for (dtype, options) in builds {
+        let blob = BlobSource::Convert {
+            checkpoint: root().join(firmware::DEFAULT_CHECKPOINT),
+            config: None,
+            dtype: dtype.into(),
+            options: options.iter().map(|&(f, v)| (f, v.into())).collect(),
+        }
+        .resolve(Some(&tool))?;
+        firmware::run(matrix::firmware_args(Board::Mps2An386, &blob, &[]))
+            .with_context(|| format!("the shipped model as {dtype} {options:?}"))?;
     }
-    .resolve(Some(&host_tool::build()?))?;
-    firmware::run(matrix::firmware_args(Board::Mps2An386, &blob, &[])).map(|_| ())
+    Ok(())
 }
 
 /// The shipped model as int4 and as f16 on the Cortex-M4F, then the `gpt2_like` fixture as int4 (its
@@ -148,7 +166,7 @@ fn int4_f16_on_qemu() -> Result<()> {
             checkpoint,
             config: None,
             dtype: dtype.into(),
-            activations: None,
+            options: Vec::new(),
         }
         .resolve(Some(&tool))
     };
@@ -180,7 +198,7 @@ fn edited_facts_on_qemu() -> Result<()> {
         checkpoint: root().join("firmware-example/model/facts-4l.safetensors"),
         config: None,
         dtype: "f32".into(),
-        activations: None,
+        options: Vec::new(),
     }
     .resolve(Some(&tool))?;
     let edited = blob.with_file_name("facts-4l-edited.mlb");
@@ -285,7 +303,8 @@ fn steps() -> Vec<Step> {
             run: Box::new(int4_f16_on_qemu),
         },
         Step {
-            name: "firmware on QEMU mps2-an386, W8A16 (--activations i16)".into(),
+            name: "firmware on QEMU mps2-an386, W8A16 (--activations i16; i8 and i8g, the int16 KV cache)"
+                .into(),
             run: Box::new(w8a16_on_qemu),
         },
         Step {

@@ -5,6 +5,9 @@ use serde::{Deserialize, Serialize};
 /// Width of an `i4` quantisation group along a row (the input dimension).
 pub const I4_GROUP: usize = 32;
 
+/// Width of an `i8g` quantisation group along a row: one scale per 8 inputs (10 bits per weight).
+pub const I8_GROUP: usize = 8;
+
 /// Bytes of one quantisation scale: scales are IEEE-754 binary16, little-endian (as llama.cpp's
 /// `q8_0` block scales), finite and positive, widened exactly to `f32` when used.
 pub const SCALE_BYTES: usize = 2;
@@ -131,18 +134,21 @@ pub enum DType {
     /// Symmetric int4 in groups of [`I4_GROUP`] along each row, two per byte (low nibble first), each row
     /// padded to whole bytes, one scale per group: `w = q * scale[row][group]`.
     I4,
+    /// Symmetric int8 in groups of [`I8_GROUP`] along each row, row-major, one scale per group:
+    /// `w = q * scale[row][group]`. Added after `I4`, so older blobs read as before.
+    I8G,
 }
 
 impl DType {
     /// Every storage type, in declaration (and postcard variant) order.
-    pub const ALL: [DType; 4] = [DType::F32, DType::F16, DType::I8, DType::I4];
+    pub const ALL: [DType; 5] = [DType::F32, DType::F16, DType::I8, DType::I4, DType::I8G];
 
     /// Bytes of one row of `cols` values (int4: two per byte), `None` on overflow.
     pub const fn row_bytes(self, cols: usize) -> Option<usize> {
         match self {
             DType::F32 => cols.checked_mul(4),
             DType::F16 => cols.checked_mul(2),
-            DType::I8 => Some(cols),
+            DType::I8 | DType::I8G => Some(cols),
             DType::I4 => Some(cols.div_ceil(2)),
         }
     }
@@ -157,17 +163,43 @@ impl DType {
         match self {
             DType::F32 | DType::F16 => Some(0),
             DType::I8 => Some(rows),
-            DType::I4 => rows.checked_mul(cols.div_ceil(I4_GROUP)),
+            DType::I4 | DType::I8G => rows.checked_mul(self.groups(cols)),
         }
     }
 
-    /// Short lower-case name (`f32`, `f16`, `i8`, `i4`), as the CLI spells it.
+    /// The width of a scale's group along a row (`cols` for one scale per row, 0 without scales).
+    pub const fn group(self, cols: usize) -> usize {
+        match self {
+            DType::F32 | DType::F16 => 0,
+            DType::I8 => cols,
+            DType::I4 => I4_GROUP,
+            DType::I8G => I8_GROUP,
+        }
+    }
+
+    /// Scales per row of `cols` values: `ceil(cols / group)` for the grouped types.
+    pub const fn groups(self, cols: usize) -> usize {
+        match self {
+            DType::I4 | DType::I8G => cols.div_ceil(self.group(cols)),
+            DType::I8 => 1,
+            DType::F32 | DType::F16 => 0,
+        }
+    }
+
+    /// Whether values are integers with scales (`i8`, `i4`, `i8g`), which meet quantised activations
+    /// in the integer kernels.
+    pub const fn integer(self) -> bool {
+        !matches!(self, DType::F32 | DType::F16)
+    }
+
+    /// Short lower-case name (`f32`, `f16`, `i8`, `i4`, `i8g`), as the CLI spells it.
     pub const fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
             DType::F16 => "f16",
             DType::I8 => "i8",
             DType::I4 => "i4",
+            DType::I8G => "i8g",
         }
     }
 
@@ -178,6 +210,7 @@ impl DType {
             DType::F16 => "weights-f16",
             DType::I8 => "weights-i8",
             DType::I4 => "weights-i4",
+            DType::I8G => "weights-i8g",
         }
     }
 
@@ -188,6 +221,7 @@ impl DType {
             DType::F16 => cfg!(feature = "weights-f16"),
             DType::I8 => cfg!(feature = "weights-i8"),
             DType::I4 => cfg!(feature = "weights-i4"),
+            DType::I8G => cfg!(feature = "weights-i8g"),
         }
     }
 }

@@ -3,14 +3,14 @@
 
 use std::vec;
 
-use super::{DType, TensorData, I4_GROUP};
-use crate::quant::encode::{i4_row, i8_row};
+use super::{DType, TensorData};
+use crate::quant::encode::{i4_row, i8_row, i8g_row};
 use crate::tensors::TensorId;
 
 impl TensorData {
     /// Tensor `id` of `shape` (`[rows, cols]`, row-major `values` in blob layout) stored as `dtype`:
-    /// `f32` and `f16` as they are (`f16` rounding to nearest, overflowing to infinity), `i8` and `i4`
-    /// through [`i8_row`] and [`i4_row`]. `None` when a size overflows or a row cannot be encoded (a NaN,
+    /// `f32` and `f16` as they are (`f16` rounding to nearest, overflowing to infinity), `i8`, `i4` and
+    /// `i8g` through [`i8_row`], [`i4_row`] and [`i8g_row`]. `None` when a size overflows or a row cannot be encoded (a NaN,
     /// or a value beyond the scale range).
     pub fn encode_nearest(
         id: TensorId,
@@ -38,14 +38,18 @@ impl TensorData {
                     *s = i8_row(row, out)?;
                 }
             }
-            DType::I4 => {
-                let row_bytes = cols.div_ceil(2).max(1);
-                let groups = cols.div_ceil(I4_GROUP).max(1);
+            DType::I4 | DType::I8G => {
+                let row_bytes = dtype.row_bytes(cols)?.max(1);
+                let groups = dtype.groups(cols).max(1);
+                let encode = match dtype {
+                    DType::I4 => i4_row,
+                    _ => i8g_row,
+                };
                 for ((row, out), s) in row_values
                     .zip(data.chunks_mut(row_bytes))
                     .zip(scales.chunks_mut(groups))
                 {
-                    i4_row(row, out, s)?;
+                    encode(row, out, s)?;
                 }
             }
         }

@@ -57,6 +57,8 @@ impl Blocked {
             return None;
         }
         let value: std::boxed::Box<dyn Fn(usize, usize) -> f32> = match dtype {
+            // `i8g` meets integer activations (its default); with `f32` ones it goes row by row.
+            DType::I8G => return None,
             DType::F32 => std::boxed::Box::new(|r, c| {
                 let i = 4 * (r * cols + c);
                 f32::from_le_bytes([data[i], data[i + 1], data[i + 2], data[i + 3]])

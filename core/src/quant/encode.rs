@@ -1,7 +1,7 @@
 //! Weight encoders, one row at a time, rounding half away from zero (`libm::roundf`): the converter's
 //! quantisers call these.
 
-use crate::blob::{scale_up, I4_GROUP};
+use crate::blob::{scale_up, I4_GROUP, I8_GROUP};
 
 /// One int8 weight: `x / scale` rounded half away
 /// from zero (the integer `libm::roundf` gives, without its call), clamped to `-127..=127`. A non-finite
@@ -92,10 +92,35 @@ pub fn pack_i4(q: &[i8], out: &mut [u8]) {
 /// `scales` (`ceil(w.len() / 32)`; see [`weight_scale`]). `None` if `w` cannot be encoded.
 pub fn i4_row(w: &[f32], out: &mut [u8], scales: &mut [f32]) -> Option<()> {
     out.iter_mut().for_each(|b| *b = 0);
-    for (g, (group, s)) in w.chunks(I4_GROUP).zip(scales.iter_mut()).enumerate() {
-        *s = weight_scale(group, I4_MAX)?;
-        for (i, &v) in group.iter().enumerate() {
-            put_nibble(out, g * I4_GROUP + i, i4_one(v, *s));
+    grouped_row(w, I4_GROUP, I4_MAX, scales, |c, v, s| {
+        put_nibble(out, c, i4_one(v, s))
+    })
+}
+
+/// Symmetric int8 row in groups of [`I8_GROUP`] (`DType::I8G`): `round(w / s_g)` into `out`
+/// (`w.len()` bytes), each group's `s_g = max|w_g| / 127` into `scales` (`ceil(w.len() / 8)`).
+/// `None` if `w` cannot be encoded.
+pub fn i8g_row(w: &[f32], out: &mut [u8], scales: &mut [f32]) -> Option<()> {
+    grouped_row(w, I8_GROUP, 127.0, scales, |c, v, s| {
+        if let Some(o) = out.get_mut(c) {
+            *o = quantize_one(v, s) as u8;
+        }
+    })
+}
+
+/// Each group of `group` values of `w` gets the scale `max|w_g| / q_max` ([`weight_scale`]) in
+/// `scales`, then `put(c, w[c], s_g)` for its columns.
+fn grouped_row(
+    w: &[f32],
+    group: usize,
+    q_max: f32,
+    scales: &mut [f32],
+    mut put: impl FnMut(usize, f32, f32),
+) -> Option<()> {
+    for (g, (values, s)) in w.chunks(group).zip(scales.iter_mut()).enumerate() {
+        *s = weight_scale(values, q_max)?;
+        for (i, &v) in values.iter().enumerate() {
+            put(g * group + i, v, *s);
         }
     }
     Some(())

@@ -2,6 +2,7 @@
 //! of [`I4_GROUP`] along a row, each group with its own scale, against int8 or int16 activations.
 
 use super::activations::Wide;
+use super::groups;
 use crate::blob::I4_GROUP;
 
 /// Nibble `c` of a packed row, sign-extended: the low nibble of byte `c / 2` for even `c`, the high one
@@ -17,30 +18,15 @@ pub fn nibble(row: &[u8], c: usize) -> i32 {
 /// `acc_g = sum_c w[c] * x[c]` exact in `i32` and the groups added in order. `scale(g)` is the scale of
 /// group `g` of the row.
 pub fn dot(row: &[u8], c0: usize, x: &[i8], scale: impl Fn(usize) -> f32) -> f32 {
-    let mut total = 0.0f32;
-    let mut start = 0;
-    while start < x.len() {
-        let c = c0 + start;
-        let end = (x.len()).min(start + I4_GROUP - c % I4_GROUP);
-        total += dot_i32(row, c, &x[start..end]) as f32 * scale(c / I4_GROUP);
-        start = end;
-    }
-    total
+    let piece = |a: usize, b: usize| dot_i32(row, a, x.get(a - c0..b - c0).unwrap_or(&[]));
+    groups::sum(c0, x.len(), I4_GROUP, piece, scale)
 }
 
 /// [`dot`] against int16 activations: columns `c0 .. c0 + n` of one packed row times `x.get(c0 + i)`
 /// ([`Wide`]), each group's sum exact in `i32` (`32 * 8 * 32767 < 2^23`), scaled and added in order.
 pub fn dot_wide(row: &[u8], c0: usize, n: usize, x: Wide<'_>, scale: impl Fn(usize) -> f32) -> f32 {
-    let mut total = 0.0f32;
-    let mut start = c0;
-    let end = c0.saturating_add(n);
-    while start < end {
-        let stop = end.min((start / I4_GROUP + 1) * I4_GROUP);
-        let acc = (start..stop).fold(0i32, |acc, c| acc + nibble(row, c) * x.get(c));
-        total += acc as f32 * scale(start / I4_GROUP);
-        start = stop;
-    }
-    total
+    let piece = |a, b| (a..b).fold(0i32, |acc, c| acc + nibble(row, c) * x.get(c));
+    groups::sum(c0, n, I4_GROUP, piece, scale)
 }
 
 /// `sum_i w[c + i] * x[i]` in `i32`, two nibbles per byte where `c` is even; called with at most one

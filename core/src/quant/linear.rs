@@ -1,8 +1,9 @@
 //! A matrix applied to an activation vector in the arithmetic the model asks for: `f32`, or (with int8
-//! activations and an integer matrix) int8 x int8 or int4 x int8 with integer accumulation.
+//! activations and an integer matrix) int8, grouped int8 or int4 weights against int8 or int16
+//! activations with integer accumulation.
 
 use super::activations::{quantize, quantize16, quantize_i4, quantized, quantized16, Quantized};
-use super::{int4_rows, int8, offset};
+use super::{int4_rows, int8, int8_groups, offset};
 use crate::blob::{Activations, DType};
 use crate::weights::{Matrix, Vector};
 
@@ -103,7 +104,7 @@ impl<'x> Input<'x> {
     /// activations.
     pub(crate) fn new(x: &'x [f32], activations: Activations, scratch: &'x mut [i8]) -> Self {
         // A build whose only integer matrices are int4 quantises straight into their lanes' order.
-        let i4_only = DType::I4.compiled() && !DType::I8.compiled();
+        let i4_only = DType::I4.compiled() && !DType::I8.compiled() && !DType::I8G.compiled();
         let scale = width(activations).map(|wide| match (wide, i4_only) {
             (false, true) => (quantize_i4(x, scratch).scale, Held::I8ForI4),
             (true, _) => (quantize_as(x, true, scratch).scale, Held::I16),
@@ -117,7 +118,7 @@ impl<'x> Input<'x> {
     fn order_lanes(&mut self, for_i4: bool) {
         // Without int4 matrices the lanes always stay in the int8 order, without int8 ones in the
         // int4 order ([`Input::new`]).
-        if !DType::I4.compiled() || !DType::I8.compiled() {
+        if !DType::I4.compiled() || !(DType::I8.compiled() || DType::I8G.compiled()) {
             return;
         }
         let want = if for_i4 { Held::I8ForI4 } else { Held::I8 };
@@ -147,7 +148,7 @@ impl<'x> Input<'x> {
     pub(crate) fn dot(&self, w: &Matrix<'_>, r: usize, c0: usize, n: usize) -> f32 {
         let range = c0..c0.saturating_add(n);
         match self.q() {
-            Some(q) if matches!(w.dtype(), DType::I8 | DType::I4) => match q.wide.is_empty() {
+            Some(q) if w.dtype().integer() => match q.wide.is_empty() {
                 true => w.dot_q(r, c0, q.q.get(range).unwrap_or(&[]), q.scale),
                 false => w.dot_wide(r, c0, n, q.wide, q.scale),
             },
@@ -172,11 +173,14 @@ impl<'x> Input<'x> {
                 int8::matvec(w.data(), w.cols(), w.scales(), &q, b, out);
                 biased = rows;
             }
-            Some(q) if w.dtype() == DType::I4 && DType::I4.compiled() => {
-                // Two rows at a time where the input spans whole groups, the rest row by row.
-                let done = match n == w.cols() {
-                    true => int4_rows::matvec4(w.data(), n, w.scales(), &q, out),
-                    false => 0,
+            Some(q) if matches!(w.dtype(), DType::I4 | DType::I8G) && w.dtype().compiled() => {
+                // The grouped kernels where the input spans whole groups (int4 two rows at a time),
+                // the rest row by row.
+                let (d, s) = (w.data(), w.scales());
+                let done = match (n == w.cols(), w.dtype()) {
+                    (true, DType::I4) => int4_rows::matvec4(d, n, s, &q, out),
+                    (true, _) => int8_groups::matvec(d, n, s, &q, out),
+                    (false, _) => 0,
                 };
                 for (r, o) in out.iter_mut().enumerate().skip(done) {
                     *o = self.dot(w, r, 0, n);
@@ -210,7 +214,7 @@ impl<'x> Centred<'x> {
         w: &Matrix<'_>,
         scratch: &'x mut [i8],
     ) -> Self {
-        let integer = matches!(w.dtype(), DType::I8 | DType::I4);
+        let integer = w.dtype().integer();
         let offset = if width(activations).is_some() && integer {
             offset::centre(x)
         } else {
@@ -237,29 +241,45 @@ mod tests {
 
     #[test]
     fn one_input_meets_int4_and_int8_matrices_in_any_order() {
-        // 6 rows of 64 columns: two int4 groups per row, whole pairs of rows for the int4 kernel.
-        let (rows, cols) = (6, 64);
-        let nibbles: Vec<u8> = (0..rows * cols / 2)
-            .map(|i| (i as u32).wrapping_mul(0x9e37_79b9).to_le_bytes()[3])
-            .collect();
-        let bytes: Vec<u8> = (0..rows * cols).map(|i| (i * 89 % 251) as u8).collect();
-        let scale = |n: usize| -> Vec<u8> {
-            (0..n)
-                .flat_map(|i| crate::blob::encode_scale(0.125 + i as f32 / 16.0).unwrap())
-                .collect()
-        };
-        let (s4, s8) = (scale(rows * cols / 32), scale(rows));
-        let w4 = Matrix::from_parts(DType::I4, rows, cols, &nibbles, &s4).unwrap();
-        let w8 = Matrix::from_parts(DType::I8, rows, cols, &bytes, &s8).unwrap();
-        let x: Vec<f32> = (0..cols).map(|i| ((i * 37) % 23) as f32 - 11.5).collect();
-        let mut scratch = std::vec![0u32; cols];
-        let mut input = Input::new(&x, Activations::I8, bytemuck::cast_slice_mut(&mut scratch));
-        for w in [&w4, &w4, &w8, &w4, &w8, &w8] {
-            let want: Vec<f32> = (0..rows).map(|r| input.dot(w, r, 0, cols)).collect();
-            let mut out = std::vec![0.0f32; rows];
-            input.matvec(w, None, &mut out);
-            let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&out), bits(&want), "{:?}", w.dtype());
+        // 6 rows of 64 columns: two int4 groups per row, whole pairs of rows for the int4 kernel;
+        // then 40 columns (an int4 group and a part: row by row).
+        for (rows, cols) in [(6usize, 64usize), (5, 40)] {
+            let nibbles: Vec<u8> = (0..rows * cols / 2)
+                .map(|i| (i as u32).wrapping_mul(0x9e37_79b9).to_le_bytes()[3])
+                .collect();
+            let bytes: Vec<u8> = (0..rows * cols).map(|i| (i * 89 % 251) as u8).collect();
+            let scale = |n: usize| -> Vec<u8> {
+                (0..n)
+                    .flat_map(|i| crate::blob::encode_scale(0.125 + i as f32 / 16.0).unwrap())
+                    .collect()
+            };
+            let (s4, s8, s8g) = (
+                scale(rows * cols.div_ceil(32)),
+                scale(rows),
+                scale(rows * cols / 8),
+            );
+            let w4 = Matrix::from_parts(DType::I4, rows, cols, &nibbles, &s4).unwrap();
+            let w8 = Matrix::from_parts(DType::I8, rows, cols, &bytes, &s8).unwrap();
+            let w8g = Matrix::from_parts(DType::I8G, rows, cols, &bytes, &s8g).unwrap();
+            let x: Vec<f32> = (0..cols).map(|i| ((i * 37) % 23) as f32 - 11.5).collect();
+            for act in [Activations::I8, Activations::I16] {
+                let mut scratch = std::vec![0u32; cols];
+                let mut input = Input::new(&x, act, bytemuck::cast_slice_mut(&mut scratch));
+                for w in [&w4, &w8g, &w4, &w8, &w8g, &w4, &w8, &w8] {
+                    let want: Vec<f32> = (0..rows).map(|r| input.dot(w, r, 0, cols)).collect();
+                    let mut out = std::vec![0.0f32; rows];
+                    input.matvec(w, None, &mut out);
+                    let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&out), bits(&want), "{:?} {act:?} {cols}", w.dtype());
+                    // Column pieces across the groups give the whole row's groups' sums.
+                    if w.dtype() == DType::I8G {
+                        let f = |r| w.dot(r, 0, &x);
+                        assert!(
+                            (0..rows).all(|r| (f(r) - want[r]).abs() <= 0.02 * f(r).abs() + 0.5)
+                        );
+                    }
+                }
+            }
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The integer side of quantised models: per-token int8 quantisation of activations
-//! ([`activations`]), the int8 x int8 (`int8`) and int4 x int8 (`int4`) dot products with integer
+//! ([`activations`]), the int8 x int8 (`int8`), int4 x int8 (`int4`) and grouped int8 (`int8_groups`) dot products with integer
 //! accumulation, a matrix applied in the model's arithmetic (`linear`), the attention's fixed-point
 //! value mix (`mix`), the centring of one-signed inputs ([`offset`]), and (feature `encode`) the weight
 //! row encoders the converter uses.
@@ -20,9 +20,11 @@ mod dsp_kernel;
 pub(crate) mod dsp_quantize;
 #[cfg(feature = "encode")]
 pub mod encode;
+pub(crate) mod groups;
 pub(crate) mod int4;
 pub(crate) mod int4_rows;
 pub(crate) mod int8;
+pub(crate) mod int8_groups;
 pub(crate) mod linear;
 pub(crate) mod mix;
 #[cfg(all(feature = "mve", target_arch = "arm"))]

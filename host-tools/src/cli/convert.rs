@@ -25,10 +25,10 @@ pub struct Args {
     /// the checkpoint.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Storage type of the matrices; i8 and i4 run with int8 activations and KV cache (W8A8, W4A8).
+    /// Storage type of the matrices; i8, i8g and i4 run with int8 activations and KV cache (W8A8, W4A8).
     #[arg(long, value_enum, default_value_t = DTypeName::F32)]
     pub dtype: DTypeName,
-    /// Activation arithmetic with i8/i4 matrices: i8 (per-token int8 inputs and queries, W8A8), i16
+    /// Activation arithmetic with i8/i8g/i4 matrices: i8 (per-token int8 inputs and queries, W8A8), i16
     /// (per-token int16 inputs and queries, W8A16, same kernel; both with the int8 KV cache), or f32
     /// (the weights' rounding alone) [default: i8; f32 for f32/f16 matrices].
     #[arg(long, value_enum)]
@@ -84,6 +84,8 @@ pub enum DTypeName {
     I8,
     /// Symmetric int4, one scale per group of 32 along a row.
     I4,
+    /// Symmetric int8, one scale per group of 8 along a row (10 bits per weight; finer than i8).
+    I8g,
 }
 
 impl From<DTypeName> for DType {
@@ -93,6 +95,7 @@ impl From<DTypeName> for DType {
             DTypeName::F16 => DType::F16,
             DTypeName::I8 => DType::I8,
             DTypeName::I4 => DType::I4,
+            DTypeName::I8g => DType::I8G,
         }
     }
 }
@@ -124,6 +127,8 @@ pub enum TablesName {
     F16,
     /// Symmetric int8, one scale per row.
     I8,
+    /// Symmetric int8, one scale per group of 8.
+    I8g,
 }
 
 /// The `--activations` and `--kv` options as one [`Activations`] (`None`: the dtype's default).
@@ -239,6 +244,7 @@ pub fn run(args: Args) -> Result<()> {
         tables: args.tables.map(|t| match t {
             TablesName::F16 => DType::F16,
             TablesName::I8 => DType::I8,
+            TablesName::I8g => DType::I8G,
         }),
         processing: ProcessingOptions {
             fold_ln: !args.no_fold_ln,
@@ -259,7 +265,7 @@ pub fn run(args: Args) -> Result<()> {
         c.blob.len(),
         opts.dtype.name(),
         match opts.dtype {
-            DType::I8 | DType::I4 => format!(" rounded {}", opts.rounding().name()),
+            d if d.integer() => format!(" rounded {}", opts.rounding().name()),
             _ => String::new(),
         },
         activations.name(),

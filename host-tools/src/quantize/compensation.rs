@@ -254,8 +254,8 @@ pub fn compensated_tensors_with(
 ) -> Result<Vec<TensorData>> {
     let cfg = *model.config();
     let dtype = plan.matrices;
-    // Act order helped the int8 matrices, not the tables; int4 groups need the inputs in order.
-    let act_order = dtype != DType::I4;
+    // Act order helped the int8 matrices, not the tables; groups need the inputs in order.
+    let act_order = !gptq::grouped(dtype);
     let mut done = tables_and_rest(model, plan, seqs)?;
     let sites = forward_order(&cfg);
     let mut float = record(model, seqs, InputPrecision::Float, &sites)?;

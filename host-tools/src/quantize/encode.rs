@@ -10,7 +10,7 @@ use microlens::{DType, TensorId};
 pub fn default_activations(dtype: DType) -> Activations {
     match dtype {
         DType::F32 | DType::F16 => Activations::F32,
-        DType::I8 | DType::I4 => Activations::I8,
+        DType::I8 | DType::I4 | DType::I8G => Activations::I8,
     }
 }
 

@@ -61,7 +61,6 @@ impl MatrixEncoder for Quantizer {
 mod tests {
     use super::*;
     use crate::quantize::decode::decode_matrix;
-    use microlens::blob::I4_GROUP;
     use microlens::TensorKind;
 
     fn values(n: usize) -> Vec<f32> {
@@ -75,7 +74,7 @@ mod tests {
         let id = TensorId::layer(TensorKind::WIn, 0);
         let (rows, cols) = (5, 77);
         let v = values(rows * cols);
-        for dtype in [DType::F32, DType::F16, DType::I8, DType::I4] {
+        for dtype in DType::ALL {
             let t = encode_nearest(id, [rows, cols], &v, dtype).unwrap();
             let back = decode_matrix(&t).unwrap();
             for (i, (&a, &b)) in v.iter().zip(&back).enumerate() {
@@ -84,7 +83,10 @@ mod tests {
                     DType::F32 => 0.0,
                     DType::F16 => a.abs() / 2048.0,
                     DType::I8 => t.scales[r] / 2.0,
-                    DType::I4 => t.scales[r * cols.div_ceil(I4_GROUP) + c / I4_GROUP] / 2.0,
+                    DType::I4 | DType::I8G => {
+                        let g = dtype.group(cols);
+                        t.scales[r * cols.div_ceil(g) + c / g] / 2.0
+                    }
                 };
                 assert!(
                     (a - b).abs() <= bound * 1.0001,
@@ -108,6 +110,7 @@ mod tests {
         assert_eq!(len(DType::I8), (120, 3));
         assert!(encode_nearest(id, [1, 2], &[1.0, 1e7], DType::I8).is_err());
         assert_eq!(len(DType::I4), (60, 6));
+        assert_eq!(len(DType::I8G), (120, 15));
         assert!(encode_nearest(id, [1, 2], &[1.0, f32::NAN], DType::I8).is_err());
         assert!(encode_nearest(id, [1, 2], &[1.0, 1e6], DType::F16).is_err());
     }

@@ -45,11 +45,11 @@ impl Plan {
         let plan = Plan::of(dtype, activations);
         match tables {
             None => Ok(plan),
-            Some(t @ (DType::F16 | DType::I8)) if is_w8a16(dtype, activations) => {
+            Some(t @ (DType::F16 | DType::I8 | DType::I8G)) if is_w8a16(dtype, activations) => {
                 Ok(Plan { tables: t, ..plan })
             }
             Some(t) => anyhow::bail!(
-                "--tables {} needs --dtype i8 --activations i16 and is f16 or i8",
+                "--tables {} needs --dtype i8 or i8g with --activations i16 and is f16, i8 or i8g",
                 t.name()
             ),
         }
@@ -65,9 +65,11 @@ impl Plan {
     }
 }
 
-/// Whether `dtype` matrices with `activations` are W8A16.
+/// Whether `dtype` matrices with `activations` are W8A16 (int8 weights, one scale per row or per group
+/// of 8).
 fn is_w8a16(dtype: DType, activations: Activations) -> bool {
-    dtype == DType::I8 && matches!(activations, Activations::I16 | Activations::I16Kv16)
+    matches!(dtype, DType::I8 | DType::I8G)
+        && matches!(activations, Activations::I16 | Activations::I16Kv16)
 }
 
 #[cfg(test)]

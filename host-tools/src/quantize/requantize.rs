@@ -89,7 +89,9 @@ impl Rounding {
     /// The rounding `microlens convert --dtype` uses unless told otherwise.
     pub fn default_for(dtype: DType) -> Rounding {
         match dtype {
-            DType::F16 | DType::I8 | DType::I4 => Rounding::Gptq(GptqOptions::default()),
+            DType::F16 | DType::I8 | DType::I4 | DType::I8G => {
+                Rounding::Gptq(GptqOptions::default())
+            }
             DType::F32 => Rounding::Nearest,
         }
     }

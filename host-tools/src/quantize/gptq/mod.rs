@@ -10,7 +10,7 @@
 //! ([`search`]): GPTQ's nearest integer per column is one path of that search.
 
 use anyhow::{anyhow, ensure, Result};
-use microlens::blob::{TensorData, I4_GROUP};
+use microlens::blob::{TensorData, I4_GROUP, I8_GROUP};
 use microlens::quant::encode::{self, I4_MAX};
 use microlens::{DType, TensorId};
 use rayon::prelude::*;
@@ -34,7 +34,8 @@ pub const I4_CLIPS: [f32; 11] = [
 
 impl Solver {
     /// Quantises one row: the integers (int8 range, or int4 range for `I4`) and the scales (one for
-    /// `I8`, `max|w| / 127` of the row as given; one per group of 32 for `I4`), or `None` if a scale is
+    /// `I8`, `max|w| / 127` of the row as given; one per group of 32 for `I4`, of 8 for `I8G`, each
+    /// chosen when its group is reached and then refined), or `None` if a scale is
     /// out of the `f16` range. An `I4` row is rounded from several starts (GPTQ with each group's clip
     /// chosen among `clips` when the group is reached, GPTQ with each clip for every group, and nearest
     /// rounding with each clip), each start is [refined](Solver::refine), and the one with the least
@@ -63,6 +64,15 @@ impl Solver {
                 self.refine(&target, &mut q, &mut scales, I4_GROUP, I4_MAX as i8);
             }
             (q, scales)
+        } else if dtype == DType::I8G {
+            // Each group's scale `max|w_g| / 127` when the group is reached; then the integers and
+            // scales refined, searched, and refined again.
+            let (mut q, mut scales) = self.gptq(&target, I8_GROUP, 127.0, &[1.0], true)?;
+            self.refine(&target, &mut q, &mut scales, I8_GROUP, 127);
+            if self.search(&target, &mut q, &scales, I8_GROUP, Budget::INT8) {
+                self.refine(&target, &mut q, &mut scales, I8_GROUP, 127);
+            }
+            (q, scales)
         } else {
             let (mut q, scales) = self.gptq(&target, n.max(1), 127.0, &[1.0], true)?;
             self.search(&target, &mut q, &scales, n.max(1), Budget::INT8);
@@ -76,6 +86,11 @@ impl Solver {
     }
 }
 
+/// Whether `dtype` has a scale per group of inputs (`i4`, `i8g`), which GPTQ must reach in order.
+pub fn grouped(dtype: DType) -> bool {
+    matches!(dtype, DType::I4 | DType::I8G)
+}
+
 /// Packs a row's integers as the blob stores them: one byte each for `I8`, two per byte (the core's
 /// [`encode::pack_i4`]) for `I4`.
 fn pack_row(q: &[i8], dtype: DType, out: &mut [u8]) {
@@ -85,8 +100,8 @@ fn pack_row(q: &[i8], dtype: DType, out: &mut [u8]) {
     }
 }
 
-/// Refuses what GPTQ cannot round: another `dtype` than `f16`, `i8` or `i4`, `values` that do not fill
-/// `shape` or are not finite, a `solver` for another number of inputs, or int4 groups out of order.
+/// Refuses what GPTQ cannot round: another `dtype` than `f16`, `i8`, `i4` or `i8g`, `values` that do
+/// not fill `shape` or are not finite, a `solver` for another number of inputs, or groups out of order.
 fn check(
     id: TensorId,
     shape: [usize; 2],
@@ -95,8 +110,8 @@ fn check(
     solver: &Solver,
 ) -> Result<()> {
     ensure!(
-        matches!(dtype, DType::F16 | DType::I8 | DType::I4),
-        "GPTQ rounds to f16, i8 or i4, not {}",
+        matches!(dtype, DType::F16 | DType::I8 | DType::I4 | DType::I8G),
+        "GPTQ rounds to f16, i8, i4 or i8g, not {}",
         dtype.name()
     );
     crate::quantize::encode::check_values(id, shape, values)?;
@@ -106,8 +121,9 @@ fn check(
         solver.n()
     );
     ensure!(
-        dtype != DType::I4 || solver.in_order(),
-        "tensor {id}: int4 groups need the inputs quantised in order"
+        !grouped(dtype) || solver.in_order(),
+        "tensor {id}: {} groups need the inputs quantised in order",
+        dtype.name()
     );
     Ok(())
 }
@@ -210,11 +226,7 @@ pub fn encode_gptq_rows(
         .map(|r| r.iter().map(|&v| v as f64).collect())
         .collect();
     let mut solved: Vec<Option<(Vec<i8>, Vec<f32>)>> = vec![None; rows];
-    let segment = if dtype == DType::I4 {
-        I4_GROUP
-    } else {
-        cols.max(1)
-    };
+    let segment = dtype.group(cols).max(1);
     for k in 0..rows {
         let r = outputs.order[k];
         let row: Vec<f32> = work[r].iter().map(|&v| v as f32).collect();
