@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::math::rows;
 use crate::quant::activations::{quantize_one16, quantize_strided, scale16, scale8};
-use crate::quant::dsp::{smlald, sum_to_f32};
+use crate::quant::dsp::{dot_lanes16, sum_to_f32};
 use crate::quant::linear::quantize_as;
 use crate::quant::quantized::lanes_in_order;
 use crate::quant::{attention_loops, dot4, int8, mix};
@@ -295,10 +295,9 @@ impl<'b> KvCache<'b> {
                     let key = keys.get(j * stride..).unwrap_or(&[]);
                     let key = key.get(..dh).unwrap_or(&[]);
                     let acc = match bytemuck::try_cast_slice::<i16, u32>(key) {
-                        Ok(kw) if qv.len() == dh && kw.len() == qw.len() && little => kw
-                            .iter()
-                            .zip(qw)
-                            .fold(0i64, |acc, (&k, &q)| smlald(k, q, acc)),
+                        Ok(kw) if qv.len() == dh && kw.len() == qw.len() && little => {
+                            dot_lanes16(kw, qw)
+                        }
                         // An odd `d_head` (or a misaligned slot): value by value, the same sum.
                         _ => key
                             .iter()

@@ -99,13 +99,42 @@ pub fn smlald(a: u32, b: u32, acc: i64) -> i64 {
     }
 }
 
-/// An exact `i64` sum as `f32`, rounded once to nearest even: through `i32` (one `VCVT`) where it
-/// fits, the same value as the 64-bit conversion (a library call on 32-bit cores) gives.
+/// `sum_k lo(a_k) lo(b_k) + hi(a_k) hi(b_k)` over the words of `a` and `b` (as far as both go), exact
+/// in `i64`: [`smlald`] four words per pass, then the rest.
+#[inline(always)]
+pub fn dot_lanes16(a: &[u32], b: &[u32]) -> i64 {
+    let n = a.len().min(b.len());
+    let (a4, b4) = (a[..n].chunks_exact(4), b[..n].chunks_exact(4));
+    let rest = a4.remainder().iter().zip(b4.remainder());
+    let mut acc = 0i64;
+    for (a, b) in a4.zip(b4) {
+        acc = smlald(
+            a[3],
+            b[3],
+            smlald(a[2], b[2], smlald(a[1], b[1], smlald(a[0], b[0], acc))),
+        );
+    }
+    rest.fold(acc, |acc, (&a, &b)| smlald(a, b, acc))
+}
+
+/// An exact `i64` sum as `f32`, rounded once to nearest even, the value `acc as f32` gives (a library
+/// call on 32-bit cores), through `i32` (one `VCVT`): as it is where it fits, else its top 31 bits
+/// with the bits shifted out folded into the lowest ("round to odd", exact for a later rounding to
+/// 24 bits), converted, and scaled back by `2^shift` (exact).
 #[inline(always)]
 pub fn sum_to_f32(acc: i64) -> f32 {
-    match i32::try_from(acc) {
-        Ok(a) => a as f32,
-        Err(_) => acc as f32,
+    if let Ok(a) = i32::try_from(acc) {
+        return a as f32;
+    }
+    let m = acc.unsigned_abs();
+    // `m >= 2^31`, so 1 <= shift <= 33 and the kept bits are below 2^31.
+    let shift = 33 - m.leading_zeros();
+    let kept = (m >> shift) as u32 | u32::from(m & ((1u64 << shift) - 1) != 0);
+    let f = kept as i32 as f32 * f32::from_bits((127 + shift) << 23);
+    if acc < 0 {
+        -f
+    } else {
+        f
     }
 }
 
@@ -202,6 +231,36 @@ pub(crate) fn dot4_quads_portable(w: &[u8], cols: usize, lanes: &[u32], out: &mu
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sums_convert_as_the_64_bit_conversion_does() {
+        let mut next = crate::testing::lcg(0x64f3_2a17);
+        let mut cases: std::vec::Vec<i64> = (0..200_000)
+            .map(|i| {
+                let v = (next() as i64) << 32 | next() as i64;
+                v >> (i % 40)
+            })
+            .collect();
+        for k in 30..63 {
+            let p = 1i64 << k;
+            // Powers of two, their neighbours and the ties of every width.
+            for d in [
+                -1i64,
+                0,
+                1,
+                p >> 24,
+                (p >> 24) - 1,
+                (p >> 24) + 1,
+                3 * (p >> 25),
+            ] {
+                cases.extend([p + d, -(p + d), p - d]);
+            }
+        }
+        cases.extend([i64::MIN, i64::MAX, i64::MIN + 1, 0, -1, i32::MIN as i64 - 1]);
+        for v in cases {
+            assert_eq!(super::sum_to_f32(v).to_bits(), (v as f32).to_bits(), "{v}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -126,7 +126,7 @@ pub fn mix(weights: &mut [f32], max: f32, values: &[i8], stride: usize, z: &mut 
 /// [`mix`] over an int16 value cache: the same int16 weights `q_j` (with [`W_MAX`]), each output an
 /// exact `i64` sum `sum_j q_j v_i[j]` times `S`. The weights become their fixed-point values in
 /// place, two per word (`[q_2k, q_2k+1]`, the order of the values' words), so that each output is
-/// one `SMLALD` per two positions ([`dsp::smlald`]); `weights` is scratch: its contents are
+/// one `SMLALD` per two positions ([`dsp::dot_lanes16`]); `weights` is scratch: its contents are
 /// unspecified afterwards.
 pub fn mix16(weights: &mut [f32], max: f32, values: &[i16], stride: usize, z: &mut [f32]) {
     let (scale, inv) = (max / W_MAX, W_MAX / max);
@@ -149,10 +149,7 @@ pub fn mix16(weights: &mut [f32], max: f32, values: &[i16], stride: usize, z: &m
         let row = &row[..row.len().min(n)];
         let (body, tail) = row.split_at(row.len().min(2 * pairs.len()));
         let acc = match bytemuck::try_cast_slice::<i16, u32>(body) {
-            Ok(v) if cfg!(target_endian = "little") => v
-                .iter()
-                .zip(pairs)
-                .fold(0i64, |acc, (&v, &q)| dsp::smlald(q, v, acc)),
+            Ok(v) if cfg!(target_endian = "little") => dsp::dot_lanes16(pairs, v),
             // A misaligned (or short) row: position by position, the same sum.
             _ => body
                 .iter()
