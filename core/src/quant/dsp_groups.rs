@@ -7,8 +7,8 @@
 //! exact in `i32`); one `VMOV` hands both rows' sums to the FPU. Per two groups: four `VCVT.F32.S32`
 //! of the sums, three `LDR` and one `VMOV` for the four `f16` scales (a word per row: two groups'
 //! scales), four `VCVTB`/`VCVTT` widening them exactly, four `VMLA.F32` into the rows' totals (product
-//! rounded, then the sum: the portable `t += a * s`, in group order), and the loop test. That is 58
-//! instructions per 32 multiply-accumulates: per group and row 14.5 (1.81 per MAC). Per pass the
+//! rounded, then the sum: the portable `t += a * s`, in group order), and the loop test. That is 57
+//! instructions per 32 multiply-accumulates: per group and row 14.25 (1.78 per MAC). Per pass the
 //! totals start at 0 (`VMOV` of a zero word: the portable `0.0`) and end times `s_x` (`VMUL.F32`),
 //! stored with one `VSTMIA`.
 //!
@@ -91,9 +91,8 @@ extern "C" {
 }
 
 /// One group of both rows as assembly text: the four lane words (`LDMIA` from lr into r0-r3), then per
-/// row (0 from r9 into r7, 1 from r10 into r8) its two words (`LDRD` into r4, r5), four `SXTB16`
-/// (r6 and the words themselves) and four `SMLAD` (`SMUAD` first), then both sums into `$s`
-/// (two consecutive single registers).
+/// row (0 from r9 into r7, 1 from r10 into r8) its two words, four `SXTB16` and four `SMLAD`
+/// (`SMUAD` first: [`row`]), then both sums into `$s` (two consecutive single registers).
 macro_rules! group {
     ($s:literal) => {
         concat!(
@@ -107,29 +106,34 @@ macro_rules! group {
     };
 }
 
-/// One row's part of a group: the words at `$p` (stepped by 8), their bytes as lanes times r0-r3,
-/// summed into `$acc` (bytes 0 and 2 of the first word with lanes r0, 1 and 3 with r1, the second
-/// word's with r2 and r3: `mac_lanes`).
+/// One row's part of a group: the words at `$p` (stepped by 8) into r4, r5, their bytes as lanes times
+/// r0-r3, summed into `$acc` (bytes 0 and 2 of the first word with lanes r0, 1 and 3 with r1, the
+/// second word's with r2 and r3: `mac_lanes`). The sum's register holds the first lanes before the
+/// sum starts, r4 the second word's even bytes once the first word is spent: no scratch register.
 macro_rules! row {
     ($p:literal, $acc:literal) => {
         concat!(
             "ldrd r4, r5, [",
             $p,
             "], #8\n",
-            "sxtb16 r6, r4\n",
+            "sxtb16 ",
+            $acc,
+            ", r4\n",
             "smuad ",
             $acc,
-            ", r6, r0\n",
+            ", ",
+            $acc,
+            ", r0\n",
             "sxtb16 r4, r4, ror #8\n",
             "smlad ",
             $acc,
             ", r4, r1, ",
             $acc,
             "\n",
-            "sxtb16 r6, r5\n",
+            "sxtb16 r4, r5\n",
             "smlad ",
             $acc,
-            ", r6, r2, ",
+            ", r4, r2, ",
             $acc,
             "\n",
             "sxtb16 r5, r5, ror #8\n",
@@ -143,13 +147,13 @@ macro_rules! row {
 }
 
 // Registers in the loop: r0-r3 a group's lanes, lr the lanes so far, r12 their end; r9, r10 rows 0
-// and 1 so far; r11 row 0's scales so far (row 1's one row of scales on); r4-r6 scratch, r7, r8 the
-// rows' group sums. FPU: s0-s3 the sums of two groups as `f32` (row 0, row 1, row 0, row 1), s4-s5
-// two scales per row as loaded, s6-s9 widened (row 0's two, row 1's two), s12, s13 the rows'
-// totals, s14 `s_x`. Stack, after the nine saved registers (36 bytes) and the 20 reserved: [sp] the
-// bytes of scales per row (`cols / 4`), 4: `out` so far, 8: its end, 12: the lanes' start, 16:
-// `cols`; the arguments `out`, `pairs`, `s_x` at 56, 60, 64. Each loop tests its end after its
-// body: exactly `cols / 16` steps per pass and `pairs` passes.
+// and 1 so far; r11 row 0's scales so far, r6 the bytes of scales per row (`cols / 4`: row 1's are
+// r11 + r6); r4, r5 a row's words, r7, r8 the rows' group sums. FPU: s0-s3 the sums of two groups
+// as `f32` (row 0, row 1, row 0, row 1), s4, s5 two scales per row as loaded, s6-s9 widened (row
+// 0's two, row 1's two), s12, s13 the rows' totals, s14 `s_x`. Stack, after the nine saved
+// registers (36 bytes) and the 12 reserved (and 4 of padding): [sp] `out` so far, 4: its end; the
+// arguments `out`, `pairs`, `s_x` at 52, 56, 60. Each loop tests its end after its body: exactly
+// `cols / 16` steps per pass and `pairs` passes.
 core::arch::global_asm!(
     ".section .text.microlens_i8g_rows2,\"ax\",%progbits",
     ".syntax unified",
@@ -164,20 +168,17 @@ core::arch::global_asm!(
     ".thumb_func",
     "microlens_i8g_rows2:",
     "push {{r4-r11, lr}}",
-    "sub sp, sp, #20",
+    "sub sp, sp, #16",
     "mov r9, r0",
     "add r10, r0, r1",
     "mov r11, r2",
     "mov lr, r3",
-    "str r3, [sp, #12]",
     "add r12, r3, r1, lsl #1",
-    "lsr r4, r1, #2",
-    "str r4, [sp]",
-    "str r1, [sp, #16]",
-    "ldrd r5, r6, [sp, #56]",
-    "add r6, r5, r6, lsl #3",
-    "strd r5, r6, [sp, #4]",
-    "vldr s14, [sp, #64]",
+    "lsr r6, r1, #2",
+    "ldrd r4, r5, [sp, #52]",
+    "add r5, r4, r5, lsl #3",
+    "strd r4, r5, [sp]",
+    "vldr s14, [sp, #60]",
     // One pass: two rows, their totals from 0.
     "2:",
     "movs r4, #0",
@@ -190,8 +191,7 @@ core::arch::global_asm!(
     "vcvt.f32.s32 s1, s1",
     "vcvt.f32.s32 s2, s2",
     "vcvt.f32.s32 s3, s3",
-    "ldr r7, [sp]",
-    "ldr r5, [r11, r7]",
+    "ldr r5, [r11, r6]",
     "ldr r4, [r11], #4",
     "vmov s4, s5, r4, r5",
     "vcvtb.f32.f16 s6, s4",
@@ -204,22 +204,20 @@ core::arch::global_asm!(
     "vmla.f32 s13, s3, s9",
     "cmp lr, r12",
     "bne 3b",
-    // The totals times `s_x`, stored; the next pair of rows (each pointer one row on) and its scales
-    // (row 0's past row 1's), the lanes from their start.
+    // The totals times `s_x`, stored; the next pair of rows (each pointer one row, `4 * r6` bytes,
+    // on) and its scales (row 0's past row 1's), the lanes from their start (`2 * cols` bytes back).
     "vmul.f32 s12, s12, s14",
     "vmul.f32 s13, s13, s14",
-    "ldrd r4, r5, [sp, #4]",
+    "ldrd r4, r5, [sp]",
     "vstmia r4!, {{s12, s13}}",
-    "str r4, [sp, #4]",
-    "ldr r6, [sp, #16]",
-    "add r9, r9, r6",
-    "add r10, r10, r6",
-    "ldr r7, [sp]",
-    "add r11, r11, r7",
-    "ldr lr, [sp, #12]",
+    "str r4, [sp]",
+    "add r9, r9, r6, lsl #2",
+    "add r10, r10, r6, lsl #2",
+    "add r11, r11, r6",
+    "sub lr, lr, r6, lsl #3",
     "cmp r4, r5",
     "bne 2b",
-    "add sp, sp, #20",
+    "add sp, sp, #16",
     "pop {{r4-r11, pc}}",
     ".size microlens_i8g_rows2, . - microlens_i8g_rows2",
 );
