@@ -12,7 +12,9 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::math::rows;
 use crate::quant::activations::{quantize_one16, quantize_strided, scale16, scale8};
+use crate::quant::dsp::{smlald, sum_to_f32};
 use crate::quant::linear::quantize_as;
+use crate::quant::quantized::lanes_in_order;
 use crate::quant::{attention_loops, dot4, int8, mix};
 
 /// Whether this build has the `f32` and the int8 cache (features `activations-f32`, and
@@ -278,18 +280,32 @@ impl<'b> KvCache<'b> {
             }
             Store::I8 { k, k_scale, .. } if I16 && self.int16() => {
                 let row = &mut buf[..n];
-                let qq = quantize_as(q, true, scratch);
-                let stride = self.n_heads * dh;
+                let nq = q.len().min(dh);
+                let s_q = quantize_as(&q[..nq], true, scratch).scale;
+                // The query's values in order, as the keys lie: two per word for `SMLALD`.
+                let words = scratch.get_mut(..nq / 4 * 8).unwrap_or(&mut []);
+                lanes_in_order(bytemuck::try_cast_slice_mut(words).unwrap_or(&mut []));
+                let qv = scratch.get(..2 * nq).unwrap_or(&[]);
+                let qv: &[i16] = bytemuck::try_cast_slice(qv).unwrap_or(&[]);
+                let qw: &[u32] = bytemuck::try_cast_slice(&qv[..qv.len() / 2 * 2]).unwrap_or(&[]);
+                let (stride, little) = (self.n_heads * dh, cfg!(target_endian = "little"));
                 let keys = from(as_i16_ref(k), self.slot(layer, 0, head) * dh);
                 let scales = from(k_scale, self.value_scales(layer, head));
                 for (j, (s, s_k)) in row.iter_mut().zip(scales).enumerate() {
                     let key = keys.get(j * stride..).unwrap_or(&[]);
                     let key = key.get(..dh).unwrap_or(&[]);
-                    let acc = key
-                        .iter()
-                        .enumerate()
-                        .fold(0i64, |acc, (i, &k)| acc + k as i64 * qq.wide.get(i) as i64);
-                    *s = keep(acc as f32 * (qq.scale * s_k) / attn_scale);
+                    let acc = match bytemuck::try_cast_slice::<i16, u32>(key) {
+                        Ok(kw) if qv.len() == dh && kw.len() == qw.len() && little => kw
+                            .iter()
+                            .zip(qw)
+                            .fold(0i64, |acc, (&k, &q)| smlald(k, q, acc)),
+                        // An odd `d_head` (or a misaligned slot): value by value, the same sum.
+                        _ => key
+                            .iter()
+                            .zip(qv)
+                            .fold(0i64, |acc, (&k, &q)| acc + k as i64 * q as i64),
+                    };
+                    *s = keep(sum_to_f32(acc) * (s_q * s_k) / attn_scale);
                 }
             }
             Store::I8 { k, k_scale, .. } if I8 => {
@@ -481,6 +497,49 @@ mod tests {
     use crate::quant::activations::{quantize, quantize16};
     use crate::testing::lcg;
     use std::{vec, vec::Vec};
+
+    #[test]
+    fn int16_cache_scores_are_the_exact_sums() {
+        // `d_head` a multiple of four, two more, and odd (the value-by-value path).
+        for d_head in [16, 6, 5] {
+            let cfg = Config::new(1, 2 * d_head, 2, d_head, 8, 7, None);
+            let mut buf = vec![0.0f32; KvCache::len(&cfg, Activations::I16Kv16)];
+            let mut kv = KvCache::new(&cfg, Activations::I16Kv16, &mut buf).unwrap();
+            let mut state = lcg(0x1616_0000 + d_head as u32);
+            let mut next = || (state() >> 8) as f32 / 4_194_304.0 - 2.0;
+            for pos in 0..7 {
+                let (k, v): (Vec<f32>, Vec<f32>) =
+                    (0..2 * d_head).map(|_| (next(), next())).unzip();
+                kv.store(0, pos, &k, &v);
+            }
+            let q: Vec<f32> = (0..d_head).map(|_| next()).collect();
+            for head in 0..2 {
+                let mut scratch = vec![0u32; d_head];
+                let mut row = vec![0.0f32; 7];
+                let scratch = bytemuck::cast_slice_mut(&mut scratch);
+                kv.scores(0, head, &q, true, scratch, 2.0, &mut row, 7);
+                let mut words = vec![0u32; d_head];
+                let qq = quantize16(&q, bytemuck::cast_slice_mut(&mut words));
+                let Store::I8 { k, k_scale, .. } = &kv.store else {
+                    unreachable!()
+                };
+                let keys: &[i16] = bytemuck::cast_slice(k);
+                for (j, s) in row.iter().enumerate() {
+                    let start = kv.range(0, j, head).start;
+                    let acc: i64 = (0..d_head)
+                        .map(|i| keys[start + i] as i64 * qq.wide.get(i) as i64)
+                        .sum();
+                    let s_k = k_scale[kv.value_scales(0, head) + j];
+                    let want = acc as f32 * (qq.scale * s_k) / 2.0;
+                    assert_eq!(
+                        s.to_bits(),
+                        want.to_bits(),
+                        "d_head {d_head} head {head} key {j}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn scores_are_the_exact_sums_whatever_the_last_keys_take() {

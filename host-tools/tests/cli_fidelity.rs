@@ -39,7 +39,7 @@ fn json(o: &Output) -> serde_json::Value {
 #[test]
 fn every_dtype_converts_and_inspect_reports_its_footprint() {
     let dir = tempfile::tempdir().unwrap();
-    let sizes: Vec<u64> = ["f32", "f16", "i8", "i4"]
+    let sizes: Vec<u64> = ["f32", "f16", "i8g", "i8", "i4"]
         .iter()
         .map(|d| {
             let blob = convert(dir.path(), "attn_only_2l", d);

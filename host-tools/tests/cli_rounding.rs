@@ -48,7 +48,7 @@ fn gptq_is_the_default_and_deterministic() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let f32_blob = converted(d, "f32.mlb", &[]);
-    for dtype in ["i8", "i4"] {
+    for dtype in ["i8", "i4", "i8g"] {
         let gptq = converted(d, "a.mlb", &["--dtype", dtype]);
         assert_eq!(
             gptq,
@@ -71,7 +71,7 @@ fn gptq_is_the_default_and_deterministic() {
         assert_ne!(gptq, plain);
         let nearest = converted(d, "e.mlb", &["--dtype", dtype, "--rounding", "nearest"]);
         assert_ne!(gptq, nearest);
-        let dt = if dtype == "i8" { DType::I8 } else { DType::I4 };
+        let dt = *DType::ALL.iter().find(|t| t.name() == dtype).unwrap();
         let model = Model::from_bytes(&f32_blob).unwrap();
         assert_eq!(
             nearest,
@@ -166,7 +166,7 @@ fn bad_calibration_input_is_refused() {
     refused(
         d,
         &["--dtype", "i5"],
-        "invalid value 'i5' for '--dtype <DTYPE>' [possible values: f32, f16, i8, i4]",
+        "invalid value 'i5' for '--dtype <DTYPE>' [possible values: f32, f16, i8, i4, i8g]",
     );
     refused(
         d,
@@ -281,6 +281,6 @@ fn tables_option() {
     refused(
         d,
         &["--dtype", "i8", "--tables", "f16"],
-        "--tables f16 needs --dtype i8 --activations i16",
+        "--tables f16 needs --dtype i8 or i8g with --activations i16",
     );
 }

@@ -74,6 +74,41 @@ pub fn smlad(a: u32, b: u32, acc: i32) -> i32 {
     }
 }
 
+/// `acc + lo(a) * lo(b) + hi(a) * hi(b)` on signed 16-bit lanes into a 64-bit sum, exact (`SMLALD`):
+/// the int16 KV cache's sums.
+#[inline(always)]
+pub fn smlald(a: u32, b: u32, acc: i64) -> i64 {
+    #[cfg(all(feature = "dsp", target_arch = "arm"))]
+    {
+        let (mut lo, mut hi) = (acc as u32, (acc >> 32) as u32);
+        // SAFETY: one register-only instruction of ARMv7E-M: it reads `a`, `b` and the accumulator
+        // pair, writes the pair, and touches no memory, stack or flags.
+        unsafe {
+            core::arch::asm!("smlald {0}, {1}, {2}, {3}", inout(reg) lo, inout(reg) hi, in(reg) a,
+                in(reg) b, options(pure, nomem, nostack, preserves_flags));
+        }
+        ((hi as u64) << 32 | lo as u64) as i64
+    }
+    #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
+    {
+        let (lo, hi) = (
+            |v: u32| v as u16 as i16 as i64,
+            |v: u32| (v >> 16) as u16 as i16 as i64,
+        );
+        acc.wrapping_add(lo(a) * lo(b)).wrapping_add(hi(a) * hi(b))
+    }
+}
+
+/// An exact `i64` sum as `f32`, rounded once to nearest even: through `i32` (one `VCVT`) where it
+/// fits, the same value as the 64-bit conversion (a library call on 32-bit cores) gives.
+#[inline(always)]
+pub fn sum_to_f32(acc: i64) -> f32 {
+    match i32::try_from(acc) {
+        Ok(a) => a as f32,
+        Err(_) => acc as f32,
+    }
+}
+
 /// Four bytes as one little-endian word.
 #[inline(always)]
 pub(crate) fn word(b: &[u8]) -> u32 {

@@ -271,13 +271,6 @@ mod tests {
                     input.matvec(w, None, &mut out);
                     let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&out), bits(&want), "{:?} {act:?} {cols}", w.dtype());
-                    // Column pieces across the groups give the whole row's groups' sums.
-                    if w.dtype() == DType::I8G {
-                        let f = |r| w.dot(r, 0, &x);
-                        assert!(
-                            (0..rows).all(|r| (f(r) - want[r]).abs() <= 0.02 * f(r).abs() + 0.5)
-                        );
-                    }
                 }
             }
         }

@@ -124,16 +124,43 @@ pub fn mix(weights: &mut [f32], max: f32, values: &[i8], stride: usize, z: &mut 
 }
 
 /// [`mix`] over an int16 value cache: the same int16 weights `q_j` (with [`W_MAX`]), each output an
-/// exact `i64` sum `sum_j q_j v_i[j]` times `S`. `weights` is left as it was.
+/// exact `i64` sum `sum_j q_j v_i[j]` times `S`. The weights become their fixed-point values in
+/// place, two per word (`[q_2k, q_2k+1]`, the order of the values' words), so that each output is
+/// one `SMLALD` per two positions ([`dsp::smlald`]); `weights` is scratch: its contents are
+/// unspecified afterwards.
 pub fn mix16(weights: &mut [f32], max: f32, values: &[i16], stride: usize, z: &mut [f32]) {
     let (scale, inv) = (max / W_MAX, W_MAX / max);
+    let n = weights.len();
+    let words: &mut [u32] = bytemuck::cast_slice_mut(weights);
+    // Word `k` from weights `2k` and `2k + 1`, in increasing `k`: each reads words not yet written.
+    for k in 0..n / 2 {
+        let q = |j: usize| fixed(f32::from_bits(words[j]), inv);
+        words[k] = dsp::lane_word(q(2 * k), q(2 * k + 1));
+    }
+    let last = match n % 2 {
+        1 => fixed(f32::from_bits(words[n - 1]), inv) as i64,
+        _ => 0,
+    };
+    let pairs = &words[..n / 2];
+    let q_at =
+        |j: usize| (pairs.get(j / 2).map_or(0, |&w| w >> (16 * (j % 2))) as u16 as i16) as i64;
     for (i, z) in z.iter_mut().enumerate() {
         let row = values.get(i.saturating_mul(stride)..).unwrap_or(&[]);
-        let acc = weights
-            .iter()
-            .zip(row)
-            .fold(0i64, |acc, (&w, &v)| acc + fixed(w, inv) as i64 * v as i64);
-        *z = acc as f32 * scale;
+        let row = &row[..row.len().min(n)];
+        let (body, tail) = row.split_at(row.len().min(2 * pairs.len()));
+        let acc = match bytemuck::try_cast_slice::<i16, u32>(body) {
+            Ok(v) if cfg!(target_endian = "little") => v
+                .iter()
+                .zip(pairs)
+                .fold(0i64, |acc, (&v, &q)| dsp::smlald(q, v, acc)),
+            // A misaligned (or short) row: position by position, the same sum.
+            _ => body
+                .iter()
+                .enumerate()
+                .fold(0i64, |acc, (j, &v)| acc + q_at(j) * v as i64),
+        };
+        let acc = acc + last * tail.first().map_or(0, |&v| v as i64);
+        *z = dsp::sum_to_f32(acc) * scale;
     }
 }
 
@@ -190,6 +217,41 @@ mod tests {
                     })
                     .sum();
                 assert_eq!(*z, acc as f32 * (max / w_max(n)), "d {d} n {n} i {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn int16_mix_equals_the_exact_integer_sum_of_the_rounded_weights() {
+        // Even and odd positions, rows as long as the weights or longer, and rows one value off the
+        // words (misaligned: the value-by-value path).
+        for (d, n, stride, skew) in [
+            (16, 37, 64, 0),
+            (16, 64, 64, 0),
+            (5, 9, 9, 0),
+            (3, 10, 12, 1),
+            (2, 1, 1, 0),
+        ] {
+            let (bytes, weights) = case(d as u32 * 7 + n as u32, d, n, stride);
+            let wide: Vec<i16> = (0..skew + d * stride)
+                .map(|i| {
+                    (bytes[i % bytes.len()] as i32 * 251 + (i % 800) as i32).clamp(-32767, 32767)
+                        as i16
+                })
+                .collect();
+            let values = &wide[skew..];
+            let max = weights.iter().fold(0.0f32, |m, w| m.max(w.abs()));
+            let mut z = vec![9.0f32; d];
+            mix16(&mut weights.clone(), max, values, stride, &mut z);
+            for (i, z) in z.iter().enumerate() {
+                let acc: i64 = (0..n)
+                    .map(|j| fixed(weights[j], W_MAX / max) as i64 * values[i * stride + j] as i64)
+                    .sum();
+                assert_eq!(
+                    *z,
+                    acc as f32 * (max / W_MAX),
+                    "d {d} n {n} skew {skew} i {i}"
+                );
             }
         }
     }

@@ -21,9 +21,10 @@ pub struct Footprint {
     pub kv_cache_bytes: usize,
 }
 
-/// The footprint of `model` re-encoded as each of f32, f16, i8 and i4 (exact: the blobs are written).
+/// The footprint of `model` re-encoded as each dtype (f32, f16, i8, i4, i8g; exact: the blobs are
+/// written).
 pub fn footprints(model: &Model<'_>) -> Result<Vec<Footprint>> {
-    [DType::F32, DType::F16, DType::I8, DType::I4]
+    DType::ALL
         .into_iter()
         .map(|dtype| {
             let activations = default_activations(dtype);
