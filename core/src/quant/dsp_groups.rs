@@ -106,7 +106,7 @@ extern "C" {
 
 /// One group of both rows as assembly text: the four lane words (`LDMIA` from lr into r0-r3), then per
 /// row (0 from r9 into r7, 1 from r10 into r8) its two words, four `SXTB16` and four `SMLAD`
-/// (`SMUAD` first: [`row`]), then both sums into `$s` (two consecutive single registers).
+/// (`SMUAD` first: `row!`), then both sums into `$s` (two consecutive single registers).
 macro_rules! group {
     ($s:literal) => {
         concat!(
@@ -196,7 +196,8 @@ macro_rules! start_odd {
 // 0's two, row 1's two), s12, s13 the rows' totals, s14 `s_x`. Stack, after the nine saved
 // registers (36 bytes) and the 12 reserved (and 4 of padding): [sp] `out` so far, 4: its end; the
 // arguments `out`, `pairs`, `s_x` at 52, 56, 60. Each loop tests its end after its body: exactly
-// `cols / 16` steps per pass and `pairs` passes.
+// `pairs` passes, each of `cols / 16` steps (after the lone first group for an odd number of
+// groups, which skips the steps when it was the only one).
 macro_rules! rows2_asm {
     ($name:literal, $start:expr) => {
         core::arch::global_asm!(
