@@ -2,7 +2,9 @@
 //! with its own scale, against int8 or int16 activations. Per group two words of weights meet four
 //! words of activation lanes in four `SMLAD`s ([`mac_lanes`]), the sum exact in `i32`; then
 //! `total += sum_g * s_g` in order in `f32`, and `out[r] = total * s_x`: for each row what
-//! `Matrix::dot_q` (int8) or `Matrix::dot_wide` (int16) gives, bit for bit.
+//! `Matrix::dot_q` (int8) or `Matrix::dot_wide` (int16) gives, bit for bit. On cores with the DSP
+//! instructions and an FPU the rows go two at a time through the same sums in assembly
+//! (`dsp_groups`), the row it leaves (an odd last one) through this loop.
 
 use super::dsp::mac_lanes;
 use super::quantized::Quantized;
@@ -40,10 +42,16 @@ pub(crate) fn matvec(
         .len()
         .min(words.len() / row_words)
         .min(scales.len() / row_scales);
+    // On cores with the DSP instructions and an FPU the rows in pairs in assembly, the same bits.
+    #[cfg(fpu_asm)]
+    let done = super::dsp_groups::rows2(words, cols, scales, lanes, x.scale, &mut out[..rows]);
+    #[cfg(not(fpu_asm))]
+    let done = 0;
     let rows_of = words
         .chunks_exact(row_words)
-        .zip(scales.chunks_exact(row_scales));
-    for (o, (w, s)) in out[..rows].iter_mut().zip(rows_of) {
+        .zip(scales.chunks_exact(row_scales))
+        .skip(done);
+    for (o, (w, s)) in out[done..rows].iter_mut().zip(rows_of) {
         let mut total = 0.0f32;
         let groups = w.chunks_exact(2).zip(lanes.chunks_exact(4));
         for ((w, l), s) in groups.zip(s.chunks_exact(SCALE_BYTES)) {

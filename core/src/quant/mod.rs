@@ -14,6 +14,8 @@ pub(crate) mod dot4;
 pub(crate) mod dsp;
 #[cfg(fpu_asm)]
 mod dsp_attention;
+#[cfg(fpu_asm)]
+mod dsp_groups;
 #[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
 mod dsp_kernel;
 #[cfg(fpu_asm)]
