@@ -133,26 +133,26 @@ fn shipped_model_hashes_equal_the_device_ones() {
         let hash = microlens_host::hash::logits_hash(out.logits.iter().map(Vec::as_slice));
         assert_eq!(format!("{hash:016x}"), device, "{} (host)", dtype.name());
     }
-    // W8A16 (`cargo xtask firmware --dtype i8 --activations i16`), and with a scale per group of 8
-    // (`microlens convert --dtype i8g --activations i16 [--kv i16 --tables f16]`, then
-    // `cargo xtask firmware --blob`).
+    // W8A16 (`cargo xtask firmware --dtype i8 --activations i16 [--kv i16] [--tables f16]`), and
+    // with a scale per group of 8 (`--dtype i8g`, W8A8 and W8A16).
     use microlens_host::quantize::{requantize_with, Plan};
     let rounding = Rounding::default_for(DType::I8);
+    let (i16, kv16, f16) = (Activations::I16, Activations::I16Kv16, Some(DType::F16));
     for (dtype, activations, tables, device) in [
-        (DType::I8, Activations::I16, None, "1bc251756cefa97c"),
-        (DType::I8G, Activations::I16, None, "0a4800a3885a2606"),
-        (
-            DType::I8G,
-            Activations::I16Kv16,
-            Some(DType::F16),
-            "1be8222c34ad8f7e",
-        ),
+        (DType::I8, i16, None, "1bc251756cefa97c"),
+        (DType::I8, i16, f16, "c5ffe5484de3346a"),
+        (DType::I8, kv16, None, "165e7a39ca4b2161"),
+        (DType::I8, kv16, f16, "d534034c14bd1b36"),
+        (DType::I8G, Activations::I8, None, "e923d0b6a9901520"),
+        (DType::I8G, i16, None, "0a4800a3885a2606"),
+        (DType::I8G, kv16, None, "a24560159d586321"),
+        (DType::I8G, kv16, f16, "1be8222c34ad8f7e"),
     ] {
         let plan = Plan::with_tables(dtype, activations, tables).unwrap();
         let blob = requantize_with(&model, plan, activations, &rounding).unwrap();
         let out = microlens_host::eval::run::run_blob(&blob, &tokens).unwrap();
         let hash = microlens_host::hash::logits_hash(out.logits.iter().map(Vec::as_slice));
-        let build = format!("{} {}", dtype.name(), activations.name());
+        let build = format!("{} {} {tables:?}", dtype.name(), activations.name());
         assert_eq!(format!("{hash:016x}"), device, "{build}");
     }
 }
