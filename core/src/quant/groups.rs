@@ -50,6 +50,19 @@ pub fn sum_f32(
     total + acc * scale(g)
 }
 
+/// The bytes of a grouped matrix as the kernels read them, little-endian words, when they can:
+/// `data` word-aligned on a little-endian target, `cols` a positive multiple of `group`, and `lanes`
+/// (the activations' lane words, two values each) covering every column; else `None`.
+#[inline(always)]
+pub fn kernel_words(data: &[u8], cols: usize, group: usize, lanes: usize) -> Option<&[u32]> {
+    let fits = cfg!(target_endian = "little")
+        && cols != 0
+        && group != 0
+        && cols % group == 0
+        && lanes == cols / 2;
+    bytemuck::try_cast_slice(data).ok().filter(|_| fits)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -25,6 +25,7 @@
 )]
 
 use super::dsp::{smlad, sxtb16, sxtb16_ror8};
+use super::groups;
 use super::quantized::Quantized;
 use crate::blob::{decode_finite_scale, I4_GROUP, SCALE_BYTES};
 
@@ -98,17 +99,9 @@ pub(crate) fn matvec4(
     x: &Quantized<'_>,
     out: &mut [f32],
 ) -> usize {
-    let words = match bytemuck::try_cast_slice::<u8, u32>(data) {
-        // Little-endian words (as the blob and the lanes are), whole groups, lanes for every column.
-        Ok(words)
-            if cfg!(target_endian = "little")
-                && cols != 0
-                && cols % I4_GROUP == 0
-                && x.lanes.len() == cols / 2 =>
-        {
-            words
-        }
-        _ => return 0,
+    // Little-endian words (as the blob and the lanes are), whole groups, lanes for every column.
+    let Some(words) = groups::kernel_words(data, cols, I4_GROUP, x.lanes.len()) else {
+        return 0;
     };
     let (groups, row_words) = (cols / I4_GROUP, cols / 8);
     // The rows whose words and scales are all there, in pairs.

@@ -7,6 +7,7 @@
 //! (`dsp_groups`), the row it leaves (an odd last one) through this loop.
 
 use super::dsp::mac_lanes;
+use super::groups;
 use super::quantized::Quantized;
 use crate::blob::{decode_finite_scale, I8_GROUP, SCALE_BYTES};
 
@@ -26,16 +27,8 @@ pub(crate) fn matvec(
         true => x.lanes,
         false => bytemuck::try_cast_slice(x.wide.0).unwrap_or(&[]),
     };
-    let words = match bytemuck::try_cast_slice::<u8, u32>(data) {
-        Ok(words)
-            if cfg!(target_endian = "little")
-                && cols != 0
-                && cols % I8_GROUP == 0
-                && lanes.len() == cols / 2 =>
-        {
-            words
-        }
-        _ => return 0,
+    let Some(words) = groups::kernel_words(data, cols, I8_GROUP, lanes.len()) else {
+        return 0;
     };
     let (row_words, row_scales) = (cols / 4, cols / I8_GROUP * SCALE_BYTES);
     let rows = out
