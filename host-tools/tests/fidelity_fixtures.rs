@@ -207,18 +207,20 @@ fn int8_emulation_matches_the_real_int8_model() {
 }
 
 /// W8A16 (`convert --dtype i8 --activations i16`, and with `--kv i16`; int8 matrices rounded against
-/// their inputs and their output Fisher) on every model, and with `--kv i16 --tables f16`; then the
+/// their inputs and their output Fisher) on every model (the random fixtures, the shipped model and
+/// the first shipped one), and with `--kv i16 --tables f16`; then the
 /// same three with a scale per group of 8 weights (`--dtype i8g`): better than W8A8 everywhere,
 /// within 25% of today's mean KL per model, induction scores within the 1e-3, mean KL <= 1e-4
 /// except where measured above it (docs/fidelity.md, W8A16: `hf_gpt2` and `nonorm_1l`, whose int8
 /// matmul weights with one scale per row cost more; with `i8g --kv i16 --tables f16` on every
-/// model), top-1 on the repeated part >= 99.9% on the shipped model and, at the positions that are
-/// not near-ties of the candidate's own margin noise, on every model.
+/// model), top-1 on the repeated part >= 99.9% on the two trained models (the first with the int16
+/// KV cache) and, at the positions that are not near-ties of the candidate's own margin noise, on
+/// every model.
 #[test]
 fn w8a16_fidelity_does_not_regress() {
     use microlens_host::quantize::{requantize_with, Plan};
     // Mean KL against f32 measured with `microlens fidelity` (200 sequences, seed 0), by build below.
-    let measured: [(&str, [f64; 6]); 9] = [
+    let measured: [(&str, [f64; 6]); 10] = [
         (
             "attn_only_2l",
             [6.10e-5, 4.23e-5, 2.74e-5, 3.98e-5, 2.20e-5, 1.42e-5],
@@ -255,6 +257,10 @@ fn w8a16_fidelity_does_not_regress() {
             "induction-2l",
             [3.11e-5, 1.43e-5, 9.07e-6, 2.33e-5, 7.15e-6, 3.91e-6],
         ),
+        (
+            "induction-2l-distinct",
+            [5.79e-5, 3.00e-5, 1.50e-5, 4.25e-5, 1.27e-5, 6.63e-6],
+        ),
     ];
     // Where mean KL stays above the 1e-4 goal (docs/fidelity.md: the floor that stops it), by build.
     let above_goal = [
@@ -282,7 +288,10 @@ fn w8a16_fidelity_does_not_regress() {
         ),
     ];
     let mut misses = Vec::new();
-    for (name, blob) in common::fidelity::models() {
+    // The random fixtures, the shipped model and the first shipped one (trained too).
+    let mut models = common::fidelity::models();
+    models.push(("induction-2l-distinct", common::fidelity::first_shipped()));
+    for (name, blob) in models {
         let reference = Model::from_bytes(&blob).unwrap();
         let seqs = common::fidelity::evaluation_sequences(reference.config());
         let rounding = Rounding::default_for(DType::I8);
@@ -308,7 +317,11 @@ fn w8a16_fidelity_does_not_regress() {
                 r.pattern_max_abs_diff,
                 r.induction_score_max_change
             );
+            // The repeated part's top-1 goal on the trained models: the shipped one in every
+            // build, the first shipped one with the int16 KV cache (99.80-99.89% with the int8 one).
             let shipped = name == "induction-2l";
+            let first = name == "induction-2l-distinct" && act == Activations::I16Kv16;
+            let top1_goal = shipped || first;
             let checks = [
                 ("mean KL", m.mean_kl <= 1.25 * limits[k]),
                 ("below W8A8", m.mean_kl < a8.model.mean_kl),
@@ -317,7 +330,10 @@ fn w8a16_fidelity_does_not_regress() {
                     "goal KL",
                     m.mean_kl <= 1e-4 || above_goal.contains(&(name, k)),
                 ),
-                ("goal top-1", !shipped || m.top1_agreement_repeated >= 0.999),
+                (
+                    "goal top-1",
+                    !top1_goal || m.top1_agreement_repeated >= 0.999,
+                ),
                 (
                     "top-1 without near-ties",
                     m.top1_agreement_repeated_decisive >= 0.999,

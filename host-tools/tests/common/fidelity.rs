@@ -28,6 +28,20 @@ pub fn shipped() -> Vec<u8> {
         .blob
 }
 
+/// The first shipped induction model (`tests/fixtures/induction_2l_distinct`: trained on repeated
+/// distinct-token segments, no norm), converted to `f32`.
+pub fn first_shipped() -> Vec<u8> {
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/induction_2l_distinct");
+    let opts = ConvertOptions {
+        config: Some(dir.join("induction-2l.json")),
+        ..ConvertOptions::default()
+    };
+    convert(&dir.join("induction-2l.safetensors"), &opts)
+        .unwrap()
+        .blob
+}
+
 /// Every model under test, as an `f32` blob.
 pub fn models() -> Vec<(&'static str, Vec<u8>)> {
     let mut all: Vec<_> = super::FIXTURES
