@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::math::rows;
 use crate::quant::activations::{quantize_one16, quantize_strided, scale16, scale8};
-use crate::quant::dsp::{dot_lanes16, sum_to_f32};
+use crate::quant::dsp::{dot_lanes16, sum_to_f32, sums4_f32};
 use crate::quant::linear::quantize_as;
 use crate::quant::quantized::lanes_in_order;
 use crate::quant::{attention_loops, dot4, int8, mix};
@@ -291,10 +291,10 @@ impl<'b> KvCache<'b> {
                 let (stride, little) = (self.n_heads * dh, cfg!(target_endian = "little"));
                 let keys = from(as_i16_ref(k), self.slot(layer, 0, head) * dh);
                 let scales = from(k_scale, self.value_scales(layer, head));
-                for (j, (s, s_k)) in row.iter_mut().zip(scales).enumerate() {
+                let one = |j: usize| {
                     let key = keys.get(j * stride..).unwrap_or(&[]);
                     let key = key.get(..dh).unwrap_or(&[]);
-                    let acc = match bytemuck::try_cast_slice::<i16, u32>(key) {
+                    match bytemuck::try_cast_slice::<i16, u32>(key) {
                         Ok(kw) if qv.len() == dh && kw.len() == qw.len() && little => {
                             dot_lanes16(kw, qw)
                         }
@@ -303,8 +303,27 @@ impl<'b> KvCache<'b> {
                             .iter()
                             .zip(qv)
                             .fold(0i64, |acc, (&k, &q)| acc + k as i64 * q as i64),
-                    };
-                    *s = keep(sum_to_f32(acc) * (s_q * s_k) / attn_scale);
+                    }
+                };
+                // Four keys per pass over the query's words ([`sums4_f32`]) where the keys are whole
+                // words, the same sums as `f32`; the keys after them one by one.
+                let whole = dh % 2 == 0 && qv.len() == dh && 2 * qw.len() == dh && little;
+                let words = match whole {
+                    true => bytemuck::try_cast_slice::<i16, u32>(&keys[..keys.len() / 2 * 2]),
+                    false => Ok(&[][..]),
+                };
+                let m = row.len().min(scales.len());
+                let done = match words {
+                    Ok(w) if whole => sums4_f32(w, stride / 2, qw, &mut row[..m]),
+                    _ => 0,
+                };
+                let (row4, row) = row[..m].split_at_mut(done);
+                let (scales4, scales) = scales.split_at(done);
+                for (s, s_k) in row4.iter_mut().zip(scales4) {
+                    *s = keep(*s * (s_q * s_k) / attn_scale);
+                }
+                for (j, (s, s_k)) in row.iter_mut().zip(scales).enumerate() {
+                    *s = keep(sum_to_f32(one(done + j)) * (s_q * s_k) / attn_scale);
                 }
             }
             Store::I8 { k, k_scale, .. } if I8 => {

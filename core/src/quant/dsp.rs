@@ -117,6 +117,36 @@ pub fn dot_lanes16(a: &[u32], b: &[u32]) -> i64 {
     rest.fold(acc, |acc, (&a, &b)| smlald(a, b, acc))
 }
 
+/// `out[i] = sum_to_f32(dot(rows[i * stride..], v))` for the first `4 g` outputs, `g` the most
+/// quads of rows `rows` holds whole (`(4 g - 1) * stride + v.len()` words) and `out` has room for,
+/// returning `4 g`; each `dot` the exact sum [`dot_lanes16`] gives over the `v.len()` words of `v`:
+/// four keys or four outputs of the int16 KV cache per pass over the query's or the weights' words.
+/// On cores with the DSP instructions and an FPU, assembly sharing each load of `v` between the four
+/// rows (`dsp_lanes16.rs`: 3 instructions per word and row, 3 to convert a sum below `2^31`);
+/// elsewhere [`dot_lanes16`] and [`sum_to_f32`] per row.
+#[inline(always)]
+pub fn sums4_f32(rows: &[u32], stride: usize, v: &[u32], out: &mut [f32]) -> usize {
+    // Quad `g` needs `4 g stride + 3 stride + v.len()` words.
+    let first = stride.saturating_mul(3).saturating_add(v.len());
+    let fit = match rows.len().checked_sub(first) {
+        Some(_) if stride == 0 => usize::MAX,
+        Some(spare) => spare / stride.saturating_mul(4) + 1,
+        None => 0,
+    };
+    let quads = fit.min(out.len() / 4);
+    // (The assembly's bound: sums below `2^62`.)
+    if quads == 0 || v.len() >= 1 << 29 {
+        return 0;
+    }
+    #[cfg(fpu_asm)]
+    super::dsp_lanes16::sums4_f32(rows, stride, v, out, quads);
+    #[cfg(not(fpu_asm))]
+    for (i, o) in out[..4 * quads].iter_mut().enumerate() {
+        *o = sum_to_f32(dot_lanes16(&rows[i * stride..], v));
+    }
+    4 * quads
+}
+
 /// An exact `i64` sum as `f32`, rounded once to nearest even, the value `acc as f32` gives (a library
 /// call on 32-bit cores), through `i32` (one `VCVT`): as it is where it fits, else its top 31 bits
 /// with the bits shifted out folded into the lowest ("round to odd", exact for a later rounding to

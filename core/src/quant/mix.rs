@@ -141,15 +141,37 @@ pub fn mix16(weights: &mut [f32], max: f32, values: &[i16], stride: usize, z: &m
         1 => fixed(f32::from_bits(words[n - 1]), inv) as i64,
         _ => 0,
     };
-    let pairs = &words[..n / 2];
+    // The odd last weight as one more word `[q_n-1, 0]` (its slot is free): the rows' next word
+    // holds value `n - 1` in its low lane.
+    let mut with_last = n / 2;
+    if let (1, Some(w)) = (n % 2, words.get_mut(n / 2)) {
+        *w = dsp::lane_word(last as i32, 0);
+        with_last += 1;
+    }
+    let (pairs, v) = (&words[..n / 2], &words[..with_last]);
     let q_at =
         |j: usize| (pairs.get(j / 2).map_or(0, |&w| w >> (16 * (j % 2))) as u16 as i16) as i64;
-    for (i, z) in z.iter_mut().enumerate() {
-        let row = values.get(i.saturating_mul(stride)..).unwrap_or(&[]);
+    let little = cfg!(target_endian = "little");
+    // Four outputs per pass over the weights' words ([`dsp::sums4_f32`]) where the rows are whole
+    // words, the same sums as `f32`; the outputs after them one by one.
+    let rows = match stride % 2 == 0 && little {
+        true => bytemuck::try_cast_slice::<i16, u32>(&values[..values.len() / 2 * 2]),
+        false => Ok(&[][..]),
+    };
+    let done = match rows {
+        Ok(rows) => dsp::sums4_f32(rows, stride / 2, v, z),
+        Err(_) => 0,
+    };
+    let (z4, rest) = z.split_at_mut(done);
+    z4.iter_mut().for_each(|z| *z *= scale);
+    for (r, z) in rest.iter_mut().enumerate() {
+        let row = values
+            .get((done + r).saturating_mul(stride)..)
+            .unwrap_or(&[]);
         let row = &row[..row.len().min(n)];
         let (body, tail) = row.split_at(row.len().min(2 * pairs.len()));
         let acc = match bytemuck::try_cast_slice::<i16, u32>(body) {
-            Ok(v) if cfg!(target_endian = "little") => dsp::dot_lanes16(pairs, v),
+            Ok(v) if little => dsp::dot_lanes16(pairs, v),
             // A misaligned (or short) row: position by position, the same sum.
             _ => body
                 .iter()

@@ -19,6 +19,8 @@ mod dsp_groups;
 #[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
 mod dsp_kernel;
 #[cfg(fpu_asm)]
+mod dsp_lanes16;
+#[cfg(fpu_asm)]
 pub(crate) mod dsp_quantize;
 #[cfg(feature = "encode")]
 pub mod encode;
