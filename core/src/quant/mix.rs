@@ -8,6 +8,7 @@
 //! below the int8 rounding of the values it multiplies.
 
 use super::attention_loops::{fixed, lanes, pack_lanes, rescale, weight_bits};
+use super::quantized::lanes_in_order;
 use super::{dot4, dsp};
 
 /// Largest magnitude of a fixed-point weight (for up to 512 positions; see [`w_max`]).
@@ -132,8 +133,13 @@ pub fn mix16(weights: &mut [f32], max: f32, values: &[i16], stride: usize, z: &m
     let (scale, inv) = (max / W_MAX, W_MAX / max);
     let n = weights.len();
     let words: &mut [u32] = bytemuck::cast_slice_mut(weights);
-    // Word `k` from weights `2k` and `2k + 1`, in increasing `k`: each reads words not yet written.
-    for k in 0..n / 2 {
+    // Groups of four weights as the matmuls' lanes (`[q0, q2], [q1, q3]`, [`pack_lanes`]) put back
+    // in order (`[q0, q1], [q2, q3]`); then word `k` from weights `2k` and `2k + 1`, in increasing
+    // `k`: each reads words not yet written.
+    let groups = n / 4;
+    pack_lanes(&mut words[..4 * groups], inv);
+    lanes_in_order(&mut words[..2 * groups]);
+    for k in 2 * groups..n / 2 {
         let q = |j: usize| fixed(f32::from_bits(words[j]), inv);
         words[k] = dsp::lane_word(q(2 * k), q(2 * k + 1));
     }
