@@ -122,9 +122,9 @@ pub fn dot_lanes16(a: &[u32], b: &[u32]) -> i64 {
 /// returning `4 g`; each `dot` the exact sum [`dot_lanes16`] gives over the `v.len()` words of `v`:
 /// four keys or four outputs of the int16 KV cache per pass over the query's or the weights' words.
 /// On cores with the DSP instructions and an FPU, assembly sharing each load of `v` between the four
-/// rows (`dsp_lanes16.rs`: 3 instructions per word and row, 3 to convert a sum below `2^31`);
+/// rows (`dsp_lanes16.rs`: 2.6 instructions per word and row, 5 to convert a sum below `2^31`);
 /// elsewhere [`dot_lanes16`] and [`sum_to_f32`] per row.
-#[inline(always)]
+#[inline]
 pub fn sums4_f32(rows: &[u32], stride: usize, v: &[u32], out: &mut [f32]) -> usize {
     // Quad `g` needs `4 g stride + 3 stride + v.len()` words.
     let first = stride.saturating_mul(3).saturating_add(v.len());
@@ -139,7 +139,9 @@ pub fn sums4_f32(rows: &[u32], stride: usize, v: &[u32], out: &mut [f32]) -> usi
         return 0;
     }
     #[cfg(fpu_asm)]
-    super::dsp_lanes16::sums4_f32(rows, stride, v, out, quads);
+    if !super::dsp_lanes16::sums4_f32(rows, stride, v, out, quads) {
+        return 0;
+    }
     #[cfg(not(fpu_asm))]
     for (i, o) in out[..4 * quads].iter_mut().enumerate() {
         *o = sum_to_f32(dot_lanes16(&rows[i * stride..], v));

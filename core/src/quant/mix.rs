@@ -127,8 +127,8 @@ pub fn mix(weights: &mut [f32], max: f32, values: &[i8], stride: usize, z: &mut 
 /// [`mix`] over an int16 value cache: the same int16 weights `q_j` (with [`W_MAX`]), each output an
 /// exact `i64` sum `sum_j q_j v_i[j]` times `S`. The weights become their fixed-point values in
 /// place, two per word (`[q_2k, q_2k+1]`, the order of the values' words), so that each output is
-/// one `SMLALD` per two positions ([`dsp::dot_lanes16`]); `weights` is scratch: its contents are
-/// unspecified afterwards.
+/// one `SMLALD` per two positions, four outputs per pass over the weights ([`dsp::sums4_f32`]);
+/// `weights` is scratch: its contents are unspecified afterwards.
 pub fn mix16(weights: &mut [f32], max: f32, values: &[i16], stride: usize, z: &mut [f32]) {
     let (scale, inv) = (max / W_MAX, W_MAX / max);
     let n = weights.len();
