@@ -126,8 +126,9 @@ fn fixtures_on_qemu() -> Result<()> {
 }
 
 /// `cargo xtask firmware --dtype i8 --activations i16` on the Cortex-M4F, then with a scale per group
-/// of 8 (`--dtype i8g`), alone and with the int16 KV cache and `f16` tables: W8A16's device hashes
-/// against the host's, with the shipped model's accuracy, ablation and RAM budget.
+/// of 8 (`--dtype i8g`, also on riscv32-virt), alone and with the int16 KV cache and `f16` tables:
+/// W8A16's device hashes against the host's, with the shipped model's accuracy, ablation and RAM
+/// budget.
 fn w8a16_on_qemu() -> Result<()> {
     let tool = host_tool::build()?;
     let builds: [(&str, &[(&'static str, &str)]); 3] = [
@@ -152,6 +153,11 @@ fn w8a16_on_qemu() -> Result<()> {
         .resolve(Some(&tool))?;
         firmware::run(matrix::firmware_args(Board::Mps2An386, &blob, &[]))
             .with_context(|| format!("the shipped model as {dtype} {options:?}"))?;
+        // The grouped kernel's portable Rust (soft float, no DSP instructions) on RISC-V too.
+        if dtype == "i8g" && options.len() == 1 {
+            firmware::run(matrix::firmware_args(Board::Riscv32Virt, &blob, &[]))
+                .context("the shipped model as i8g W8A16 on riscv32-virt")?;
+        }
     }
     Ok(())
 }
@@ -303,7 +309,7 @@ fn steps() -> Vec<Step> {
             run: Box::new(int4_f16_on_qemu),
         },
         Step {
-            name: "firmware on QEMU mps2-an386, W8A16 (--activations i16; i8 and i8g, the int16 KV cache)"
+            name: "firmware on QEMU mps2-an386, W8A16 (--activations i16; i8 and i8g, the int16 KV cache; i8g on riscv32-virt)"
                 .into(),
             run: Box::new(w8a16_on_qemu),
         },

@@ -242,9 +242,10 @@ mod tests {
     #[test]
     fn one_input_meets_int4_and_int8_matrices_in_any_order() {
         // 6 rows of 64 columns: two int4 groups per row, whole pairs of rows for the int4 kernel;
-        // then 40 columns (an int4 group and a part: row by row).
-        for (rows, cols) in [(6usize, 64usize), (5, 40)] {
-            let nibbles: Vec<u8> = (0..rows * cols / 2)
+        // then 40 columns (an int4 group and a part: row by row), and 37 (no whole groups of 8
+        // either: the grouped int8 rows row by row too).
+        for (rows, cols) in [(6usize, 64usize), (5, 40), (3, 37)] {
+            let nibbles: Vec<u8> = (0..rows * cols.div_ceil(2))
                 .map(|i| (i as u32).wrapping_mul(0x9e37_79b9).to_le_bytes()[3])
                 .collect();
             let bytes: Vec<u8> = (0..rows * cols).map(|i| (i * 89 % 251) as u8).collect();
@@ -256,7 +257,7 @@ mod tests {
             let (s4, s8, s8g) = (
                 scale(rows * cols.div_ceil(32)),
                 scale(rows),
-                scale(rows * cols / 8),
+                scale(rows * cols.div_ceil(8)),
             );
             let w4 = Matrix::from_parts(DType::I4, rows, cols, &nibbles, &s4).unwrap();
             let w8 = Matrix::from_parts(DType::I8, rows, cols, &bytes, &s8).unwrap();
