@@ -21,7 +21,7 @@ use crate::quant::{attention_loops, dot4, int8, mix};
 /// `activations-i8` or `activations-i16`).
 const F32: bool = Activations::F32.compiled();
 const I8: bool = Activations::I8.compiled() || Activations::I16.compiled();
-/// Whether this build has the int16 cache (feature `activations-i16`).
+/// Whether this build has the int16 cache (feature `kv-i16`).
 const I16: bool = Activations::I16Kv16.compiled();
 
 /// Where the keys and values live: `[layer][pos][head * d_head]` each, except integer values, which

@@ -263,12 +263,14 @@ impl Activations {
         }
     }
 
-    /// The crate feature that computes this way (`activations-f32`, `activations-i8`).
+    /// The crate feature that computes this way (`activations-f32`, `activations-i8`,
+    /// `activations-i16`; `kv-i16` for the int16 KV cache, which implies `activations-i16`).
     pub const fn feature(self) -> &'static str {
         match self {
             Activations::F32 => "activations-f32",
             Activations::I8 => "activations-i8",
-            Activations::I16 | Activations::I16Kv16 => "activations-i16",
+            Activations::I16 => "activations-i16",
+            Activations::I16Kv16 => "kv-i16",
         }
     }
 
@@ -277,7 +279,8 @@ impl Activations {
         match self {
             Activations::F32 => cfg!(feature = "activations-f32"),
             Activations::I8 => cfg!(feature = "activations-i8"),
-            Activations::I16 | Activations::I16Kv16 => cfg!(feature = "activations-i16"),
+            Activations::I16 => cfg!(feature = "activations-i16"),
+            Activations::I16Kv16 => cfg!(feature = "kv-i16"),
         }
     }
 
