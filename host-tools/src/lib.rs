@@ -1,11 +1,25 @@
 //! Host side of microlens: read checkpoints, process weights as TransformerLens does, write blobs, run,
 //! compare and analyse them with the `microlens` core crate's own forward pass.
 //!
-//! The modules follow the pipeline, each layer using only the ones before it:
-//! [`io`] (files) -> [`import`] (checkpoints to a TL state dict) -> [`convert`] (fold, lay out, encode
-//! a blob) -> [`quantize`] -> [`eval`] (run a blob, metrics, token sequences) -> [`fidelity`] and
-//! [`analysis`] (numbers) -> [`report`] (text, JSON, plots). [`train`] trains the tiny induction and fact models; [`edit`] writes facts into a model's MLP (ROME, MEMIT).
-//! The `microlens` binary's `cli` module parses arguments and calls these; nothing here calls it.
+//! Module map: each module and the modules of this crate it imports (outside its tests).
+//!
+//! | module | holds | imports |
+//! |---|---|---|
+//! | [`hash`] | the logits hash the device prints | - |
+//! | [`io`] | files written atomically, token lists, `f32` safetensors of named tensors | [`import`] (its `Tensor`) |
+//! | [`import`] | checkpoints (safetensors, `.pth`, HF GPT-2) to a TransformerLens state dict | [`io`] |
+//! | [`eval`] | run a blob, metrics, token sequences, activation caches, int8 emulation | [`import`], [`io`] |
+//! | [`quantize`] | encoders, rounding (nearest, GPTQ), calibration, lookup tables | [`eval`], [`io`] |
+//! | [`convert`] | fold, lay out and encode a state dict as a blob | [`import`], [`io`], [`quantize`] |
+//! | [`analysis`] | circuits: composition, copying, patching, tracing, factored matrices | [`eval`], [`import`] |
+//! | [`fidelity`] | a quantised blob against its float reference, per model and per head | [`analysis`], [`eval`] |
+//! | [`report`] | text, JSON and plots of the above | [`analysis`], [`eval`], [`fidelity`], [`import`], [`quantize`] |
+//! | [`train`] | training the tiny induction and fact models (candle) | [`eval`], [`import`], [`io`] |
+//! | [`edit`] | writing facts into a model's MLP (ROME, MEMIT) | [`eval`], [`import`], [`quantize`], [`train`] |
+//!
+//! `io` and `import` share one type: `io::safetensors` writes `import::state_dict::Tensor`, and `import`
+//! reads files through `io::files`. The `microlens` binary's `cli` module parses arguments and calls
+//! these; nothing here calls it.
 
 pub mod analysis;
 pub mod convert;

@@ -5,7 +5,7 @@
 //! calibrated on other random sequences (seed 1).
 //!
 //! The measurements behind the README's figures (and the targets, several out of reach) are the
-//! `fidelity_research` example, not tests. `measured_fidelity_does_not_regress` keeps the figures
+//! research crate (`research/`), not tests. `measured_fidelity_does_not_regress` keeps the figures
 //! measured today, not targets: each model's mean KL within 25% of its own figure, the other metrics
 //! within the worst model's.
 

@@ -7,8 +7,11 @@
 //! missing. The seed corpus is made here, never committed: every fixture and the shipped model converted
 //! to every dtype (`fuzz/corpus/`), plus their checkpoints, configs and token lists for the host parsers.
 
+use std::fs::File;
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::Mutex;
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -48,17 +51,83 @@ fn cargo() -> Command {
     c
 }
 
+/// Sends `cmd`'s output to `log` (a file), or leaves it inherited.
+fn logged<'a>(cmd: &'a mut Command, log: Option<&File>) -> Result<&'a mut Command> {
+    if let Some(log) = log {
+        cmd.stdout(log.try_clone()?).stderr(log.try_clone()?);
+    }
+    Ok(cmd)
+}
+
 /// Installs cargo-fuzz with `cargo install` unless `cargo fuzz` already runs.
-fn ensure_cargo_fuzz() -> Result<()> {
+fn ensure_cargo_fuzz(log: Option<&File>) -> Result<()> {
     let installed = cargo()
         .args(["fuzz", "--version"])
         .output()
         .is_ok_and(|o| o.status.success());
     if !installed {
         eprintln!("xtask: cargo install cargo-fuzz --locked");
-        run_status(cargo().args(["install", "cargo-fuzz", "--locked"]))?;
+        run_status(logged(
+            cargo().args(["install", "cargo-fuzz", "--locked"]),
+            log,
+        )?)?;
     }
     Ok(())
+}
+
+/// Installs cargo-fuzz if needed and builds every target, instrumented, in one cargo invocation.
+fn build_all(log: Option<&File>) -> Result<()> {
+    ensure_cargo_fuzz(log)?;
+    eprintln!("xtask: cargo fuzz build -s none (RUSTC_BOOTSTRAP=1)");
+    run_status(logged(
+        cargo()
+            .current_dir(fuzz_dir())
+            .args(["fuzz", "build", "-s", "none"]),
+        log,
+    )?)
+}
+
+/// The build started by [`build_in_background`], until [`run`] takes it.
+static BACKGROUND: Mutex<Option<JoinHandle<Result<()>>>> = Mutex::new(None);
+
+/// Where the background build writes its output.
+fn background_log() -> PathBuf {
+    fuzz_dir().join("target").join("xtask-build.log")
+}
+
+/// Starts [`build_all`] on a thread of its own, its output in `fuzz/target/xtask-build.log`: `cargo
+/// xtask test` runs it beside the firmware steps, whose LTO builds and QEMU runs leave a core idle.
+pub fn build_in_background() -> Result<()> {
+    let log = background_log();
+    std::fs::create_dir_all(fuzz_dir().join("target"))?;
+    let file = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    eprintln!(
+        "xtask: building the fuzz targets in the background ({})",
+        log.display()
+    );
+    let handle = std::thread::spawn(move || build_all(Some(&file)));
+    *BACKGROUND.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+    Ok(())
+}
+
+/// Waits for the background build if one was started; says how it went.
+fn join_background() {
+    let handle = BACKGROUND.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(handle) = handle {
+        let started = Instant::now();
+        let outcome = handle
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the build thread panicked")));
+        eprintln!(
+            "xtask: background fuzz build {} (waited {:.0} s; its output: {})",
+            match &outcome {
+                Ok(()) => "done".to_string(),
+                Err(e) => format!("failed: {e:#}"),
+            },
+            started.elapsed().as_secs_f64(),
+            background_log().display()
+        );
+    }
 }
 
 /// Fixtures and the shipped model: `(name, checkpoint)`.
@@ -206,22 +275,18 @@ fn run_target(target: &str, seconds: u64, jobs: u32) -> Result<()> {
     Ok(())
 }
 
-/// Installs cargo-fuzz if needed, makes the seed corpus, builds the targets and runs each for
-/// `args.seconds`.
+/// Installs cargo-fuzz if needed, builds the targets (or waits for [`build_in_background`]), makes
+/// the seed corpus and runs each target for `args.seconds`.
 pub fn run(args: Args) -> Result<()> {
     let targets: Vec<&str> = match &args.target {
         Some(t) if TARGETS.contains(&t.as_str()) => vec![t.as_str()],
         Some(t) => bail!("unknown fuzz target {t:?} (one of {})", TARGETS.join(", ")),
         None => TARGETS.to_vec(),
     };
-    ensure_cargo_fuzz()?;
+    // After a background build this is a no-op that cargo confirms (or the build's errors, shown here).
+    join_background();
+    build_all(None)?;
     make_seeds()?;
-    eprintln!("xtask: cargo fuzz build -s none (RUSTC_BOOTSTRAP=1)");
-    run_status(
-        cargo()
-            .current_dir(fuzz_dir())
-            .args(["fuzz", "build", "-s", "none"]),
-    )?;
     let mut failed = Vec::new();
     for t in targets {
         if let Err(e) = run_target(t, args.seconds, args.jobs) {

@@ -2,13 +2,15 @@
 //!
 //! Formatting, clippy with warnings denied, the workspace's tests, the shipped induction model trained
 //! again from its recipe (byte for byte), the core's docs with warnings denied, the core crate without
-//! `std` or `alloc`, the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every
+//! `std` or `alloc`, the host tool's features against the tests' (one build for both), the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every
 //! emulated board checked against the host (the shipped model as int8 and as f32), two fixtures with
 //! norms and MLPs on the Cortex-M4F and M55, the shipped model as int4, f16 and W8A16 (and a fixture as
 //! int4), the byte-level model (its continuation checked too) and a ROME-edited fact model (its recall
-//! checked) on the Cortex-M4F, the real boards' builds with their sizes and budgets, and a short run of every fuzz target. Every step
-//! runs even if an earlier one failed; the last line counts them.
+//! checked) on the Cortex-M4F, the real boards' builds with their sizes and budgets, and a short run of every
+//! fuzz target (built in the background beside the firmware steps). Every step runs even if an earlier one
+//! failed; the last line counts them.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
@@ -49,18 +51,11 @@ fn std_or_alloc(tree: &str) -> Vec<&str> {
         .collect()
 }
 
-/// The core without default features must have no `std` and no `alloc` feature anywhere in its
-/// (non-proc-macro) dependency tree.
-fn no_std_no_alloc() -> Result<()> {
+/// `cargo tree ARGS --format "{p} [{f}]" --prefix none`: one line per package with its features.
+fn cargo_tree(args: &[&str]) -> Result<String> {
     let out = cargo_command()
-        .args([
-            "tree",
-            "-p",
-            "microlens",
-            "--no-default-features",
-            "-e",
-            "normal,no-proc-macro",
-        ])
+        .arg("tree")
+        .args(args)
         .args(["--format", "{p} [{f}]", "--prefix", "none"])
         .output()
         .context("running cargo tree")?;
@@ -70,12 +65,49 @@ fn no_std_no_alloc() -> Result<()> {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let tree = String::from_utf8_lossy(&out.stdout);
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The core without default features must have no `std` and no `alloc` feature anywhere in its
+/// (non-proc-macro) dependency tree.
+fn no_std_no_alloc() -> Result<()> {
+    let tree = cargo_tree(&[
+        "-p",
+        "microlens",
+        "--no-default-features",
+        "-e",
+        "normal,no-proc-macro",
+    ])?;
     let bad = std_or_alloc(&tree);
     if !bad.is_empty() {
         bail!("the no_std core pulls std or alloc:\n{}", bad.join("\n"));
     }
     println!("microlens --no-default-features: no std, no alloc in its tree");
+    Ok(())
+}
+
+/// Lines of `tool` (a `cargo tree` of the host tool's build) missing from `tests` (the workspace's
+/// tests): packages whose features differ, which cargo would build twice.
+fn unshared<'a>(tool: &'a str, tests: &str) -> Vec<&'a str> {
+    let tests: BTreeSet<&str> = tests.lines().map(|l| l.trim_end_matches(" (*)")).collect();
+    let tool: BTreeSet<&'a str> = tool.lines().map(|l| l.trim_end_matches(" (*)")).collect();
+    tool.into_iter().filter(|l| !tests.contains(l)).collect()
+}
+
+/// The host tool ([`host_tool::build`]) and `cargo test --workspace` resolve the same features for
+/// every package the tool builds, so CI and the demo compile candle and the host crates once.
+fn host_tool_shares_test_build() -> Result<()> {
+    let tool = cargo_tree(&["-p", "microlens-host", "-e", "normal,build"])?;
+    let tests = cargo_tree(&["--workspace", "-e", "normal,build,dev"])?;
+    let differ = unshared(&tool, &tests);
+    if !differ.is_empty() {
+        bail!(
+            "the host tool's build resolves other features than the tests' (both would be \
+             compiled; name the features in host-tools/Cargo.toml):\n{}",
+            differ.join("\n")
+        );
+    }
+    println!("microlens-host: the tool's build and the tests' resolve the same features");
     Ok(())
 }
 
@@ -284,12 +316,21 @@ fn steps() -> Vec<Step> {
             run: Box::new(no_std_no_alloc),
         },
         Step {
+            name: "host tool and tests share one build (same features)".into(),
+            run: Box::new(host_tool_shares_test_build),
+        },
+        Step {
             name: "core tests on 32-bit (i686)".into(),
             run: Box::new(crate::core32::run),
         },
         Step {
             name: "thumbv6m build".into(),
             run: Box::new(thumbv6m::check),
+        },
+        Step {
+            name: "fuzz targets' instrumented build, started in the background (the fuzz step waits for it)"
+                .into(),
+            run: Box::new(crate::fuzz::build_in_background),
         },
         Step {
             name: "firmware on QEMU mps2-an386 and mps3-an547, norm, MLP and sinusoidal models"
@@ -317,16 +358,6 @@ fn steps() -> Vec<Step> {
             name: "firmware on QEMU mps2-an386, a ROME-edited fact model".into(),
             run: Box::new(edited_facts_on_qemu),
         },
-        Step {
-            name: "fuzz smoke run".into(),
-            run: Box::new(|| {
-                crate::fuzz::run(crate::fuzz::Args {
-                    seconds: FUZZ_SMOKE_SECONDS,
-                    target: None,
-                    jobs: 1,
-                })
-            }),
-        },
     ];
     for b in Board::ALL {
         steps.push(Step {
@@ -341,6 +372,16 @@ fn steps() -> Vec<Step> {
             run: Box::new(move || matrix::board(b).map(|_| ())),
         });
     }
+    steps.push(Step {
+        name: "fuzz smoke run".into(),
+        run: Box::new(|| {
+            crate::fuzz::run(crate::fuzz::Args {
+                seconds: FUZZ_SMOKE_SECONDS,
+                target: None,
+                jobs: 1,
+            })
+        }),
+    });
     steps
 }
 
@@ -382,5 +423,12 @@ mod tests {
     fn std_and_alloc_features_are_found() {
         let tree = "microlens v0.1.0 (/x) [default,std]\nbytemuck v1 []\npostcard v1.1.3 [alloc]\nserde v1 [derive,std] (*)\nstdx v1 [stdish]";
         assert_eq!(super::std_or_alloc(tree).len(), 3);
+    }
+
+    #[test]
+    fn features_the_tests_lack_are_found() {
+        let tool = "a v1 [std]\nb v1 []\nc v1 [x] (*)\nb v1 []";
+        let tests = "a v1 [std]\nb v1 [std]\nc v1 [x]\nd v1 []";
+        assert_eq!(super::unshared(tool, tests), ["b v1 []"]);
     }
 }

@@ -1,4 +1,4 @@
-//! Shared by the fidelity tests and the `fidelity_research` example: every model under test and
+//! Shared by the fidelity tests and the research crate (`research/`): every model under test and
 //! `microlens fidelity`'s measurement of it as each dtype, against limits.
 
 use std::path::PathBuf;

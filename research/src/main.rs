@@ -7,10 +7,11 @@
 //! targets missed.
 //!
 //! ```text
-//! cargo run --release -p microlens-host --example fidelity_research -- NAME
+//! cargo run --release -p microlens-research -- NAME
 //! ```
 
-#[path = "../tests/common/mod.rs"]
+// The fixtures and the fidelity measurement the host tools' tests use (`host-tools/tests/common`).
+#[path = "../../host-tools/tests/common/mod.rs"]
 mod common;
 
 use microlens::blob::TensorData;
@@ -48,9 +49,7 @@ fn main() {
     match all.iter().find(|(name, _)| *name == which) {
         Some((_, run)) => run(),
         None => {
-            eprintln!(
-                "usage: cargo run --release -p microlens-host --example fidelity_research -- NAME"
-            );
+            eprintln!("usage: cargo run --release -p microlens-research -- NAME");
             for (name, _) in all {
                 eprintln!("  {name}");
             }
