@@ -70,6 +70,9 @@ enum Command {
     Generate(cli::generate::Args),
     /// Activation patching from a clean into a corrupted sequence, measured by a logit difference.
     Patch(cli::patch::Args),
+    /// One self-contained HTML page: the model card, every head's attention pattern (a candidate's beside
+    /// the reference's, with their difference), the head and composition tables, the fidelity summary.
+    Report(cli::report::Args),
 }
 
 /// A closed stdout (`microlens run ... | head -c1`) ends the process quietly, as it does `cat`, instead of
@@ -129,6 +132,7 @@ fn main() -> ExitCode {
         Command::EvalInduction(a) => cli::eval_induction::run(a),
         Command::Generate(a) => cli::generate::run(a),
         Command::Patch(a) => cli::patch::run(a),
+        Command::Report(a) => cli::report::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

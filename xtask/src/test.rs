@@ -1,7 +1,7 @@
 //! `cargo xtask test`: every test the project has, as CI runs it (`.ci/run` calls exactly this).
 //!
 //! Formatting, clippy with warnings denied, the workspace's tests, the shipped induction model trained
-//! again from its recipe (byte for byte), the core's docs with warnings denied, the core crate without
+//! again from its recipe (byte for byte), `microlens report`'s page in headless Chromium, the core's docs with warnings denied, the core crate without
 //! `std` or `alloc`, the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every
 //! emulated board checked against the host (the shipped model as int8 and as f32), two fixtures with
 //! norms and MLPs on the Cortex-M4F and M55, the shipped model as int4, f16 and W8A16 (and a fixture as
@@ -257,6 +257,10 @@ fn steps() -> Vec<Step> {
         Step {
             name: "the shipped induction model reproduces from its recipe".into(),
             run: Box::new(crate::reproduce::shipped_model),
+        },
+        Step {
+            name: "microlens report and --html pages in headless Chromium (WebDriver)".into(),
+            run: Box::new(|| crate::browser::run(crate::browser::Args { screenshot: None })),
         },
         Step {
             name: "core docs (every public item documented, no broken links)".into(),

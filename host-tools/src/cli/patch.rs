@@ -9,7 +9,7 @@ use microlens::Model;
 
 use microlens_host::analysis::activation_patching;
 use microlens_host::io::tokens::parse_tokens;
-use microlens_host::report::patching::{print_text, to_json, write_plots};
+use microlens_host::report::patching::{print_text, to_html, to_json, write_plots};
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
@@ -31,6 +31,9 @@ pub struct Args {
     /// Print one JSON object instead of the tables.
     #[arg(long)]
     pub json: bool,
+    /// Write the heatmaps as one self-contained HTML page to this file.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
     /// Write PNG heatmaps of the patching tables into this directory.
     #[arg(long)]
     pub plot: Option<PathBuf>,
@@ -69,6 +72,11 @@ pub fn run(args: Args) -> Result<()> {
         for f in write_plots(&p, &clean, dir)? {
             eprintln!("wrote {}", f.display());
         }
+    }
+    if let Some(out) = &args.html {
+        let html = to_html(&p, &clean, args.answer, args.wrong);
+        microlens_host::report::html::write_page(out, &html?, &[&args.model])?;
+        eprintln!("wrote {}", out.display());
     }
     Ok(())
 }

@@ -10,7 +10,7 @@ use microlens::Model;
 
 use microlens_host::analysis::tracing::{causal_trace, TraceOptions};
 use microlens_host::io::tokens::parse_tokens;
-use microlens_host::report::tracing::{print_text, to_json, write_plots};
+use microlens_host::report::tracing::{print_text, to_html, to_json, write_plots};
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
@@ -35,6 +35,9 @@ pub struct Args {
     /// Print one JSON object instead of the tables.
     #[arg(long)]
     pub json: bool,
+    /// Write the heatmaps as one self-contained HTML page to this file.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
     /// Write PNG heatmaps of the tables into this directory.
     #[arg(long)]
     pub plot: Option<PathBuf>,
@@ -82,6 +85,11 @@ pub fn run(args: Args) -> Result<()> {
         for f in write_plots(&t, &prompt, &subject, dir)? {
             eprintln!("wrote {}", f.display());
         }
+    }
+    if let Some(out) = &args.html {
+        let html = to_html(&t, &prompt, &subject);
+        microlens_host::report::html::write_page(out, &html?, &[&args.model])?;
+        eprintln!("wrote {}", out.display());
     }
     Ok(())
 }

@@ -19,6 +19,32 @@ pub enum Scale {
     Unit(f64),
 }
 
+/// The colour of `v` on `scale` as `(r, g, b)`, `max_abs` saturating [`Scale::Signed`]; grey for a
+/// value that is not finite. The PNG and the HTML pages share it.
+pub fn scale_rgb(scale: Scale, v: f64, max_abs: f64) -> (u8, u8, u8) {
+    let lerp =
+        |a: u8, b: u8, t: f64| (a as f64 + (b as f64 - a as f64) * t.clamp(0.0, 1.0)).round() as u8;
+    let blend =
+        |to: (u8, u8, u8), t: f64| (lerp(255, to.0, t), lerp(255, to.1, t), lerp(255, to.2, t));
+    if !v.is_finite() {
+        return (200, 200, 200);
+    }
+    match scale {
+        Scale::Signed | Scale::SignedUpTo(_) => {
+            let max = match scale {
+                Scale::SignedUpTo(m) if m > 0.0 => m,
+                _ => max_abs,
+            };
+            if v >= 0.0 {
+                blend((178, 24, 43), v / max)
+            } else {
+                blend((33, 102, 172), -v / max)
+            }
+        }
+        Scale::Unit(max) => blend((8, 48, 107), v / if max > 0.0 { max } else { 1.0 }),
+    }
+}
+
 /// One heatmap panel: `values[row][col]`, row 0 at the top.
 #[derive(Clone, Debug)]
 pub struct Heatmap {
@@ -68,34 +94,18 @@ impl Heatmap {
         self
     }
 
+    /// The colour of `v` ([`scale_rgb`] with this panel's scale).
+    pub fn rgb(&self, v: f64, max_abs: f64) -> (u8, u8, u8) {
+        scale_rgb(self.scale, v, max_abs)
+    }
+
     fn colour(&self, v: f64, max_abs: f64) -> RGBColor {
-        let lerp = |a: u8, b: u8, t: f64| {
-            (a as f64 + (b as f64 - a as f64) * t.clamp(0.0, 1.0)).round() as u8
-        };
-        let blend = |to: (u8, u8, u8), t: f64| {
-            RGBColor(lerp(255, to.0, t), lerp(255, to.1, t), lerp(255, to.2, t))
-        };
-        if !v.is_finite() {
-            return RGBColor(200, 200, 200);
-        }
-        match self.scale {
-            Scale::Signed | Scale::SignedUpTo(_) => {
-                let max = match self.scale {
-                    Scale::SignedUpTo(m) if m > 0.0 => m,
-                    _ => max_abs,
-                };
-                if v >= 0.0 {
-                    blend((178, 24, 43), v / max)
-                } else {
-                    blend((33, 102, 172), -v / max)
-                }
-            }
-            Scale::Unit(max) => blend((8, 48, 107), v / if max > 0.0 { max } else { 1.0 }),
-        }
+        let (r, g, b) = self.rgb(v, max_abs);
+        RGBColor(r, g, b)
     }
 
     /// The largest finite `|value|`, 1 if there is none.
-    fn max_abs(&self) -> f64 {
+    pub fn max_abs(&self) -> f64 {
         let max_abs = self
             .values
             .iter()
