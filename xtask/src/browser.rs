@@ -85,6 +85,11 @@ fn blob(tool: &Path, checkpoint: &str, dtype: &str) -> Result<PathBuf> {
     .resolve(Some(tool))
 }
 
+/// `path` relative to the repository's root (the report shows its files' names as given).
+fn relative(path: &Path) -> PathBuf {
+    path.strip_prefix(root()).unwrap_or(path).to_path_buf()
+}
+
 /// Runs the step.
 pub fn run(args: Args) -> Result<()> {
     let started = Instant::now();
@@ -97,14 +102,15 @@ pub fn run(args: Args) -> Result<()> {
     let dir = workspace_target_dir().join("report");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let (f32_blob, i8_blob) = (
-        blob(&tool, firmware::DEFAULT_CHECKPOINT, "f32")?,
-        blob(&tool, firmware::DEFAULT_CHECKPOINT, "i8")?,
+        relative(&blob(&tool, firmware::DEFAULT_CHECKPOINT, "f32")?),
+        relative(&blob(&tool, firmware::DEFAULT_CHECKPOINT, "i8")?),
     );
-    let bytes_blob = blob(&tool, models::by_name("bytes")?.checkpoint, "f32")?;
+    let bytes_blob = relative(&blob(&tool, models::by_name("bytes")?.checkpoint, "f32")?);
 
     let report = dir.join("report.html");
     run_status(
         Command::new(&tool)
+            .current_dir(root())
             .arg("report")
             .args([&f32_blob, &i8_blob])
             .args(["--sequences", "8", "-o"])
@@ -120,6 +126,7 @@ pub fn run(args: Args) -> Result<()> {
     let ids: Vec<String> = HOSTILE.bytes().map(|b| b.to_string()).collect();
     run_status(
         Command::new(&tool)
+            .current_dir(root())
             .arg("report")
             .arg(&bytes_blob)
             .args(["--tokens", &ids.join(","), "-o"])
@@ -128,6 +135,7 @@ pub fn run(args: Args) -> Result<()> {
     let patch = dir.join("patch.html");
     run_status(
         Command::new(&tool)
+            .current_dir(root())
             .arg("patch")
             .arg(&f32_blob)
             .args([

@@ -195,6 +195,21 @@ fn fidelity_json(report: &Report, heads: &[Head], n_heads: usize) -> Result<Valu
     }))
 }
 
+/// Changes this small or smaller are tinted in proportion to it, not to the column's largest (a column
+/// of changes of 1e-6 stays white).
+const TINT_FLOOR: f64 = 0.02;
+
+/// `x` in three decimals, or two significant digits in scientific notation when that would show 0.000;
+/// with a sign when `signed`.
+fn short(x: f64, signed: bool) -> String {
+    match (x != 0.0 && x.abs() < 5e-4, signed) {
+        (true, true) => format!("{x:+.1e}"),
+        (true, false) => format!("{x:.1e}"),
+        (false, true) => format!("{x:+.3}"),
+        (false, false) => format!("{x:.3}"),
+    }
+}
+
 /// A sortable table: `groups` (name, columns) over `columns`, `rows` of cells.
 struct Table {
     groups: Vec<(String, usize)>,
@@ -216,7 +231,7 @@ impl Table {
     /// the change tinted by its size in the column).
     fn figure(&mut self, name: &str, reference: &[Option<f64>], candidate: Option<&[Option<f64>]>) {
         let cell = |v: Option<f64>, bg: Option<String>| match v {
-            Some(x) => json!({"v": rounded(x, 6), "text": format!("{x:.3}"), "bg": bg}),
+            Some(x) => json!({"v": rounded(x, 9), "text": short(x, false), "bg": bg}),
             None => json!({"v": null, "text": "-"}),
         };
         let Some(candidate) = candidate else {
@@ -235,16 +250,18 @@ impl Table {
             .zip(candidate)
             .map(|(r, c)| Some(c.as_ref()? - r.as_ref()?))
             .collect();
-        let max = change.iter().flatten().fold(0.0f64, |m, d| m.max(d.abs()));
+        // Tinted up to 60% of the colour at the column's largest change, at least TINT_FLOOR.
+        let max = change
+            .iter()
+            .flatten()
+            .fold(TINT_FLOOR, |m, d| m.max(d.abs()));
         for (i, row) in self.rows.iter_mut().enumerate() {
             let d = change[i];
-            let bg = d
-                .filter(|_| max > 0.0)
-                .map(|d| hex(scale_rgb(Scale::SignedUpTo(max / 0.6), d, 0.0)));
+            let bg = d.map(|d| hex(scale_rgb(Scale::SignedUpTo(max / 0.6), d, 0.0)));
             row.push(cell(reference[i], None));
             row.push(cell(candidate[i], None));
             row.push(match d {
-                Some(x) => json!({"v": rounded(x, 6), "text": format!("{x:+.3}"), "bg": bg}),
+                Some(x) => json!({"v": rounded(x, 9), "text": short(x, true), "bg": bg}),
                 None => json!({"v": null, "text": "-"}),
             });
         }
