@@ -150,19 +150,11 @@ pub fn run(args: Args) -> Result<()> {
     )?;
 
     let build = Instant::now();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    run_status(Command::new(cargo).current_dir(root()).args([
-        "build",
-        "--profile",
-        "test",
-        "-p",
-        "browser-check",
-    ]))?;
+    let checker = host_tool::build_package("browser-check", "browser-check")?;
     eprintln!(
         "xtask: browser-check built in {:.1} s",
         build.elapsed().as_secs_f64()
     );
-    let checker = workspace_target_dir().join("debug").join("browser-check");
     let screenshot = args.screenshot.unwrap_or_else(|| dir.join("report.png"));
     let (_driver, port) = start_driver()?;
     run_status(

@@ -177,7 +177,7 @@ fn fidelity_json(report: &Report, heads: &[Head], n_heads: usize) -> Result<Valu
     }
     let mut moved: Vec<&Head> = heads.iter().collect();
     let js = |h: &Head| report.heads[h.index(n_heads)].pattern_mean_js;
-    moved.sort_by(|a, b| js(*b).total_cmp(&js(*a)));
+    moved.sort_by(|a, b| js(b).total_cmp(&js(a)));
     let moved: Vec<Value> = moved
         .into_iter()
         .take(3)
