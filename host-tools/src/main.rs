@@ -66,7 +66,7 @@ enum Command {
     /// Held-out induction tests through the core forward: repeated random tokens with replacement, random
     /// prefix + repeated segment, distinct tokens (and English phrases for byte models).
     EvalInduction(cli::eval_induction::Args),
-    /// Greedy continuation of a prompt (token ids, or text for byte-level models) through the KV cache.
+    /// Greedy continuation of a prompt (token ids or text) through the KV cache.
     Generate(cli::generate::Args),
     /// Activation patching from a clean into a corrupted sequence, measured by a logit difference.
     Patch(cli::patch::Args),

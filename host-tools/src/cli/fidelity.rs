@@ -14,6 +14,9 @@ use microlens_host::eval::sequences::induction_sequences;
 use microlens_host::fidelity::compare_with;
 use microlens_host::io::tokens::read_token_file;
 use microlens_host::report::fidelity_plot::write_plots;
+use microlens_host::text::corpus::{read_text_file, windows};
+
+use super::text_input::TokenizerArgs;
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
@@ -32,8 +35,15 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Use these sequences instead: one comma-separated sequence of token ids per line.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "text_file")]
     pub tokens: Option<PathBuf>,
+    /// Use windows of this UTF-8 text instead: its tokens cut into consecutive windows of --seq-len
+    /// (each starting with BOS when the model prepends one).
+    #[arg(long, value_name = "FILE")]
+    pub text_file: Option<PathBuf>,
+    /// The tokenizer options of --text-file (the reference's tokenizer).
+    #[command(flatten)]
+    pub tokenizer: TokenizerArgs,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -75,15 +85,27 @@ pub fn run(args: Args) -> Result<()> {
     let candidate =
         Model::from_bytes(&cand_bytes).with_context(|| args.candidate.display().to_string())?;
     let cfg = reference.config();
-    let seqs = match &args.tokens {
-        Some(path) => read_token_file(path)?,
-        None => {
-            let len = args.seq_len.unwrap_or(cfg.n_ctx.min(DEFAULT_MAX_SEQ_LEN));
+    let len = args.seq_len.unwrap_or(cfg.n_ctx.min(DEFAULT_MAX_SEQ_LEN));
+    ensure!(
+        args.tokens.is_some() || (1..=cfg.n_ctx).contains(&len),
+        "--seq-len must be in 1..={} (n_ctx)",
+        cfg.n_ctx
+    );
+    let seqs = match (&args.tokens, &args.text_file) {
+        (Some(path), _) => read_token_file(path)?,
+        (None, Some(path)) => {
             ensure!(
-                (1..=cfg.n_ctx).contains(&len),
-                "--seq-len must be in 1..={} (n_ctx)",
-                cfg.n_ctx
+                reference.tokenizer().is_none()
+                    || candidate.tokenizer().is_none()
+                    || reference.tokenizer() == candidate.tokenizer(),
+                "the reference and the candidate were converted with different tokenizers"
             );
+            let text = args.tokenizer.open(&reference, &args.reference)?;
+            let corpus = read_text_file(path)?;
+            windows(text.side.tokenizer()?, &corpus, len, text.prepend_bos)
+                .with_context(|| path.display().to_string())?
+        }
+        (None, None) => {
             check_sequences("--sequences", args.sequences, len)?;
             induction_sequences(args.sequences, len, cfg.d_vocab, args.seed)
         }

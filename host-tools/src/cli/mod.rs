@@ -9,6 +9,7 @@ pub mod generate;
 pub mod inspect;
 pub mod patch;
 pub mod run;
+pub mod text_input;
 pub mod trace;
 pub mod train_facts;
 pub mod train_induction;

@@ -7,8 +7,7 @@ use microlens::{Model, Session};
 use super::metrics::argmax;
 use super::run::check_tokens;
 
-/// Vocabulary size of a byte-level model: token `b` is the byte `b`.
-pub const BYTE_VOCAB: usize = 256;
+pub use crate::text::bytes::{bytes_text, BYTE_VOCAB};
 
 /// The `n` tokens a greedy decoder appends to `prompt`: feed the prompt, then each argmax in turn.
 pub fn greedy(model: &Model<'_>, prompt: &[u32], n: usize) -> Result<Vec<u32>> {
@@ -35,10 +34,4 @@ pub fn greedy(model: &Model<'_>, prompt: &[u32], n: usize) -> Result<Vec<u32>> {
         }
     }
     Ok(out)
-}
-
-/// Bytes as text (invalid UTF-8 replaced by U+FFFD).
-pub fn bytes_text(tokens: &[u32]) -> String {
-    let bytes: Vec<u8> = tokens.iter().map(|&t| t as u8).collect();
-    String::from_utf8_lossy(&bytes).into_owned()
 }

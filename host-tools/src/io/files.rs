@@ -39,6 +39,27 @@ pub fn read_text(path: &Path) -> Result<String> {
     String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8 text", path.display()))
 }
 
+/// A file of at most `limit` bytes: a regular file's size is checked before anything is read, any other
+/// file (a pipe, a device) is read up to the bound.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>> {
+    let f = open(path)?;
+    let meta = f
+        .metadata()
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    ensure!(
+        !meta.is_dir(),
+        "{} is a directory, not a file",
+        path.display()
+    );
+    ensure!(
+        !meta.is_file() || meta.len() <= limit,
+        "{} is {} bytes, more than the {limit} accepted",
+        path.display(),
+        meta.len()
+    );
+    read_at_most(f, limit, path)
+}
+
 /// A blob: the preamble first (a file that is not a blob fails on its magic), then exactly the length it
 /// declares, plus one byte so that trailing data is reported by the parser.
 pub fn read_blob(path: &Path) -> Result<Vec<u8>> {
