@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use microlens::Normalization;
-use microlens::Positional;
-use microlens_host::import::random_model::{config, state_dict, tl_json, write_checkpoint};
-use serde_json::Value;
+use microlens::tensors::Catalogue;
+use microlens::{Config, TensorKind};
+use microlens_host::import::layout::tl_shape;
+use serde_json::{json, Value};
 
 fn microlens(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_microlens"))
@@ -47,11 +47,45 @@ fn s(p: &Path) -> &str {
 /// A random 2-layer model with `d_vocab` tokens and a 32-token context in `dir/ckpt`, with the fixture
 /// tokenizer beside it when `tokenizer`; returns the checkpoint.
 fn checkpoint(dir: &Path, d_vocab: usize, tokenizer: bool) -> PathBuf {
-    let mut cfg = config(Normalization::LN, Positional::Standard, true);
-    (cfg.d_vocab, cfg.d_vocab_out, cfg.n_ctx) = (d_vocab, d_vocab, 32);
+    let cfg = Config::new(2, 16, 2, 8, d_vocab, 32, Some(32));
     let ckpt_dir = dir.join("ckpt");
     std::fs::create_dir_all(&ckpt_dir).unwrap();
-    let ckpt = write_checkpoint(&state_dict(&cfg, 7), &tl_json(&cfg), &ckpt_dir);
+    // Every TransformerLens parameter, from a seeded LCG: weights ~ U(-0.5, 0.5), norm weights near 1.
+    let mut state = 7u64;
+    let tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Catalogue::new(&cfg)
+        .ids()
+        .filter(|id| !matches!(id.kind, TensorKind::PosQ | TensorKind::PosK))
+        .map(|id| {
+            let shape = tl_shape(id.kind, &cfg);
+            let norm = matches!(
+                id.kind,
+                TensorKind::Ln1W | TensorKind::Ln2W | TensorKind::LnFinalW
+            );
+            let data: Vec<u8> = (0..shape.iter().product::<usize>())
+                .flat_map(|_| {
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let u = (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+                    (if norm { 1.0 + 0.2 * u } else { u }).to_le_bytes()
+                })
+                .collect();
+            (id.to_string(), shape, data)
+        })
+        .collect();
+    let views = tensors.iter().map(|(n, shape, b)| {
+        let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), b);
+        (n.clone(), view.unwrap())
+    });
+    let ckpt = ckpt_dir.join("model.safetensors");
+    safetensors::tensor::serialize_to_file(views, None, &ckpt).unwrap();
+    let config = json!({
+        "n_layers": 2, "d_model": 16, "n_heads": 2, "d_head": 8, "d_mlp": 32, "n_ctx": 32,
+        "d_vocab": d_vocab, "d_vocab_out": d_vocab, "act_fn": "gelu_new", "attn_only": false,
+        "normalization_type": "LN", "eps": 1e-5, "positional_embedding_type": "standard",
+        "attn_scale": 8f64.sqrt(),
+    });
+    std::fs::write(ckpt_dir.join("config.json"), config.to_string()).unwrap();
     if tokenizer {
         std::fs::copy(fixture_tokenizer(), ckpt_dir.join("tokenizer.json")).unwrap();
     }

@@ -67,7 +67,8 @@ impl TokenizerArgs {
 
 /// One sequence of tokens: `--tokens 3,1,4` or `--text "..."`.
 #[derive(clap::Args, Debug, Clone)]
-#[group(id = "token_input", required = true, multiple = false)]
+#[group(skip)]
+#[command(group(clap::ArgGroup::new("token_input").required(true).args(["tokens", "text"])))]
 pub struct TokenArgs {
     /// Comma-separated token ids, e.g. 3,1,4.
     #[arg(long, allow_hyphen_values = true)]

@@ -12,7 +12,7 @@ pub mod state_dict;
 pub mod tl_config;
 
 #[cfg(test)]
-pub mod random_model;
+pub(crate) mod random_model;
 #[cfg(test)]
 mod tests;
 

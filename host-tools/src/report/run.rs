@@ -17,7 +17,7 @@ fn top_k(logits: &[f32], k: usize) -> Vec<(usize, f32, f32)> {
 /// string token when there are `str_tokens`.
 pub fn print_table(tokens: &[u32], str_tokens: Option<&[String]>, out: &RunOutput) {
     let text = |pos: usize| match str_tokens {
-        Some(s) => format!(" {:<12}", quoted(&s[pos], 12)),
+        Some(s) => format!(" {:<16}", quoted(&s[pos], 16)),
         None => String::new(),
     };
     let head = if str_tokens.is_some() {
