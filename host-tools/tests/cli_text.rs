@@ -456,6 +456,49 @@ fn trace_edit_and_patch_by_text_equal_the_same_by_ids() {
     );
     assert_eq!(by_text, by_ids);
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    // A blob converted with the word tokenizer records it, and its edit keeps the record: the edited
+    // blob takes text with that tokenizer and refuses another.
+    let tagged = dir.path().join("tagged.mlb");
+    let facts = repo("firmware-example/model/facts-4l.safetensors");
+    ok(microlens(&[
+        "convert",
+        s(&facts),
+        "-o",
+        s(&tagged),
+        "--tokenizer",
+        w,
+    ]));
+    let edited = dir.path().join("edited.mlb");
+    let mut args = vec![
+        "edit",
+        s(&tagged),
+        "--no-quantise",
+        "--calibration",
+        "64",
+        "--prompt-text",
+    ];
+    args.extend_from_slice(&[
+        "t2 t21 t33",
+        "--target-text",
+        "t40",
+        "--tokenizer",
+        w,
+        "-o",
+        s(&edited),
+    ]);
+    ok(microlens(&args));
+    let beside = dir.path().join("tokenizer.json");
+    std::fs::copy(&words, &beside).unwrap();
+    let table = ok(microlens(&["run", s(&edited), "--text", "t2 t21 t33"]));
+    assert!(table.contains("\"t21\""), "{table}");
+    let mut other = std::fs::read(&words).unwrap();
+    other.push(b' ');
+    std::fs::write(&beside, other).unwrap();
+    one_line_error(
+        &microlens(&["run", s(&edited), "--text", "t2 t21 t33"]),
+        "not the one the blob was converted with",
+    );
+    std::fs::remove_file(&beside).unwrap();
     let json: Value = serde_json::from_str(&by_text).unwrap();
     assert!(
         json["target_prob_after"].as_f64().unwrap() > 0.5,
