@@ -256,7 +256,6 @@ pub fn run(args: Args) -> Result<()> {
     let activations = opts.activations()?;
     opts.plan()?;
     let config = config_path(&args.checkpoint, &opts);
-    microlens_host::io::files::check_output(&args.output, &[&args.checkpoint, &config])?;
     let c = convert_to_file(&args.checkpoint, &args.output, &opts)?;
     println!(
         "wrote {}: {} parameters, {} bytes ({} matrices{}, {} activations), config from {}",
