@@ -323,7 +323,7 @@ mod tests {
         laughs.push(b'.');
         let err = check(&laughs).unwrap_err().to_string();
         assert!(err.contains("objects"), "{err}");
-        for underflow in [&[0x80, 2, 0x85, b'.'][..], &[b't', b'.'], &[b'h', 7, b'.']] {
+        for underflow in [&[0x80, 2, 0x85, b'.'][..], b"t.", &[b'h', 7, b'.']] {
             assert!(check(underflow).is_err(), "{underflow:?}");
         }
     }
