@@ -1427,3 +1427,35 @@ fn third09_errors_quote_a_long_argument_briefly() {
         );
     }
 }
+
+#[test]
+fn third10_fidelity_plots_never_land_on_its_candidate_or_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = fixture_blob(dir.path());
+    let candidate = write(dir.path(), "cand.mlb", &std::fs::read(&reference).unwrap());
+    let tokens = write(dir.path(), "t.tokens", b"1,2,3,4\n5,6,7,8\n");
+    for (i, (input, png)) in [(&candidate, "heads.png"), (&tokens, "composition.png")]
+        .into_iter()
+        .enumerate()
+    {
+        let before = std::fs::read(input).unwrap();
+        let plot = dir.path().join(format!("plot-{i}"));
+        std::fs::create_dir(&plot).unwrap();
+        std::os::unix::fs::symlink(input, plot.join(png)).unwrap();
+        let o = microlens(&[
+            "fidelity",
+            s(&reference),
+            s(&candidate),
+            "--tokens",
+            s(&tokens),
+            "--plot",
+            s(&plot),
+        ]);
+        assert_one_line_error(&o, "input");
+        assert_eq!(
+            std::fs::read(input).unwrap(),
+            before,
+            "{png} destroyed {input:?}"
+        );
+    }
+}
