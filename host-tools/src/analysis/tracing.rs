@@ -181,7 +181,7 @@ pub fn causal_trace(model: &Model<'_>, prompt: &[u32], opts: &TraceOptions) -> R
         .collect();
     let too_loud = || {
         anyhow::anyhow!(
-            "--noise {noise} drives the corrupted run out of f32 range (the clean run is finite): use \
+            "--noise {noise:e} drives the corrupted run out of f32 range (the clean run is finite): use \
              a smaller --noise"
         )
     };
