@@ -327,4 +327,47 @@ mod tests {
             assert!(check(underflow).is_err(), "{underflow:?}");
         }
     }
+
+    /// The `data.pkl` of the attn_only_2l fixture's `.pth`.
+    fn fixture_pickle() -> Vec<u8> {
+        use std::io::Read;
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/attn_only_2l/model.pth"
+        );
+        let bytes = std::fs::read(path).unwrap();
+        let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).unwrap();
+        let name = zip
+            .file_names()
+            .filter_map(|n| n.ok())
+            .find(|n| n.ends_with("data.pkl"))
+            .unwrap()
+            .into_owned();
+        let mut pickle = Vec::new();
+        zip.by_name(&name)
+            .unwrap()
+            .read_to_end(&mut pickle)
+            .unwrap();
+        pickle
+    }
+
+    proptest::proptest! {
+        /// A real state dict's pickle with a few bytes changed, or cut short, is parsed or refused,
+        /// never a panic.
+        #[test]
+        fn mutated_state_dict_pickles_never_panic(
+            edits in proptest::collection::vec((0usize..1 << 16, 0u8..=255), 1..6),
+            cut in proptest::option::of(0usize..1 << 16),
+        ) {
+            let mut pickle = fixture_pickle();
+            let n = pickle.len();
+            for (at, byte) in edits {
+                pickle[at % n] = byte;
+            }
+            if let Some(cut) = cut {
+                pickle.truncate(cut % n);
+            }
+            let _ = crate::import::parse_pickle(&pickle);
+        }
+    }
 }
