@@ -11,6 +11,7 @@ pub mod analysis;
 pub mod convert;
 pub mod edit;
 pub mod eval;
+pub mod excerpt;
 pub mod fidelity;
 pub mod hash;
 pub mod import;

@@ -83,13 +83,16 @@ fn quiet_broken_pipe() {
     }
 }
 
-/// An error as one line: the lines of its chain (a regex error, a clap usage error) joined.
+/// An error as one line: the lines of its chain (a regex error, a clap usage error) joined, any huge
+/// word (an argument quoted whole) cut to its first characters.
 fn one_line(text: &str) -> String {
-    text.lines()
+    let line = text
+        .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
-        .join(" ")
+        .join(" ");
+    microlens_host::excerpt::shorten_words(&line)
 }
 
 fn main() -> ExitCode {

@@ -8,9 +8,8 @@ use microlens::blob::Processing;
 use microlens::{Activations, DType, Normalization, Positional};
 
 use microlens_host::convert::fold::ProcessingOptions;
-use microlens_host::convert::{config_path, convert, ConvertOptions};
+use microlens_host::convert::{config_path, convert_into, inputs, ConvertOptions};
 use microlens_host::import::tl_config::normalization_name;
-use microlens_host::io::files::write_atomically;
 use microlens_host::quantize::calibration::{Source, DEFAULT_SEED, DEFAULT_SEQUENCES};
 use microlens_host::quantize::{CalibrationInputs, GptqOptions, Rounding};
 use microlens_host::text::hf::{for_checkpoint, with_record};
@@ -265,17 +264,21 @@ pub fn run(args: Args) -> Result<()> {
     let activations = opts.activations()?;
     opts.plan()?;
     let config = config_path(&args.checkpoint, &opts);
-    microlens_host::io::files::check_output(&args.output, &[&args.checkpoint, &config])?;
     let tokenizer = match args.no_tokenizer {
         true => None,
         false => for_checkpoint(&args.checkpoint, args.tokenizer.as_deref(), &config)?,
     };
-    let mut c = convert(&args.checkpoint, &opts)?;
-    if let Some((t, prepend_bos)) = &tokenizer {
-        t.check_vocab(c.config.d_vocab)?;
-        c.blob = with_record(c.blob, Some(t.record(*prepend_bos)))?;
+    let mut outputs = inputs(&args.checkpoint, &opts);
+    if let Some((t, _)) = &tokenizer {
+        outputs.input(t.path());
     }
-    write_atomically(&args.output, &c.blob)?;
+    let c = convert_into(outputs, &args.checkpoint, &args.output, &opts, |c| {
+        if let Some((t, prepend_bos)) = &tokenizer {
+            t.check_vocab(c.config.d_vocab)?;
+            c.blob = with_record(std::mem::take(&mut c.blob), Some(t.record(*prepend_bos)))?;
+        }
+        Ok(())
+    })?;
     println!(
         "wrote {}: {} parameters, {} bytes ({} matrices{}, {} activations), config from {}",
         args.output.display(),

@@ -13,7 +13,8 @@ use microlens_host::edit::keys::random_sequences;
 use microlens_host::edit::measure::{mean_kl, recall, survival, Recall};
 use microlens_host::edit::update::{memit, rome, EditOptions, Request};
 use microlens_host::edit::value::ValueOptions;
-use microlens_host::io::files::{check_output, write_atomically};
+use microlens_host::eval::run::check_sequences;
+use microlens_host::io::output::Outputs;
 use microlens_host::io::tokens::parse_tokens;
 use microlens_host::train::facts::{read_facts_file, PromptTarget};
 
@@ -80,7 +81,7 @@ pub struct Args {
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [DTypeName::F16, DTypeName::I8, DTypeName::I4])]
     pub dtypes: Vec<DTypeName>,
     /// Do not quantise the edited model (no per-dtype figures).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["dtypes", "gptq"])]
     pub no_quantise: bool,
     /// Quantise with each dtype's default rounding (GPTQ, as `convert --dtype D` does; slower) instead
     /// of rounding to nearest.
@@ -128,8 +129,11 @@ fn facts(args: &Args, text: &Text) -> Result<(Vec<PromptTarget>, Option<std::ops
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
-    check_output(&args.output, &[&args.model])?;
-    ensure!(args.calibration > 0, "--calibration must be at least 1");
+    let mut outputs = Outputs::with_inputs([args.model.as_path()]);
+    for path in [&args.facts, &args.unrelated].into_iter().flatten() {
+        outputs.input(path);
+    }
+    let mut pending = outputs.create(&args.output)?;
     ensure!(
         args.ridge.is_finite() && args.ridge > 0.0 && args.lambda.is_finite() && args.lambda > 0.0,
         "--ridge and --lambda must be positive"
@@ -145,6 +149,8 @@ pub fn run(args: Args) -> Result<()> {
     let text = args.tokenizer.open(&model, &args.model)?;
     let (facts, subject_text) = facts(&args, &text)?;
     let cfg = *model.config();
+    check_sequences("--calibration", args.calibration, cfg.n_ctx)?;
+    check_sequences("--facts", facts.len(), cfg.n_ctx)?;
     let reqs = facts
         .iter()
         .map(|f| -> Result<Request> {
@@ -217,6 +223,7 @@ pub fn run(args: Args) -> Result<()> {
         None => random_sequences(256, facts[0].prompt.len(), cfg.d_vocab, args.seed ^ 0x5eed),
     };
     ensure!(!unrelated.is_empty(), "no unrelated prompts are left");
+    check_sequences("--unrelated", unrelated.len(), cfg.n_ctx)?;
     let before: Vec<Recall> = facts
         .iter()
         .map(|f| recall(&model, f))
@@ -227,7 +234,9 @@ pub fn run(args: Args) -> Result<()> {
         .collect::<Result<_>>()?;
     let kl = mean_kl(&model, &after, &unrelated)?;
     let surv = survival(&model, &after, &facts, &unrelated, &dtypes, args.gptq)?;
-    write_atomically(&args.output, &edited.blob)?;
+    std::io::Write::write_all(pending.file(), &edited.blob)
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    pending.commit()?;
 
     let mean = |r: &[Recall]| r.iter().map(|x| x.prob).sum::<f64>() / r.len() as f64;
     let top1 = |r: &[Recall]| r.iter().filter(|x| x.top1).count();

@@ -12,8 +12,10 @@ use microlens_host::eval::emulation::{Int8Emulation, Int8Rounding};
 use microlens_host::eval::run::{check_sequences, check_tokens, DEFAULT_MAX_SEQ_LEN};
 use microlens_host::eval::sequences::induction_sequences;
 use microlens_host::fidelity::compare_with;
+use microlens_host::io::output::Outputs;
 use microlens_host::io::tokens::read_token_file;
-use microlens_host::report::fidelity_plot::write_plots;
+use microlens_host::report::fidelity_plot::{write_plots, PLOTS};
+use microlens_host::report::plot::check_dir;
 use microlens_host::text::corpus::{read_text_file, windows};
 
 use super::text_input::TokenizerArgs;
@@ -79,6 +81,13 @@ fn describe(path: &Path, model: &Model<'_>) -> serde_json::Value {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
+    let mut outputs = Outputs::with_inputs([args.reference.as_path(), args.candidate.as_path()]);
+    for path in [&args.tokens, &args.text_file].into_iter().flatten() {
+        outputs.input(path);
+    }
+    if let Some(dir) = &args.plot {
+        check_dir(&outputs, dir, PLOTS)?;
+    }
     let (ref_bytes, cand_bytes) = (read(&args.reference)?, read(&args.candidate)?);
     let reference =
         Model::from_bytes(&ref_bytes).with_context(|| args.reference.display().to_string())?;
@@ -92,7 +101,11 @@ pub fn run(args: Args) -> Result<()> {
         cfg.n_ctx
     );
     let seqs = match (&args.tokens, &args.text_file) {
-        (Some(path), _) => read_token_file(path)?,
+        (Some(path), _) => {
+            let seqs = read_token_file(path)?;
+            check_sequences("--tokens", seqs.len(), cfg.n_ctx)?;
+            seqs
+        }
         (None, Some(path)) => {
             ensure!(
                 reference.tokenizer().is_none()
@@ -124,7 +137,7 @@ pub fn run(args: Args) -> Result<()> {
 
     let emulated: Vec<&str> = args.emulate_int8.iter().map(|r| r.name()).collect();
     let plots = match &args.plot {
-        Some(dir) => write_plots(&report, cfg.n_heads, dir)?,
+        Some(dir) => write_plots(&report, cfg.n_heads, &outputs, dir)?,
         None => Vec::new(),
     };
     if args.json {

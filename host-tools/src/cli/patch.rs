@@ -8,8 +8,10 @@ use anyhow::{ensure, Context, Result};
 use microlens::Model;
 
 use microlens_host::analysis::activation_patching;
+use microlens_host::io::output::Outputs;
 use microlens_host::io::tokens::parse_tokens;
-use microlens_host::report::patching::{print_text, to_json, write_plots};
+use microlens_host::report::patching::{print_text, to_json, write_plots, PLOTS};
+use microlens_host::report::plot::check_dir;
 
 use super::text_input::{Text, TokenizerArgs};
 
@@ -73,6 +75,10 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
+    let outputs = Outputs::with_inputs([args.model.as_path()]);
+    if let Some(dir) = &args.plot {
+        check_dir(&outputs, dir, PLOTS)?;
+    }
     let bytes = microlens_host::io::files::read_blob(&args.model)?;
     let model = Model::from_bytes(&bytes).with_context(|| format!("{}", args.model.display()))?;
     let text = args.tokenizer.open(&model, &args.model)?;
@@ -114,7 +120,7 @@ pub fn run(args: Args) -> Result<()> {
         print_text(&p, answer, wrong);
     }
     if let Some(dir) = &args.plot {
-        for f in write_plots(&p, &clean, dir)? {
+        for f in write_plots(&p, &clean, &outputs, dir)? {
             eprintln!("wrote {}", f.display());
         }
     }

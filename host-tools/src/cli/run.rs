@@ -10,6 +10,7 @@ use microlens::WindowMode;
 use microlens_host::eval::run::{run_model, RunOutput};
 use microlens_host::eval::window::run_window;
 use microlens_host::hash::{hash_line, logits_hash};
+use microlens_host::io::output::Outputs;
 use microlens_host::report::run::print_table;
 
 use super::text_input::TokenArgs;
@@ -67,12 +68,14 @@ pub fn run(args: Args) -> Result<()> {
             regex::Regex::new(p).map_err(|e| {
                 let why = e.to_string();
                 let why = why.lines().last().unwrap_or("invalid").trim().to_owned();
+                let p = microlens_host::excerpt::excerpt(p);
                 anyhow::anyhow!("--names {p:?} is not a regular expression: {why}")
             })
         })
         .transpose()?;
+    let outputs = Outputs::with_inputs([args.model.as_path()]);
     if let Some(path) = &args.cache {
-        microlens_host::io::files::check_output(path, &[&args.model])?;
+        outputs.check(path)?;
     }
     let bytes = microlens_host::io::files::read_blob(&args.model)?;
     let model = Model::from_bytes(&bytes).with_context(|| format!("{}", args.model.display()))?;
@@ -105,8 +108,13 @@ pub fn run(args: Args) -> Result<()> {
         }
     };
     if let Some(path) = &args.cache {
-        let written =
-            microlens_host::eval::cache::write_cache(&model, &tokens, names.as_ref(), path)?;
+        let written = microlens_host::eval::cache::write_cache(
+            &model,
+            &tokens,
+            names.as_ref(),
+            &outputs,
+            path,
+        )?;
         eprintln!("wrote {} activations to {}", written.len(), path.display());
     }
     let hash = logits_hash(out.logits.iter().map(Vec::as_slice));

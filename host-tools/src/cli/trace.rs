@@ -9,8 +9,10 @@ use anyhow::{Context, Result};
 use microlens::Model;
 
 use microlens_host::analysis::tracing::{causal_trace, TraceOptions};
+use microlens_host::io::output::Outputs;
 use microlens_host::io::tokens::parse_tokens;
-use microlens_host::report::tracing::{print_text, to_json, write_plots};
+use microlens_host::report::plot::check_dir;
+use microlens_host::report::tracing::{print_text, to_json, write_plots, PLOTS};
 use microlens_host::text::span::token_range;
 
 use super::text_input::{Text, TokenizerArgs};
@@ -63,13 +65,18 @@ pub struct Args {
 
 /// `START..END` as a range.
 pub fn parse_range(s: &str) -> Result<std::ops::Range<usize>> {
+    let quoted = || microlens_host::excerpt::excerpt(s);
     let (a, b) = s
         .split_once("..")
-        .with_context(|| format!("--subject `{s}` is not START..END"))?;
+        .with_context(|| format!("--subject `{}` is not START..END", quoted()))?;
     let num = |x: &str| {
-        x.trim()
-            .parse::<usize>()
-            .with_context(|| format!("--subject `{s}`: `{x}` is not a position"))
+        x.trim().parse::<usize>().with_context(|| {
+            format!(
+                "--subject `{}`: `{}` is not a position",
+                quoted(),
+                microlens_host::excerpt::excerpt(x)
+            )
+        })
     };
     Ok(num(a)?..num(b)?)
 }
@@ -103,6 +110,10 @@ pub fn run(args: Args) -> Result<()> {
         "--samples {} is more than 100000",
         args.samples
     );
+    let outputs = Outputs::with_inputs([args.model.as_path()]);
+    if let Some(dir) = &args.plot {
+        check_dir(&outputs, dir, PLOTS)?;
+    }
     let bytes = microlens_host::io::files::read_blob(&args.model)?;
     let model = Model::from_bytes(&bytes).with_context(|| format!("{}", args.model.display()))?;
     let host = microlens::host::HostWeights::new(&model);
@@ -130,7 +141,7 @@ pub fn run(args: Args) -> Result<()> {
         print_text(&t, &prompt, &subject);
     }
     if let Some(dir) = &args.plot {
-        for f in write_plots(&t, &prompt, &subject, dir)? {
+        for f in write_plots(&t, &prompt, &subject, &outputs, dir)? {
             eprintln!("wrote {}", f.display());
         }
     }

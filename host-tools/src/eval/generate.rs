@@ -13,11 +13,12 @@ pub use crate::text::bytes::{bytes_text, BYTE_VOCAB};
 pub fn greedy(model: &Model<'_>, prompt: &[u32], n: usize) -> Result<Vec<u32>> {
     check_tokens(model, prompt)?;
     let n_ctx = model.config().n_ctx;
+    let room = (n_ctx + 1).saturating_sub(prompt.len());
     ensure!(
-        prompt.len() + n <= n_ctx + 1,
-        "a prompt of {} tokens leaves room for at most {} new tokens (n_ctx = {n_ctx}), not {n}",
-        prompt.len(),
-        (n_ctx + 1).saturating_sub(prompt.len())
+        n <= room,
+        "--max-new-tokens {n}: a prompt of {} tokens leaves room for at most {room} new tokens \
+         (n_ctx = {n_ctx})",
+        prompt.len()
     );
     let mut kv = vec![0.0; model.kv_cache_len()];
     let mut ws = vec![0.0; model.workspace_len()];

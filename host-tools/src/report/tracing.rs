@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::plot::{save, Heatmap, Scale};
 use crate::analysis::tracing::{Trace, TRACED};
+use crate::io::output::Outputs;
 
 /// What each traced kind restores, for captions.
 fn describe(kind: HookKind) -> &'static str {
@@ -67,11 +68,16 @@ pub fn print_text(t: &Trace, prompt: &[u32], subject: &std::ops::Range<usize>) {
     }
 }
 
-/// Writes `trace.png` into `dir` (`--plot DIR`): one heatmap of restored probability per kind.
+/// The files [`write_plots`] writes.
+pub const PLOTS: &[&str] = &["trace.png"];
+
+/// Writes `trace.png` into `dir` (`--plot DIR`) through `outputs`: one heatmap of restored probability
+/// per kind.
 pub fn write_plots(
     t: &Trace,
     prompt: &[u32],
     subject: &std::ops::Range<usize>,
+    outputs: &Outputs,
     dir: &Path,
 ) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -94,7 +100,7 @@ pub fn write_plots(
             .labels(layers, positions.clone())
         })
         .collect();
-    let file = dir.join("trace.png");
-    save(&file, &panels, 3, 420)?;
+    let file = dir.join(PLOTS[0]);
+    save(outputs, &file, &panels, 3, 420)?;
     Ok(vec![file])
 }

@@ -6,7 +6,10 @@ use std::path::Path;
 use anyhow::{anyhow, bail, ensure, Result};
 
 use super::TextTokenizer;
-use crate::io::files::{read_bounded, MAX_TEXT_BYTES};
+use crate::io::files::read_bounded;
+
+/// Largest text file read for `fidelity --text-file` (bytes).
+pub const MAX_TEXT_BYTES: u64 = 256 << 20;
 
 /// A UTF-8 text file of at most [`MAX_TEXT_BYTES`]; not UTF-8 (naming the first bad byte), a NUL byte,
 /// or nothing but whitespace is an error.
