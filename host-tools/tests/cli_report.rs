@@ -159,6 +159,36 @@ fn hostile_token_text_is_escaped() {
     ));
     assert_eq!(html.matches("<script").count(), 2);
     assert_eq!(html.matches("</script>").count(), 2);
+
+    // The same prompt as `--text`: the same page, byte for byte but for the script's per-page nonce.
+    let by_text = dir.path().join("hostile-text.html");
+    ok(&microlens(&[
+        "report",
+        s(&bytes),
+        "--text",
+        hostile,
+        "-o",
+        s(&by_text),
+    ]));
+    let without_nonce = |page: &str| {
+        let mut out = String::new();
+        for (i, part) in page.split("nonce").enumerate() {
+            let rest = match i {
+                0 => part,
+                _ => part
+                    .trim_start_matches(['-', '=', '"'])
+                    .trim_start_matches(|c: char| c.is_ascii_hexdigit()),
+            };
+            out.push_str(rest);
+        }
+        out
+    };
+    let text_page = std::fs::read_to_string(&by_text).unwrap();
+    assert!(html.contains("nonce"));
+    assert!(
+        without_nonce(&text_page) == without_nonce(&html),
+        "report --text differs from report --tokens of the same bytes"
+    );
 }
 
 #[test]

@@ -10,6 +10,7 @@ pub mod inspect;
 pub mod patch;
 pub mod report;
 pub mod run;
+pub mod text_input;
 pub mod token_input;
 pub mod trace;
 pub mod train_facts;

@@ -1,7 +1,7 @@
 //! `microlens report REFERENCE.mlb [CANDIDATE.mlb] (--tokens 1,2,3 | --sequences N) -o report.html`:
 //! one self-contained HTML page of every head, the reference and the candidate side by side.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use microlens::Model;
@@ -9,8 +9,8 @@ use microlens::Model;
 use microlens_host::analysis::composition_baseline;
 use microlens_host::analysis::head_figures::{top_token, HeadFigures};
 use microlens_host::fidelity::compare;
+use microlens_host::io::output::Outputs;
 use microlens_host::report::html::report_page::{render, ModelView, ReportPage};
-use microlens_host::report::html::write_page;
 use microlens_host::report::inspect::summary;
 
 use super::token_input::TokenInput;
@@ -35,10 +35,12 @@ const BASELINE_SAMPLES: usize = 200;
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
-    let mut inputs: Vec<&Path> = vec![&args.reference];
-    inputs.extend(args.candidate.as_deref());
+    let mut outputs = Outputs::with_inputs([args.reference.as_path()]);
+    if let Some(candidate) = &args.candidate {
+        outputs.input(candidate);
+    }
     // Refused before any work: writing over an input, or into a FIFO or device.
-    microlens_host::io::files::check_output(&args.output, &inputs)?;
+    outputs.check(&args.output)?;
     let ref_bytes = microlens_host::io::files::read_blob(&args.reference)?;
     let cand_bytes = match &args.candidate {
         Some(p) => Some(microlens_host::io::files::read_blob(p)?),
@@ -50,7 +52,7 @@ pub fn run(args: Args) -> Result<()> {
         (Some(b), Some(p)) => Some(Model::from_bytes(b).with_context(|| p.display().to_string())?),
         _ => None,
     };
-    let tokens = args.input.resolve(&reference)?;
+    let tokens = args.input.resolve(&reference, &args.reference)?;
     // The host's column-blocked weights: the same bits, faster.
     let ref_host = microlens::host::HostWeights::new(&reference);
     let fast_ref = reference.with_host(&ref_host);
@@ -92,7 +94,7 @@ pub fn run(args: Args) -> Result<()> {
         baseline: composition_baseline(cfg.d_model, cfg.d_head, BASELINE_SAMPLES, 0),
     };
     let html = render(&page)?;
-    write_page(&args.output, &html, &inputs)?;
+    outputs.write(&args.output, html.as_bytes())?;
     eprintln!("wrote {} ({} bytes)", args.output.display(), html.len());
     Ok(())
 }

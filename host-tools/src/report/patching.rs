@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use super::plot::{save, Heatmap, Scale};
 use crate::analysis::Patching;
+use crate::io::output::Outputs;
 
 /// `table` normalised: 0 is the corrupted run, 1 the clean one.
 fn normalized(p: &Patching, table: &[Vec<f64>]) -> Vec<Vec<f64>> {
@@ -102,11 +103,19 @@ pub fn panels(p: &Patching, clean: &[u32]) -> Vec<Heatmap> {
     panels
 }
 
-/// Writes `patching.png` into `dir` (`--plot DIR`): the [`panels`].
-pub fn write_plots(p: &Patching, clean: &[u32], dir: &Path) -> Result<Vec<PathBuf>> {
+/// The files [`write_plots`] writes.
+pub const PLOTS: &[&str] = &["patching.png"];
+
+/// Writes `patching.png` into `dir` (`--plot DIR`) through `outputs`: the [`panels`].
+pub fn write_plots(
+    p: &Patching,
+    clean: &[u32],
+    outputs: &Outputs,
+    dir: &Path,
+) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let file = dir.join("patching.png");
-    save(&file, &panels(p, clean), 2, 480)?;
+    let file = dir.join(PLOTS[0]);
+    save(outputs, &file, &panels(p, clean), 2, 480)?;
     Ok(vec![file])
 }
 

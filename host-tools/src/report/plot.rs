@@ -3,6 +3,8 @@
 use std::path::Path;
 
 use anyhow::{anyhow, Result};
+
+use crate::io::output::Outputs;
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -207,17 +209,34 @@ fn axis_labels(names: &[String], flip: Option<usize>) -> impl Fn(&SegmentValue<u
     }
 }
 
-/// Writes `panels` to a PNG at `path`, `per_row` panels side by side, each `panel_px` pixels square.
-pub fn save(path: &Path, panels: &[Heatmap], per_row: usize, panel_px: u32) -> Result<()> {
+/// Refuses, before any work, a `--plot` directory where one of the files `names` may not be written
+/// ([`Outputs::check`]: an input, a FIFO, a directory).
+pub fn check_dir(outputs: &Outputs, dir: &Path, names: &[&str]) -> Result<()> {
+    names.iter().try_for_each(|n| outputs.check(&dir.join(n)))
+}
+
+/// Writes `panels` to a PNG at `path` through `outputs` (atomically, never onto an input), `per_row`
+/// panels side by side, each `panel_px` pixels square.
+pub fn save(
+    outputs: &Outputs,
+    path: &Path,
+    panels: &[Heatmap],
+    per_row: usize,
+    panel_px: u32,
+) -> Result<()> {
     let per_row = per_row.clamp(1, panels.len().max(1));
     let n_rows = panels.len().div_ceil(per_row).max(1);
     let size = (panel_px * per_row as u32, panel_px * n_rows as u32);
-    let root = BitMapBackend::new(path, size).into_drawing_area();
-    root.fill(&WHITE)
-        .map_err(|e| anyhow!("{}: {e:?}", path.display()))?;
-    for (panel, area) in panels.iter().zip(root.split_evenly((n_rows, per_row))) {
-        panel.draw(&area)?;
+    let pending = outputs.create(path)?;
+    {
+        let root = BitMapBackend::new(pending.path(), size).into_drawing_area();
+        root.fill(&WHITE)
+            .map_err(|e| anyhow!("{}: {e:?}", path.display()))?;
+        for (panel, area) in panels.iter().zip(root.split_evenly((n_rows, per_row))) {
+            panel.draw(&area)?;
+        }
+        root.present()
+            .map_err(|e| anyhow!("cannot write {}: {e:?}", path.display()))?;
     }
-    root.present()
-        .map_err(|e| anyhow!("cannot write {}: {e:?}", path.display()))
+    pending.commit()
 }

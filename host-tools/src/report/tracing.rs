@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::plot::{save, Heatmap, Scale};
 use crate::analysis::tracing::{Trace, TRACED};
+use crate::io::output::Outputs;
 
 /// What each traced kind restores, for captions.
 fn describe(kind: HookKind) -> &'static str {
@@ -91,16 +92,20 @@ pub fn panels(t: &Trace, prompt: &[u32], subject: &std::ops::Range<usize>) -> Ve
         .collect()
 }
 
-/// Writes `trace.png` into `dir` (`--plot DIR`): the [`panels`].
+/// The files [`write_plots`] writes.
+pub const PLOTS: &[&str] = &["trace.png"];
+
+/// Writes `trace.png` into `dir` (`--plot DIR`) through `outputs`: the [`panels`].
 pub fn write_plots(
     t: &Trace,
     prompt: &[u32],
     subject: &std::ops::Range<usize>,
+    outputs: &Outputs,
     dir: &Path,
 ) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let file = dir.join("trace.png");
-    save(&file, &panels(t, prompt, subject), 3, 420)?;
+    let file = dir.join(PLOTS[0]);
+    save(outputs, &file, &panels(t, prompt, subject), 3, 420)?;
     Ok(vec![file])
 }
 

@@ -8,13 +8,9 @@ pub mod heatmap_page;
 pub mod report_page;
 pub mod svg;
 
-use std::path::Path;
-
 use anyhow::{Context, Result};
 use minijinja::Environment;
 use serde_json::Value;
-
-use crate::io::files::{check_output, write_atomically};
 
 /// The templates: a base page, shared macros, the two pages, their CSS and script.
 const TEMPLATES: [(&str, &str); 6] = [
@@ -44,12 +40,6 @@ pub fn render(name: &str, command: &str, title: &str, mut context: Value) -> Res
     env.get_template(name)?
         .render(minijinja::value::Serde(&context))
         .with_context(|| format!("rendering {name}"))
-}
-
-/// Writes a page to `out` atomically, refusing to write over one of `inputs`.
-pub fn write_page(out: &Path, html: &str, inputs: &[&Path]) -> Result<()> {
-    check_output(out, inputs)?;
-    write_atomically(out, html.as_bytes())
 }
 
 /// A number rounded to `decimals` places for the pages' data (shorter JSON); `None` if not finite.
