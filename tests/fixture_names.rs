@@ -1,5 +1,6 @@
-/// Every fixture directory under `tests/fixtures/` (see its README), the one list of them: the end-to-end
-/// tests and the host crate's tests both `include!` this file.
+/// Every model fixture directory under `tests/fixtures/` (see its README; `tokenizer/` holds a
+/// tokenizer, not a model), the one list of them: the end-to-end tests and the host crate's tests both
+/// `include!` this file.
 pub const FIXTURES: [&str; 8] = [
     "attn_only_2l",
     "gpt2_like",

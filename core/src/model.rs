@@ -1,6 +1,8 @@
 //! A validated model: a blob whose every tensor has been checked against its config, read in place.
 
-use crate::blob::{scales_valid, Activations, Blob, DType, Processing, TensorEntry, SCALE_BYTES};
+use crate::blob::{
+    scales_valid, Activations, Blob, DType, Processing, TensorEntry, TokenizerRecord, SCALE_BYTES,
+};
 use crate::config::Config;
 use crate::error::{Error, Inconsistency};
 use crate::features::Features;
@@ -17,6 +19,7 @@ pub struct Model<'a> {
     config: Config,
     processing: Processing,
     activations: Activations,
+    tokenizer: Option<TokenizerRecord>,
     catalogue: Catalogue,
     table: &'a [u8],
     data: &'a [u8],
@@ -110,6 +113,7 @@ impl<'a> Model<'a> {
             config: cfg,
             processing: blob.header.processing,
             activations: blob.header.activations,
+            tokenizer: blob.header.tokenizer,
             catalogue,
             table,
             data: blob.data,
@@ -130,6 +134,10 @@ impl<'a> Model<'a> {
     /// Activation arithmetic and KV cache type.
     pub fn activations(&self) -> Activations {
         self.activations
+    }
+    /// The tokenizer the blob was converted with, if it records one.
+    pub fn tokenizer(&self) -> Option<TokenizerRecord> {
+        self.tokenizer
     }
     /// `f32` words of KV cache this model needs at full context.
     pub fn kv_cache_len(&self) -> usize {

@@ -124,3 +124,33 @@ fn resigned_corrupt_headers_never_panic() {
     }
     assert!(rejected > 2000, "accepted {accepted}, rejected {rejected}");
 }
+
+#[test]
+fn a_tokenizer_record_follows_the_header_and_old_blobs_read_unchanged() {
+    use microlens::blob::{with_tokenizer, TokenizerRecord};
+    let bytes = random_blob(&small_config(), 5);
+    // A blob without a record is written as before: removing none changes no byte.
+    assert_eq!(with_tokenizer(&bytes, None).unwrap(), bytes);
+    assert_eq!(Model::from_bytes(&bytes).unwrap().tokenizer(), None);
+    let record = TokenizerRecord {
+        fnv1a64: 0x0123_4567_89ab_cdef,
+        prepend_bos: true,
+    };
+    let tagged = with_tokenizer(&bytes, Some(record)).unwrap();
+    let model = Model::from_bytes(&tagged).unwrap();
+    assert_eq!(model.tokenizer(), Some(record));
+    let plain = Model::from_bytes(&bytes).unwrap();
+    for id in plain.entries().map(|e| e.id()) {
+        assert_eq!(
+            model.matrix(id).map(|m| m.data()),
+            plain.matrix(id).map(|m| m.data())
+        );
+    }
+    assert_eq!(with_tokenizer(&tagged, None).unwrap(), bytes);
+    // A header followed by bytes that are not one record is a bad header.
+    let header_len = u32::from_le_bytes(tagged[8..12].try_into().unwrap()) as usize;
+    let mut bad = tagged.clone();
+    bad[20 + header_len - 1] = 7; // the record's bool
+    resign(&mut bad);
+    assert_eq!(Model::from_bytes(&bad).unwrap_err(), Error::BadHeader);
+}

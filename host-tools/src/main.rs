@@ -66,10 +66,13 @@ enum Command {
     /// Held-out induction tests through the core forward: repeated random tokens with replacement, random
     /// prefix + repeated segment, distinct tokens (and English phrases for byte models).
     EvalInduction(cli::eval_induction::Args),
-    /// Greedy continuation of a prompt (token ids, or text for byte-level models) through the KV cache.
+    /// Greedy continuation of a prompt (token ids or text) through the KV cache.
     Generate(cli::generate::Args),
     /// Activation patching from a clean into a corrupted sequence, measured by a logit difference.
     Patch(cli::patch::Args),
+    /// One self-contained HTML page: the model card, every head's attention pattern (a candidate's beside
+    /// the reference's, with their difference), the head and composition tables, the fidelity summary.
+    Report(cli::report::Args),
 }
 
 /// A closed stdout (`microlens run ... | head -c1`) ends the process quietly, as it does `cat`, instead of
@@ -83,13 +86,16 @@ fn quiet_broken_pipe() {
     }
 }
 
-/// An error as one line: the lines of its chain (a regex error, a clap usage error) joined.
+/// An error as one line: the lines of its chain (a regex error, a clap usage error) joined, any huge
+/// word (an argument quoted whole) cut to its first characters.
 fn one_line(text: &str) -> String {
-    text.lines()
+    let line = text
+        .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
-        .join(" ")
+        .join(" ");
+    microlens_host::excerpt::shorten_words(&line)
 }
 
 fn main() -> ExitCode {
@@ -129,6 +135,7 @@ fn main() -> ExitCode {
         Command::EvalInduction(a) => cli::eval_induction::run(a),
         Command::Generate(a) => cli::generate::run(a),
         Command::Patch(a) => cli::patch::run(a),
+        Command::Report(a) => cli::report::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -878,3 +878,584 @@ fn huge_counts_and_odd_token_lists() {
     let long = write(dir.path(), "long.mlb", &long);
     assert_one_line_error(&microlens(&["inspect", s(&long)]), "long.mlb");
 }
+
+// ----------------------------------------------------------------------------------------------------
+// Third pass: no output ever lands on an input (plots included), every count bounded before allocation,
+// every parser bounded, errors short.
+
+/// The shipped fact model (attention + MLPs) converted to an `f32` blob in `dir`.
+fn facts_blob(dir: &Path) -> PathBuf {
+    let out = dir.join("facts.mlb");
+    let ckpt = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../firmware-example/model/facts-4l.safetensors");
+    assert_ok(&microlens(&["convert", s(&ckpt), "-o", s(&out)]));
+    out
+}
+
+/// The `microlens` arguments of each command that writes `--plot DIR`, the model it reads and one file
+/// it writes there.
+fn plot_commands<'a>(facts: &'a str, attn: &'a str) -> Vec<(Vec<&'a str>, &'a str, &'static str)> {
+    vec![
+        (
+            vec![
+                "trace",
+                facts,
+                "--prompt",
+                "2,21,33",
+                "--subject",
+                "0..2",
+                "--samples",
+                "1",
+            ],
+            facts,
+            "trace.png",
+        ),
+        (
+            vec!["circuits", attn, "--sequences", "1"],
+            attn,
+            "patterns.png",
+        ),
+        (
+            vec![
+                "patch",
+                attn,
+                "--clean",
+                "1,2,3,1",
+                "--corrupt",
+                "1,7,3,1",
+                "--answer",
+                "2",
+                "--wrong",
+                "7",
+            ],
+            attn,
+            "patching.png",
+        ),
+        (
+            vec!["fidelity", attn, attn, "--sequences", "2"],
+            attn,
+            "heads.png",
+        ),
+    ]
+}
+
+/// Files in `dir` named like a temporary output.
+fn temporaries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".microlens-"))
+        .collect()
+}
+
+#[test]
+fn third01_plots_never_land_on_an_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let (facts, attn) = (facts_blob(dir.path()), fixture_blob(dir.path()));
+    for (i, (args, model, png)) in plot_commands(s(&facts), s(&attn)).into_iter().enumerate() {
+        let before = std::fs::read(model).unwrap();
+        for how in ["symlink", "hard link"] {
+            let plot = dir.path().join(format!("plot-{i}-{}", how.len()));
+            std::fs::create_dir(&plot).unwrap();
+            if how == "symlink" {
+                std::os::unix::fs::symlink(model, plot.join(png)).unwrap();
+            } else {
+                std::fs::hard_link(model, plot.join(png)).unwrap();
+            }
+            let mut args = args.clone();
+            args.extend(["--plot", s(&plot)]);
+            assert_one_line_error(&microlens(&args), "input");
+            assert_eq!(
+                std::fs::read(model).unwrap(),
+                before,
+                "{args:?} ({how}) destroyed the model"
+            );
+            assert!(
+                temporaries(&plot).is_empty(),
+                "{args:?} left a temporary file"
+            );
+        }
+    }
+}
+
+#[test]
+fn third02_plots_are_replaced_by_a_rename() {
+    let dir = tempfile::tempdir().unwrap();
+    let (facts, attn) = (facts_blob(dir.path()), fixture_blob(dir.path()));
+    for (i, (args, _, png)) in plot_commands(s(&facts), s(&attn)).into_iter().enumerate() {
+        let plot = dir.path().join(format!("plot-{i}"));
+        std::fs::create_dir(&plot).unwrap();
+        // Another name of the old plot keeps the old bytes: the new one is a new file renamed in.
+        let keep = write(dir.path(), &format!("keep-{i}.png"), b"old plot");
+        std::fs::hard_link(&keep, plot.join(png)).unwrap();
+        let mut args = args.clone();
+        args.extend(["--plot", s(&plot)]);
+        assert_ok(&microlens(&args));
+        assert_eq!(
+            std::fs::read(&keep).unwrap(),
+            b"old plot",
+            "{args:?} wrote in place"
+        );
+        assert!(std::fs::read(plot.join(png))
+            .unwrap()
+            .starts_with(b"\x89PNG"));
+        assert!(
+            temporaries(&plot).is_empty(),
+            "{args:?} left a temporary file"
+        );
+    }
+}
+
+#[test]
+fn third03_every_input_is_guarded_whichever_option_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let facts = facts_blob(dir.path());
+    // Facts the model does not know yet (an edit to write), and unrelated prompts.
+    let f = write(dir.path(), "f.facts", b"2,21,33 -> 40\n3,22,33 -> 41\n");
+    let u = write(dir.path(), "u.facts", b"1,2,34 -> 40\n3,4,34 -> 41\n");
+    let keep = |p: &Path| std::fs::read(p).unwrap();
+    let (f_bytes, u_bytes) = (keep(&f), keep(&u));
+    let edited = dir.path().join("e.mlb");
+    assert_one_line_error(
+        &microlens(&[
+            "edit",
+            s(&facts),
+            "--facts",
+            s(&f),
+            "--no-quantise",
+            "-o",
+            s(&f),
+        ]),
+        "input",
+    );
+    assert_eq!(keep(&f), f_bytes, "edit --facts F -o F destroyed F");
+    let args = [
+        "edit",
+        s(&facts),
+        "--prompt",
+        "2,21,33",
+        "--target",
+        "40",
+        "--no-quantise",
+    ];
+    let mut with_u = args.to_vec();
+    with_u.extend(["--unrelated", s(&u), "-o", s(&u)]);
+    assert_one_line_error(&microlens(&with_u), "input");
+    assert_eq!(keep(&u), u_bytes, "edit --unrelated U -o U destroyed U");
+    assert!(!edited.exists());
+
+    let (ck, _) = fixture_copy(dir.path());
+    let c = write(dir.path(), "c.tokens", b"1,2,3,4\n5,6,7,8\n");
+    let c_bytes = keep(&c);
+    assert_one_line_error(
+        &microlens(&[
+            "convert",
+            s(&ck),
+            "--dtype",
+            "i8",
+            "--calibration-tokens",
+            s(&c),
+            "-o",
+            s(&c),
+        ]),
+        "input",
+    );
+    assert_eq!(
+        keep(&c),
+        c_bytes,
+        "convert --calibration-tokens C -o C destroyed C"
+    );
+    // Through a symbolic link to the input too.
+    let link = dir.path().join("link.tokens");
+    std::os::unix::fs::symlink(&c, &link).unwrap();
+    assert_one_line_error(
+        &microlens(&[
+            "convert",
+            s(&ck),
+            "--dtype",
+            "i8",
+            "--calibration-tokens",
+            s(&c),
+            "-o",
+            s(&link),
+        ]),
+        "input",
+    );
+    assert_eq!(keep(&c), c_bytes);
+}
+
+/// A child process killed if the test fails before it ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if self.0.try_wait().is_ok_and(|s| s.is_none()) {
+            self.0.kill().ok();
+            self.0.wait().ok();
+        }
+    }
+}
+
+/// Sends `signal` to a `convert` once its temporary output exists: the process dies of the signal and
+/// leaves neither the temporary file nor an output behind.
+fn killed_convert_leaves_nothing(signal: i32) {
+    let dir = tempfile::tempdir().unwrap();
+    // Slow enough to be caught in the middle: GPTQ over 4 layers of a 256-token context.
+    let cfg = attn_only(4, 64, 16, 64, 256);
+    let ck = checkpoint(dir.path(), &cfg, |_, seed| 0.1 * lcg(seed));
+    let out = dir.path().join("slow.mlb");
+    let child = Command::new(env!("CARGO_BIN_EXE_microlens"))
+        .args([
+            "convert",
+            s(&ck),
+            "-o",
+            s(&out),
+            "--dtype",
+            "i4",
+            "--calibration-sequences",
+            "4096",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let child = &mut child.0;
+    let start = Instant::now();
+    while temporaries(dir.path()).is_empty() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "convert ended without a temporary output to clean up"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no temporary output after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: `kill` sends a signal to the child this test spawned.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+    let status = child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(signal), "{status:?}");
+    assert!(
+        temporaries(dir.path()).is_empty(),
+        "a temporary file was left behind"
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn third04_a_signal_leaves_no_temporary_file() {
+    killed_convert_leaves_nothing(libc::SIGTERM);
+    killed_convert_leaves_nothing(libc::SIGINT);
+}
+
+#[test]
+fn third05_counts_are_bounded_before_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (facts, attn) = (facts_blob(dir.path()), fixture_blob(dir.path()));
+    let (m, a) = (s(&facts), s(&attn));
+    let out = dir.path().join("e.mlb");
+    let quick = Duration::from_secs(30);
+    for n in ["18446744073709551615", "1000000000"] {
+        let o = microlens_within(
+            &[
+                "edit",
+                m,
+                "--prompt",
+                "2,21,33",
+                "--target",
+                "40",
+                "--calibration",
+                n,
+                "-o",
+                s(&out),
+            ],
+            quick,
+        );
+        assert_one_line_error(&o, "--calibration");
+        assert!(text(&o.stderr).contains("GiB"), "{}", text(&o.stderr));
+        let o = microlens_within(&["eval-induction", a, "--sequences", n], quick);
+        assert_one_line_error(&o, "--sequences");
+        let o = microlens_within(
+            &["generate", a, "--tokens", "1,2", "--max-new-tokens", n],
+            quick,
+        );
+        assert_one_line_error(&o, "--max-new-tokens");
+        let o = microlens_within(
+            &[
+                "trace",
+                m,
+                "--prompt",
+                "2,21,33",
+                "--subject",
+                "0..2",
+                "--samples",
+                n,
+            ],
+            quick,
+        );
+        assert_one_line_error(&o, "--samples");
+    }
+    assert!(!out.exists());
+    // Out of a documented range: refused, not clamped.
+    assert_one_line_error(
+        &microlens(&["eval-induction", a, "--sequences", "0"]),
+        "--sequences",
+    );
+    for half in ["0", "9", "33"] {
+        assert_one_line_error(&microlens(&["circuits", a, "--half", half]), "--half");
+    }
+    assert_one_line_error(
+        &microlens(&[
+            "trace",
+            m,
+            "--prompt",
+            "2,21,33",
+            "--subject",
+            "0..2",
+            "--samples",
+            "0",
+        ]),
+        "--samples",
+    );
+    // Options that would be ignored.
+    assert_one_line_error(
+        &microlens(&[
+            "edit",
+            m,
+            "--prompt",
+            "2,21,33",
+            "--target",
+            "40",
+            "--no-quantise",
+            "--dtypes",
+            "i8",
+            "-o",
+            s(&out),
+        ]),
+        "--dtypes",
+    );
+    assert!(!out.exists());
+    // Noise that overflows the embeddings is named as such.
+    let o = microlens(&[
+        "trace",
+        m,
+        "--prompt",
+        "2,21,33",
+        "--subject",
+        "0..2",
+        "--noise",
+        "1e38",
+    ]);
+    assert_one_line_error(&o, "--noise");
+}
+
+#[test]
+fn third06_train_facts_sizes_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o");
+    let huge = "1000000000000";
+    let wrap = "4294967296";
+    for extra in [
+        vec!["--relations", huge],
+        vec!["--heads", huge],
+        vec!["--d-head", huge],
+        vec!["--vocab", huge],
+        vec!["--n-ctx", huge],
+        vec!["--heads", wrap, "--d-head", wrap],
+        vec!["--d-model", wrap, "--d-mlp", wrap],
+        vec!["--subjects", "60000", "--relations", "60000"],
+    ] {
+        let mut args = vec!["train-facts", "-o", s(&out), "--steps", "1"];
+        args.extend(&extra);
+        let o = microlens_within(&args, Duration::from_secs(30));
+        assert_one_line_error(&o, "GiB");
+        assert!(!out.exists(), "{extra:?}");
+    }
+    for extra in [
+        ["--heads", "0"],
+        ["--d-head", "0"],
+        ["--n-ctx", "2"],
+        ["--layers", "0"],
+        ["--vocab", "3"],
+    ] {
+        let mut args = vec!["train-facts", "-o", s(&out), "--steps", "1"];
+        args.extend(extra);
+        let o = microlens_within(&args, Duration::from_secs(30));
+        assert_one_line_error(&o, &extra[0][2..]);
+        assert!(!out.exists(), "{extra:?}");
+    }
+}
+
+/// A `.pth` zip holding `pickle` as its `data.pkl`.
+fn pth_with(dir: &Path, pickle: &[u8]) -> PathBuf {
+    use std::io::Write;
+    let path = dir.join("model.pth");
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+    let opts =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    zip.start_file("archive/data.pkl", opts).unwrap();
+    zip.write_all(pickle).unwrap();
+    zip.finish().unwrap();
+    write(
+        dir,
+        "config.json",
+        &std::fs::read(fixture("attn_only_2l").join("config.json")).unwrap(),
+    );
+    path
+}
+
+#[test]
+fn third07_hostile_pickles_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p.mlb");
+    // 300,000 nested tuples: `((((...),),),)`.
+    let mut deep = vec![0x80, 2, b')'];
+    deep.extend(std::iter::repeat_n(0x85, 300_000));
+    deep.push(b'.');
+    let pth = pth_with(dir.path(), &deep);
+    assert_one_line_error(&microlens(&["convert", s(&pth), "-o", s(&out)]), "deep");
+    // The same through MARK ... TUPLE, and lists through APPEND.
+    let mut marks = vec![0x80, 2];
+    marks.extend(std::iter::repeat_n(b'(', 300_000));
+    marks.extend(std::iter::repeat_n(b't', 300_000));
+    marks.push(b'.');
+    let pth = pth_with(dir.path(), &marks);
+    assert_one_line_error(&microlens(&["convert", s(&pth), "-o", s(&out)]), "deep");
+    // A memo doubling an object 64 times ("billion laughs"): 2^64 objects once copied out.
+    let mut laughs = vec![0x80, 2, b')', b'q', 0];
+    for _ in 0..64 {
+        laughs.extend([b'h', 0, b'h', 0, 0x86, b'q', 0]);
+    }
+    laughs.push(b'.');
+    let pth = pth_with(dir.path(), &laughs);
+    assert_one_line_error(&microlens(&["convert", s(&pth), "-o", s(&out)]), "objects");
+    assert!(!out.exists());
+}
+
+#[test]
+fn third08_text_inputs_are_bounded_by_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, cf) = fixture_copy(dir.path());
+    let out = dir.path().join("x.mlb");
+    // A config padded to 2 MiB: configs are a few kilobytes.
+    let mut padded = std::fs::read(&cf).unwrap();
+    padded.resize(2 << 20, b' ');
+    let big = write(dir.path(), "big.json", &padded);
+    assert_one_line_error(
+        &microlens(&["convert", s(&ck), "--config", s(&big), "-o", s(&out)]),
+        "MiB",
+    );
+    assert!(!out.exists());
+    // Facts and token files of 65 MiB.
+    let huge = dir.path().join("huge.txt");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(65 << 20)
+        .unwrap();
+    let facts = facts_blob(dir.path());
+    let o = microlens(&[
+        "edit",
+        s(&facts),
+        "--facts",
+        s(&huge),
+        "--no-quantise",
+        "-o",
+        s(&out),
+    ]);
+    assert_one_line_error(&o, "MiB");
+    let attn = fixture_blob(dir.path());
+    let o = microlens(&["fidelity", s(&attn), s(&attn), "--tokens", s(&huge)]);
+    assert_one_line_error(&o, "MiB");
+    assert!(!out.exists());
+}
+
+#[test]
+fn third09_errors_quote_a_long_argument_briefly() {
+    let dir = tempfile::tempdir().unwrap();
+    let blob = fixture_blob(dir.path());
+    let b = s(&blob);
+    let cache = dir.path().join("c.st");
+    let long_word = "x".repeat(130_000);
+    let long_number = "9".repeat(130_000);
+    let long_regex = "(".repeat(130_000);
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["run", b, "--tokens", &long_word],
+        vec!["run", b, "--tokens", &long_number],
+        vec![
+            "run",
+            b,
+            "--tokens",
+            "1",
+            "--cache",
+            s(&cache),
+            "--names",
+            &long_regex,
+        ],
+        vec!["circuits", b, "--sequences", &long_number],
+        vec!["trace", b, "--prompt", "1,2", "--subject", &long_word],
+        vec![
+            "patch",
+            b,
+            "--clean",
+            &long_word,
+            "--corrupt",
+            "1",
+            "--answer",
+            "1",
+            "--wrong",
+            "2",
+        ],
+    ];
+    for args in cases {
+        let o = microlens(&args);
+        let err = text(&o.stderr);
+        assert!(
+            !o.status.success() && o.status.code() != Some(101),
+            "{:?}",
+            o.status
+        );
+        assert_eq!(err.trim_end().lines().count(), 1);
+        assert!(
+            err.len() < 400,
+            "{} bytes of stderr for {}",
+            err.len(),
+            &args[..3].join(" ")
+        );
+    }
+}
+
+#[test]
+fn third10_fidelity_plots_never_land_on_its_candidate_or_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = fixture_blob(dir.path());
+    let candidate = write(dir.path(), "cand.mlb", &std::fs::read(&reference).unwrap());
+    let tokens = write(dir.path(), "t.tokens", b"1,2,3,4\n5,6,7,8\n");
+    for (i, (input, png)) in [(&candidate, "heads.png"), (&tokens, "composition.png")]
+        .into_iter()
+        .enumerate()
+    {
+        let before = std::fs::read(input).unwrap();
+        let plot = dir.path().join(format!("plot-{i}"));
+        std::fs::create_dir(&plot).unwrap();
+        std::os::unix::fs::symlink(input, plot.join(png)).unwrap();
+        let o = microlens(&[
+            "fidelity",
+            s(&reference),
+            s(&candidate),
+            "--tokens",
+            s(&tokens),
+            "--plot",
+            s(&plot),
+        ]);
+        assert_one_line_error(&o, "input");
+        assert_eq!(
+            std::fs::read(input).unwrap(),
+            before,
+            "{png} destroyed {input:?}"
+        );
+    }
+}

@@ -20,11 +20,13 @@ use crate::paths::root;
 use crate::toolchain::run_status;
 
 /// The fuzz targets (`fuzz/fuzz_targets/*.rs`).
-pub const TARGETS: [&str; 4] = [
+pub const TARGETS: [&str; 6] = [
     "blob_bytes",
     "blob_resigned",
     "config_writer",
     "host_parsers",
+    "pth_pickle",
+    "facts_file",
 ];
 
 /// Arguments.
@@ -202,14 +204,48 @@ fn make_seeds() -> Result<()> {
         }
         let pth = ckpt.with_extension("pth");
         if let Ok(bytes) = std::fs::read(&pth) {
+            if let Some(pickle) = stored_entry(&bytes, "data.pkl") {
+                seed("pth_pickle", &format!("{name}-pickle"), pickle)?;
+            }
             let mut p = vec![0u8];
             p.extend(bytes);
             seed("host_parsers", &format!("{name}-pth"), &p)?;
         }
     }
     seed("host_parsers", "tokens", b"\x023,1,4,1,5\n 9 , 2,6\n\n5")?;
+    // PROTO 2, EMPTY_DICT, SHORT_BINUNICODE "a", LONG1 300, SETITEM, STOP.
+    seed(
+        "pth_pickle",
+        "dict",
+        b"\x80\x02}\x8c\x01a\x8a\x02\x2c\x01s.",
+    )?;
+    let facts = root().join("firmware-example/model/facts-4l.facts");
+    seed(
+        "facts_file",
+        "facts-4l",
+        &std::fs::read(&facts).context("reading facts-4l.facts")?,
+    )?;
     seed("config_writer", "empty", b"")?;
     Ok(())
+}
+
+/// The bytes of the zip entry whose name ends with `suffix`, if it is stored uncompressed with its size
+/// in its local header (as `torch.save` writes them).
+fn stored_entry<'a>(zip: &'a [u8], suffix: &str) -> Option<&'a [u8]> {
+    let u16_at = |i: usize| Some(u16::from_le_bytes(zip.get(i..i + 2)?.try_into().ok()?) as usize);
+    let u32_at = |i: usize| Some(u32::from_le_bytes(zip.get(i..i + 4)?.try_into().ok()?) as usize);
+    let mut at = 0;
+    while zip.get(at..at + 4)? == b"PK\x03\x04" {
+        let (method, size) = (u16_at(at + 8)?, u32_at(at + 18)?);
+        let (name_len, extra_len) = (u16_at(at + 26)?, u16_at(at + 28)?);
+        let name = zip.get(at + 30..at + 30 + name_len)?;
+        let data = at + 30 + name_len + extra_len;
+        if name.ends_with(suffix.as_bytes()) && method == 0 {
+            return zip.get(data..data + size);
+        }
+        at = data + size;
+    }
+    None
 }
 
 /// libFuzzer's summary of a run: `(executions, seconds, coverage)` from its last lines.

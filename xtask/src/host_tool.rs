@@ -11,14 +11,20 @@ use crate::toolchain::run_status;
 /// Builds `microlens` with the `test` profile (optimised, like release) and returns its path: the same
 /// artifacts `cargo test` builds, so CI compiles the host crates (and candle) once.
 pub fn build() -> Result<PathBuf> {
-    eprintln!("xtask: cargo build --profile test -p microlens-host");
+    build_package("microlens-host", "microlens")
+}
+
+/// Builds the workspace package `package` with the `test` profile and returns the path of its binary
+/// `bin`.
+pub fn build_package(package: &str, bin: &str) -> Result<PathBuf> {
+    eprintln!("xtask: cargo build --profile test -p {package}");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     run_status(Command::new(cargo).current_dir(root()).args([
         "build",
         "--profile",
         "test",
         "-p",
-        "microlens-host",
+        package,
     ]))?;
-    Ok(workspace_target_dir().join("debug").join("microlens"))
+    Ok(workspace_target_dir().join("debug").join(bin))
 }

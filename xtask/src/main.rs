@@ -9,6 +9,8 @@
 //! - `cargo xtask boards`: `cargo xtask firmware` on every board (int8 and f32 on the emulated ones),
 //!   and a markdown table of what they measured.
 //! - `cargo xtask profile`: a token's instructions on QEMU per function (of the firmware built last).
+//! - `cargo xtask browser [--screenshot PNG]`: `microlens report`'s page and the `--html` heatmaps in
+//!   headless Chromium through WebDriver (installed from Debian's packages).
 //! - `cargo xtask thumbv6m`: checks that the core crate builds for Cortex-M0+ (no FPU, no DSP).
 //! - `cargo xtask core32`: the core's tests on i686, where `usize` is 32 bits.
 //! - `cargo xtask fuzz [--seconds N] [--target T]`: coverage-guided fuzzing (cargo-fuzz, libFuzzer).
@@ -20,6 +22,7 @@
 mod bench_peers;
 mod blob_source;
 mod boards;
+mod browser;
 mod core32;
 mod defmt_print;
 mod demo;
@@ -62,6 +65,9 @@ enum Command {
     /// Every board: the emulated ones run with the shipped model as int8 and f32 and checked, the real
     /// ones built; prints a markdown table of flash, RAM and instructions per token and per MAC.
     Boards,
+    /// `microlens report`'s page and the `--html` heatmaps in headless Chromium through WebDriver: every
+    /// head panel, hover, no fetch, no console error, a hostile prompt shown as text; a screenshot.
+    Browser(browser::Args),
     /// Check that the core crate builds for thumbv6m-none-eabi (Cortex-M0+).
     Thumbv6m,
     /// The core crate's tests on a 32-bit target (i686), where `usize` size arithmetic could wrap.
@@ -82,6 +88,7 @@ fn main() -> ExitCode {
         Command::Demo => demo::run(),
         Command::Firmware(args) => firmware::run(*args).map(|_| ()),
         Command::Boards => matrix::table(),
+        Command::Browser(args) => browser::run(args),
         Command::Thumbv6m => thumbv6m::check(),
         Command::Fuzz(args) => fuzz::run(args),
         Command::Core32 => core32::run(),

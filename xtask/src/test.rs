@@ -1,8 +1,9 @@
 //! `cargo xtask test`: every test the project has, as CI runs it (`.ci/run` calls exactly this).
 //!
 //! Formatting, clippy with warnings denied, the workspace's tests, the shipped induction model trained
-//! again from its recipe (byte for byte), the core's docs with warnings denied, the core crate without
-//! `std` or `alloc`, the host tool's features against the tests' (one build for both), the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every
+//! again from its recipe (byte for byte), `microlens report`'s page in headless Chromium, the core's
+//! docs with warnings denied, the core crate without `std` or `alloc`, the host tool's features against
+//! the tests' (one build for both), the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every
 //! emulated board checked against the host (the shipped model as int8 and as f32), two fixtures with
 //! norms and MLPs on the Cortex-M4F and M55, the shipped model as int4, f16 and W8A16 (and a fixture as
 //! int4), the byte-level model (its continuation checked too) and a ROME-edited fact model (its recall
@@ -261,8 +262,9 @@ fn edited_facts_on_qemu() -> Result<()> {
     firmware::run(matrix::firmware_args(Board::Mps2An386, &edited, &extra)).map(|_| ())
 }
 
-/// Seconds each fuzz target runs in CI (the long campaigns: `cargo xtask fuzz --seconds 600`).
-const FUZZ_SMOKE_SECONDS: u64 = 20;
+/// Seconds each fuzz target runs in CI (six targets: about 80 s in all; the long campaigns:
+/// `cargo xtask fuzz --seconds 3600`).
+const FUZZ_SMOKE_SECONDS: u64 = 13;
 
 /// Every step of `cargo xtask test`, in order.
 fn steps() -> Vec<Step> {
@@ -289,6 +291,10 @@ fn steps() -> Vec<Step> {
         Step {
             name: "the shipped induction model reproduces from its recipe".into(),
             run: Box::new(crate::reproduce::shipped_model),
+        },
+        Step {
+            name: "microlens report and --html pages in headless Chromium (WebDriver)".into(),
+            run: Box::new(|| crate::browser::run(crate::browser::Args { screenshot: None })),
         },
         Step {
             name: "core docs (every public item documented, no broken links)".into(),

@@ -35,6 +35,17 @@ impl Processing {
     }
 }
 
+/// The tokenizer a blob was converted with: a record after the header's other fields, present only
+/// when the converter had a tokenizer (older blobs, and blobs without one, end before it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct TokenizerRecord {
+    /// FNV-1a 64 of the tokenizer file's bytes (a HuggingFace `tokenizer.json`).
+    pub fnv1a64: u64,
+    /// TransformerLens's `default_prepend_bos`: whether text gets a BOS token unless told otherwise.
+    pub prepend_bos: bool,
+}
+
 /// Everything in a blob but the tensor data.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Header<'a> {
@@ -47,4 +58,7 @@ pub struct Header<'a> {
     /// The tensor table: one [`super::TensorEntry`] of [`super::ENTRY_LEN`] bytes per tensor, in
     /// [`crate::tensors::Catalogue`] order.
     pub tensors: &'a [u8],
+    /// The tokenizer record, encoded after the fields above when present (`None`: nothing follows them).
+    #[serde(skip)]
+    pub tokenizer: Option<TokenizerRecord>,
 }

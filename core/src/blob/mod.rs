@@ -23,11 +23,11 @@ pub use dtype::{encode_scale, scale_up};
 pub use dtype::{Activations, DType, I4_GROUP, I8_GROUP, SCALE_BYTES};
 pub use entry::{TensorEntry, ENTRY_LEN};
 pub(crate) use header::Header;
-pub use header::Processing;
+pub use header::{Processing, TokenizerRecord};
 pub(crate) use preamble::Preamble;
 pub use preamble::{MAGIC, PREAMBLE_LEN, VERSION};
 #[cfg(feature = "std")]
-pub use writer::{write, TensorData};
+pub use writer::{with_tokenizer, write, TensorData};
 
 use crate::error::{Error, Inconsistency};
 
@@ -109,7 +109,16 @@ impl<'a> Blob<'a> {
         }
         let header = match postcard::take_from_bytes::<Header<'a>>(&bytes[PREAMBLE_LEN..header_end])
         {
-            Ok((h, [])) => h,
+            Ok((h, rest)) => match rest {
+                [] => h,
+                rest => match postcard::take_from_bytes::<TokenizerRecord>(rest) {
+                    Ok((t, [])) => Header {
+                        tokenizer: Some(t),
+                        ..h
+                    },
+                    _ => return Err(Error::BadHeader),
+                },
+            },
             _ => return Err(Error::BadHeader),
         };
         Ok(Blob {

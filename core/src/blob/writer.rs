@@ -3,8 +3,8 @@
 use std::vec::Vec;
 
 use super::{
-    align_up, Activations, DType, Header, Preamble, Processing, TensorEntry, CRC, PREAMBLE_LEN,
-    VERSION,
+    align_up, Activations, Blob, DType, Header, Preamble, Processing, TensorEntry, TokenizerRecord,
+    CRC, PREAMBLE_LEN, VERSION,
 };
 use crate::config::Config;
 use crate::error::{Error, Inconsistency};
@@ -80,8 +80,20 @@ pub fn write(
         processing,
         activations,
         tensors: &table,
+        tokenizer: None,
     };
     seal(&header, &data)
+}
+
+/// The blob `blob` with its tokenizer record replaced by `tokenizer` (`None`: removed); the config,
+/// tensors and data are the same bytes.
+pub fn with_tokenizer(blob: &[u8], tokenizer: Option<TokenizerRecord>) -> Result<Vec<u8>, Error> {
+    let parsed = Blob::parse(blob)?;
+    let header = Header {
+        tokenizer,
+        ..parsed.header
+    };
+    seal(&header, parsed.data)
 }
 
 /// Appends tensor `t` (the `index`-th of the catalogue) to the data section, its data then its scales,
@@ -115,6 +127,10 @@ fn append_tensor(data: &mut Vec<u8>, index: usize, t: &TensorData) -> Result<Ten
 /// padding to [`super::ALIGN`], and the data section.
 fn seal(header: &Header<'_>, data: &[u8]) -> Result<Vec<u8>, Error> {
     let mut body = postcard::to_allocvec(header).map_err(|_| Error::BadHeader)?;
+    if let Some(t) = &header.tokenizer {
+        let record = postcard::to_allocvec(t).map_err(|_| Error::BadHeader)?;
+        body.extend_from_slice(&record);
+    }
     let header_len = body.len();
     pad_to(&mut body, PREAMBLE_LEN);
     body.extend_from_slice(data);

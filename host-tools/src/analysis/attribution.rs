@@ -56,6 +56,22 @@ pub fn direct_logit_attribution(model: &Model<'_>, tokens: &[u32]) -> Result<Vec
     })
 }
 
+/// Each head's direct contribution to `logit[token]` at the last position, `[layer * n_heads + head]`.
+pub fn last_position_attribution(
+    model: &Model<'_>,
+    tokens: &[u32],
+    token: u32,
+) -> Result<Vec<f32>> {
+    let d_vocab_out = model.config().d_vocab_out;
+    if token as usize >= d_vocab_out {
+        bail!("token {token} is not below d_vocab_out = {d_vocab_out}");
+    }
+    let last = tokens.len().saturating_sub(1);
+    let target = Target::Logit(token as usize);
+    let rows = attribute(model, tokens, |pos| (pos == last).then_some(target))?;
+    rows.into_iter().next().context("no tokens")
+}
+
 /// Each head's direct contribution to `logit[answer] - logit[wrong]` at the last position,
 /// `[layer * n_heads + head]`.
 pub fn logit_diff_attribution(

@@ -86,15 +86,12 @@ pub fn analyse(model: &Model<'_>, args: &CircuitOptions) -> Result<CircuitReport
         "circuits runs sequences of two repeated halves: it needs n_ctx >= 2, the model has n_ctx = {}",
         cfg.n_ctx
     );
+    let half = args.half.unwrap_or((cfg.n_ctx / 2).min(32));
     ensure!(
-        args.half != Some(0),
-        "--half must be in 1..={} (n_ctx / 2)",
+        (1..=cfg.n_ctx / 2).contains(&half),
+        "--half {half} is outside 1..={} (n_ctx / 2)",
         cfg.n_ctx / 2
     );
-    let half = args
-        .half
-        .unwrap_or((cfg.n_ctx / 2).min(32))
-        .clamp(1, cfg.n_ctx / 2);
     check_sequences("--sequences", args.sequences, 2 * half)?;
     let seqs = repeated_random_tokens(cfg.d_vocab, half, args.sequences, args.seed);
     let square = cfg.d_vocab == cfg.d_vocab_out;

@@ -16,13 +16,16 @@ mod composition;
 mod copying;
 mod detectors;
 mod factored;
+pub mod head_figures;
 mod patching;
 mod token_circuits;
 pub mod tracing;
 mod weights;
 
 pub use ablation::{ablation_table, loss_with_ablation, mean_loss, AblationTable};
-pub use attribution::{direct_logit_attribution, logit_diff_attribution};
+pub use attribution::{
+    direct_logit_attribution, last_position_attribution, logit_diff_attribution,
+};
 pub use bigram::bigram_circuit;
 pub use composition::{
     all_composition_scores, composition_baseline, composition_score, Baseline, CompositionMode,

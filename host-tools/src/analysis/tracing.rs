@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 use crate::eval::cache::ActivationCache;
 use crate::eval::metrics::log_softmax;
-use crate::eval::run::run_with_hooks;
+use crate::eval::run::{check_words, run_with_hooks};
 
 /// The three restored activations, in table order.
 pub const TRACED: [HookKind; 3] = [HookKind::ResidPost, HookKind::MlpOut, HookKind::AttnOut];
@@ -155,6 +155,10 @@ pub fn causal_trace(model: &Model<'_>, prompt: &[u32], opts: &TraceOptions) -> R
         Some(s) => bail!("--noise must be a finite non-negative number, not {s}"),
         None => default_noise(model)?,
     };
+    check_words(
+        &[opts.samples, end - start, cfg.d_model],
+        &format!("--samples {} of noise over the subject", opts.samples),
+    )?;
     let kinds = HookKinds::of(&TRACED);
     let (clean_cache, clean_logits) = ActivationCache::record(model, prompt, kinds)?;
     let last = clean_logits.last().context("empty prompt")?;
@@ -175,6 +179,15 @@ pub fn causal_trace(model: &Model<'_>, prompt: &[u32], opts: &TraceOptions) -> R
                 .collect()
         })
         .collect();
+    let too_loud = || {
+        anyhow::anyhow!(
+            "--noise {noise:e} drives the corrupted run out of f32 range (the clean run is finite): use \
+             a smaller --noise"
+        )
+    };
+    if draws.iter().flatten().flatten().any(|x| !x.is_finite()) {
+        return Err(too_loud());
+    }
     let (n_layers, n_pos) = (cfg.n_layers, prompt.len());
     // One sample: the corrupted probability, then [kind][layer][pos] restored.
     let per_sample = draws
@@ -188,10 +201,8 @@ pub fn causal_trace(model: &Model<'_>, prompt: &[u32], opts: &TraceOptions) -> R
                         point,
                     },
                 );
-                Ok(last_prob(
-                    &run_with_hooks(model, prompt, &mut hooks)?,
-                    answer,
-                ))
+                let logits = run_with_hooks(model, prompt, &mut hooks).map_err(|_| too_loud())?;
+                Ok(last_prob(&logits, answer))
             };
             let corrupted = run(None)?;
             let mut restored = Vec::with_capacity(TRACED.len() * n_layers * n_pos);

@@ -8,7 +8,9 @@ use anyhow::{Context, Result};
 use microlens::Model;
 
 use microlens_host::analysis::circuits::{analyse, CircuitOptions};
-use microlens_host::report::circuits::{print_text, to_json, write_plots};
+use microlens_host::io::output::Outputs;
+use microlens_host::report::circuits::{print_text, to_json, write_plots, PLOTS};
+use microlens_host::report::plot::check_dir;
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
@@ -37,6 +39,10 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
+    let outputs = Outputs::with_inputs([args.model.as_path()]);
+    if let Some(dir) = &args.plot {
+        check_dir(&outputs, dir, PLOTS)?;
+    }
     let bytes = microlens_host::io::files::read_blob(&args.model)?;
     let model = Model::from_bytes(&bytes).with_context(|| format!("{}", args.model.display()))?;
     // The host's column-blocked weights: the same bits, faster.
@@ -55,7 +61,7 @@ pub fn run(args: Args) -> Result<()> {
         print_text(&report);
     }
     if let Some(dir) = &args.plot {
-        for f in write_plots(&model, &report, dir)? {
+        for f in write_plots(&model, &report, &outputs, dir)? {
             eprintln!("wrote {}", f.display());
         }
     }

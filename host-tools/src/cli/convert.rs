@@ -8,10 +8,11 @@ use microlens::blob::Processing;
 use microlens::{Activations, DType, Normalization, Positional};
 
 use microlens_host::convert::fold::ProcessingOptions;
-use microlens_host::convert::{config_path, convert_to_file, ConvertOptions};
+use microlens_host::convert::{config_path, convert_into, inputs, ConvertOptions};
 use microlens_host::import::tl_config::normalization_name;
 use microlens_host::quantize::calibration::{Source, DEFAULT_SEED, DEFAULT_SEQUENCES};
 use microlens_host::quantize::{CalibrationInputs, GptqOptions, Rounding};
+use microlens_host::text::hf::{for_checkpoint, with_record};
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
@@ -25,6 +26,13 @@ pub struct Args {
     /// the checkpoint.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// The checkpoint's tokenizer (a HuggingFace tokenizer.json), recorded in the blob by its hash
+    /// [default: tokenizer.json beside the checkpoint, if there is one].
+    #[arg(long, value_name = "FILE", conflicts_with = "no_tokenizer")]
+    pub tokenizer: Option<PathBuf>,
+    /// Record no tokenizer, even with a tokenizer.json beside the checkpoint.
+    #[arg(long)]
+    pub no_tokenizer: bool,
     /// Storage type of the matrices; i8, i8g and i4 run with int8 activations and KV cache (W8A8, W4A8).
     #[arg(long, value_enum, default_value_t = DTypeName::F32)]
     pub dtype: DTypeName,
@@ -256,8 +264,21 @@ pub fn run(args: Args) -> Result<()> {
     let activations = opts.activations()?;
     opts.plan()?;
     let config = config_path(&args.checkpoint, &opts);
-    microlens_host::io::files::check_output(&args.output, &[&args.checkpoint, &config])?;
-    let c = convert_to_file(&args.checkpoint, &args.output, &opts)?;
+    let tokenizer = match args.no_tokenizer {
+        true => None,
+        false => for_checkpoint(&args.checkpoint, args.tokenizer.as_deref(), &config)?,
+    };
+    let mut outputs = inputs(&args.checkpoint, &opts);
+    if let Some((t, _)) = &tokenizer {
+        outputs.input(t.path());
+    }
+    let c = convert_into(outputs, &args.checkpoint, &args.output, &opts, |c| {
+        if let Some((t, prepend_bos)) = &tokenizer {
+            t.check_vocab(c.config.d_vocab)?;
+            c.blob = with_record(std::mem::take(&mut c.blob), Some(t.record(*prepend_bos)))?;
+        }
+        Ok(())
+    })?;
     println!(
         "wrote {}: {} parameters, {} bytes ({} matrices{}, {} activations), config from {}",
         args.output.display(),
@@ -271,6 +292,14 @@ pub fn run(args: Args) -> Result<()> {
         activations.name(),
         config.display()
     );
+    if let Some((t, prepend_bos)) = &tokenizer {
+        println!(
+            "tokenizer: {} (fnv1a64 {:016x}, BOS {}, default_prepend_bos {prepend_bos})",
+            t.path().display(),
+            t.fnv1a64(),
+            t.bos().map_or("none".to_string(), |b| b.to_string())
+        );
+    }
     if c.config.positional == Positional::Shortformer {
         println!("shortformer: W_pos enters through per-layer pos_Q/pos_K tables (from the unprocessed W_pos, W_Q, W_K)");
     }

@@ -13,11 +13,13 @@ use microlens_host::edit::keys::random_sequences;
 use microlens_host::edit::measure::{mean_kl, recall, survival, Recall};
 use microlens_host::edit::update::{memit, rome, EditOptions, Request};
 use microlens_host::edit::value::ValueOptions;
-use microlens_host::io::files::{check_output, write_atomically};
+use microlens_host::eval::run::check_sequences;
+use microlens_host::io::output::Outputs;
 use microlens_host::io::tokens::parse_tokens;
 use microlens_host::train::facts::{read_facts_file, PromptTarget};
 
 use super::convert::DTypeName;
+use super::text_input::{Text, TokenizerArgs};
 use super::trace::parse_range;
 
 /// Arguments.
@@ -26,11 +28,24 @@ pub struct Args {
     /// The blob (.mlb, f32 weights), a model with MLPs.
     pub model: PathBuf,
     /// Prompt tokens, comma-separated (one fact, ROME).
-    #[arg(long, allow_hyphen_values = true, required_unless_present = "facts")]
+    #[arg(long, allow_hyphen_values = true, required_unless_present_any = ["facts", "prompt_text"])]
     pub prompt: Option<String>,
     /// The new next token after the prompt.
-    #[arg(long, required_unless_present = "facts", conflicts_with = "facts")]
+    #[arg(long, required_unless_present_any = ["facts", "target_text"], conflicts_with = "facts")]
     pub target: Option<u32>,
+    /// The prompt as text, e.g. "The Eiffel Tower is in" (one fact, ROME).
+    #[arg(long, conflicts_with_all = ["prompt", "facts"])]
+    pub prompt_text: Option<String>,
+    /// The new next token as text, e.g. " Rome": it must be one token.
+    #[arg(long, conflicts_with_all = ["target", "facts"])]
+    pub target_text: Option<String>,
+    /// The subject as text, e.g. "The Eiffel Tower": the tokens it covers in --prompt-text (instead of
+    /// --subject).
+    #[arg(long, requires = "prompt_text", conflicts_with = "subject")]
+    pub subject_text: Option<String>,
+    /// The tokenizer options of the text arguments.
+    #[command(flatten)]
+    pub tokenizer: TokenizerArgs,
     /// Several facts, one `t1,t2,... -> target` per line (MEMIT over --layers).
     #[arg(long, conflicts_with = "prompt")]
     pub facts: Option<PathBuf>,
@@ -66,7 +81,7 @@ pub struct Args {
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [DTypeName::F16, DTypeName::I8, DTypeName::I4])]
     pub dtypes: Vec<DTypeName>,
     /// Do not quantise the edited model (no per-dtype figures).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["dtypes", "gptq"])]
     pub no_quantise: bool,
     /// Quantise with each dtype's default rounding (GPTQ, as `convert --dtype D` does; slower) instead
     /// of rounding to nearest.
@@ -85,18 +100,40 @@ fn default_layer(n_layers: usize) -> usize {
     n_layers.saturating_sub(1) / 2
 }
 
+/// The facts to write, and the subject's positions when given as text: `--facts`, or one prompt and
+/// target by ids or by text.
+fn facts(args: &Args, text: &Text) -> Result<(Vec<PromptTarget>, Option<std::ops::Range<usize>>)> {
+    if let Some(path) = &args.facts {
+        return Ok((read_facts_file(path)?, None));
+    }
+    let (prompt, subject) = match (&args.prompt, &args.prompt_text) {
+        (Some(p), None) => (parse_tokens(p)?, None),
+        (None, Some(p)) => {
+            let encoded = text.encode(p)?;
+            let subject = args
+                .subject_text
+                .as_deref()
+                .map(|s| microlens_host::text::span::token_range(p, &encoded, s))
+                .transpose()?;
+            (encoded.ids, subject)
+        }
+        _ => bail!("give --prompt or --prompt-text (and --target or --target-text), or --facts"),
+    };
+    let target = match (args.target, &args.target_text) {
+        (Some(t), None) => t,
+        (None, Some(t)) => text.one_token(t, "--target-text")?,
+        _ => bail!("give --target or --target-text"),
+    };
+    Ok((vec![PromptTarget { prompt, target }], subject))
+}
+
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
-    check_output(&args.output, &[&args.model])?;
-    let facts = match (&args.facts, &args.prompt, args.target) {
-        (Some(path), _, _) => read_facts_file(path)?,
-        (None, Some(p), Some(target)) => vec![PromptTarget {
-            prompt: parse_tokens(p)?,
-            target,
-        }],
-        _ => bail!("give --prompt and --target, or --facts"),
-    };
-    ensure!(args.calibration > 0, "--calibration must be at least 1");
+    let mut outputs = Outputs::with_inputs([args.model.as_path()]);
+    for path in [&args.facts, &args.unrelated].into_iter().flatten() {
+        outputs.input(path);
+    }
+    let mut pending = outputs.create(&args.output)?;
     ensure!(
         args.ridge.is_finite() && args.ridge > 0.0 && args.lambda.is_finite() && args.lambda > 0.0,
         "--ridge and --lambda must be positive"
@@ -109,7 +146,11 @@ pub fn run(args: Args) -> Result<()> {
     let bytes = microlens_host::io::files::read_blob(&args.model)?;
     let model = Model::from_bytes(&bytes).with_context(|| format!("{}", args.model.display()))?;
     check_editable(&model)?;
+    let text = args.tokenizer.open(&model, &args.model)?;
+    let (facts, subject_text) = facts(&args, &text)?;
     let cfg = *model.config();
+    check_sequences("--calibration", args.calibration, cfg.n_ctx)?;
+    check_sequences("--facts", facts.len(), cfg.n_ctx)?;
     let reqs = facts
         .iter()
         .map(|f| -> Result<Request> {
@@ -120,9 +161,10 @@ pub fn run(args: Args) -> Result<()> {
                 f.target,
                 cfg.d_vocab_out
             );
-            let subject = match &args.subject {
-                Some(s) => parse_range(s)?,
-                None => 0..f.prompt.len().saturating_sub(1),
+            let subject = match (&subject_text, &args.subject) {
+                (Some(range), _) => range.clone(),
+                (None, Some(s)) => parse_range(s)?,
+                (None, None) => 0..f.prompt.len().saturating_sub(1),
             };
             ensure!(
                 subject.start < subject.end && subject.end <= f.prompt.len(),
@@ -181,6 +223,7 @@ pub fn run(args: Args) -> Result<()> {
         None => random_sequences(256, facts[0].prompt.len(), cfg.d_vocab, args.seed ^ 0x5eed),
     };
     ensure!(!unrelated.is_empty(), "no unrelated prompts are left");
+    check_sequences("--unrelated", unrelated.len(), cfg.n_ctx)?;
     let before: Vec<Recall> = facts
         .iter()
         .map(|f| recall(&model, f))
@@ -191,7 +234,9 @@ pub fn run(args: Args) -> Result<()> {
         .collect::<Result<_>>()?;
     let kl = mean_kl(&model, &after, &unrelated)?;
     let surv = survival(&model, &after, &facts, &unrelated, &dtypes, args.gptq)?;
-    write_atomically(&args.output, &edited.blob)?;
+    std::io::Write::write_all(pending.file(), &edited.blob)
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    pending.commit()?;
 
     let mean = |r: &[Recall]| r.iter().map(|x| x.prob).sum::<f64>() / r.len() as f64;
     let top1 = |r: &[Recall]| r.iter().filter(|x| x.top1).count();

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use microlens::Model;
 
+use microlens_host::eval::run::check_sequences;
 use microlens_host::train::heldout::score_all;
 
 /// Arguments.
@@ -29,7 +30,8 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     let bytes = microlens_host::io::files::read_blob(&args.model)?;
     let model = Model::from_bytes(&bytes).with_context(|| format!("{}", args.model.display()))?;
-    let scores = score_all(&model, args.sequences.max(1), args.seed)?;
+    check_sequences("--sequences", args.sequences, model.config().n_ctx)?;
+    let scores = score_all(&model, args.sequences, args.seed)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&scores)?);
         return Ok(());

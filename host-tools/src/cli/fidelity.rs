@@ -12,8 +12,13 @@ use microlens_host::eval::emulation::{Int8Emulation, Int8Rounding};
 use microlens_host::eval::run::{check_sequences, check_tokens, DEFAULT_MAX_SEQ_LEN};
 use microlens_host::eval::sequences::induction_sequences;
 use microlens_host::fidelity::compare_with;
+use microlens_host::io::output::Outputs;
 use microlens_host::io::tokens::read_token_file;
-use microlens_host::report::fidelity_plot::write_plots;
+use microlens_host::report::fidelity_plot::{write_plots, PLOTS};
+use microlens_host::report::plot::check_dir;
+use microlens_host::text::corpus::{read_text_file, windows};
+
+use super::text_input::TokenizerArgs;
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
@@ -32,8 +37,15 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Use these sequences instead: one comma-separated sequence of token ids per line.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "text_file")]
     pub tokens: Option<PathBuf>,
+    /// Use windows of this UTF-8 text instead: its tokens cut into consecutive windows of --seq-len
+    /// (each starting with BOS when the model prepends one).
+    #[arg(long, value_name = "FILE")]
+    pub text_file: Option<PathBuf>,
+    /// The tokenizer options of --text-file (the reference's tokenizer).
+    #[command(flatten)]
+    pub tokenizer: TokenizerArgs,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -69,21 +81,44 @@ fn describe(path: &Path, model: &Model<'_>) -> serde_json::Value {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
+    let mut outputs = Outputs::with_inputs([args.reference.as_path(), args.candidate.as_path()]);
+    for path in [&args.tokens, &args.text_file].into_iter().flatten() {
+        outputs.input(path);
+    }
+    if let Some(dir) = &args.plot {
+        check_dir(&outputs, dir, PLOTS)?;
+    }
     let (ref_bytes, cand_bytes) = (read(&args.reference)?, read(&args.candidate)?);
     let reference =
         Model::from_bytes(&ref_bytes).with_context(|| args.reference.display().to_string())?;
     let candidate =
         Model::from_bytes(&cand_bytes).with_context(|| args.candidate.display().to_string())?;
     let cfg = reference.config();
-    let seqs = match &args.tokens {
-        Some(path) => read_token_file(path)?,
-        None => {
-            let len = args.seq_len.unwrap_or(cfg.n_ctx.min(DEFAULT_MAX_SEQ_LEN));
+    let len = args.seq_len.unwrap_or(cfg.n_ctx.min(DEFAULT_MAX_SEQ_LEN));
+    ensure!(
+        args.tokens.is_some() || (1..=cfg.n_ctx).contains(&len),
+        "--seq-len must be in 1..={} (n_ctx)",
+        cfg.n_ctx
+    );
+    let seqs = match (&args.tokens, &args.text_file) {
+        (Some(path), _) => {
+            let seqs = read_token_file(path)?;
+            check_sequences("--tokens", seqs.len(), cfg.n_ctx)?;
+            seqs
+        }
+        (None, Some(path)) => {
             ensure!(
-                (1..=cfg.n_ctx).contains(&len),
-                "--seq-len must be in 1..={} (n_ctx)",
-                cfg.n_ctx
+                reference.tokenizer().is_none()
+                    || candidate.tokenizer().is_none()
+                    || reference.tokenizer() == candidate.tokenizer(),
+                "the reference and the candidate were converted with different tokenizers"
             );
+            let text = args.tokenizer.open(&reference, &args.reference)?;
+            let corpus = read_text_file(path)?;
+            windows(text.side.tokenizer()?, &corpus, len, text.prepend_bos)
+                .with_context(|| path.display().to_string())?
+        }
+        (None, None) => {
             check_sequences("--sequences", args.sequences, len)?;
             induction_sequences(args.sequences, len, cfg.d_vocab, args.seed)
         }
@@ -102,7 +137,7 @@ pub fn run(args: Args) -> Result<()> {
 
     let emulated: Vec<&str> = args.emulate_int8.iter().map(|r| r.name()).collect();
     let plots = match &args.plot {
-        Some(dir) => write_plots(&report, cfg.n_heads, dir)?,
+        Some(dir) => write_plots(&report, cfg.n_heads, &outputs, dir)?,
         None => Vec::new(),
     };
     if args.json {

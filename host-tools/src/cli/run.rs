@@ -10,17 +10,19 @@ use microlens::WindowMode;
 use microlens_host::eval::run::{run_model, RunOutput};
 use microlens_host::eval::window::run_window;
 use microlens_host::hash::{hash_line, logits_hash};
-use microlens_host::io::tokens::parse_tokens;
+use microlens_host::io::output::Outputs;
 use microlens_host::report::run::print_table;
+
+use super::text_input::TokenArgs;
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The blob (.mlb).
     pub model: PathBuf,
-    /// Comma-separated token ids, e.g. 3,1,4.
-    #[arg(long, allow_hyphen_values = true)]
-    pub tokens: String,
+    /// The tokens: `--tokens 3,1,4` or `--text "..."`.
+    #[command(flatten)]
+    pub input: TokenArgs,
     /// Print one JSON object: "logits" indexed by position then vocab, "patterns" by layer, head,
     /// query, key (without --window).
     #[arg(long)]
@@ -45,6 +47,9 @@ pub struct Args {
 /// What `--json` prints; `f32`s are written in their shortest exact form.
 #[derive(serde::Serialize)]
 struct RunJson<'a> {
+    tokens: &'a [u32],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    str_tokens: Option<&'a [String]>,
     logits: &'a [Vec<f32>],
     #[serde(skip_serializing_if = "Option::is_none")]
     patterns: Option<&'a [Vec<Vec<Vec<f32>>>]>,
@@ -56,7 +61,6 @@ struct RunJson<'a> {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
-    let tokens = parse_tokens(&args.tokens)?;
     let names = args
         .names
         .as_deref()
@@ -64,15 +68,19 @@ pub fn run(args: Args) -> Result<()> {
             regex::Regex::new(p).map_err(|e| {
                 let why = e.to_string();
                 let why = why.lines().last().unwrap_or("invalid").trim().to_owned();
+                let p = microlens_host::excerpt::excerpt(p);
                 anyhow::anyhow!("--names {p:?} is not a regular expression: {why}")
             })
         })
         .transpose()?;
+    let outputs = Outputs::with_inputs([args.model.as_path()]);
     if let Some(path) = &args.cache {
-        microlens_host::io::files::check_output(path, &[&args.model])?;
+        outputs.check(path)?;
     }
     let bytes = microlens_host::io::files::read_blob(&args.model)?;
     let model = Model::from_bytes(&bytes).with_context(|| format!("{}", args.model.display()))?;
+    let input = args.input.resolve(&model, &args.model)?;
+    let tokens = input.ids;
     // The host's column-blocked weights: the same bits, faster.
     let host = microlens::host::HostWeights::new(&model);
     let model = model.with_host(&host);
@@ -100,14 +108,21 @@ pub fn run(args: Args) -> Result<()> {
         }
     };
     if let Some(path) = &args.cache {
-        let written =
-            microlens_host::eval::cache::write_cache(&model, &tokens, names.as_ref(), path)?;
+        let written = microlens_host::eval::cache::write_cache(
+            &model,
+            &tokens,
+            names.as_ref(),
+            &outputs,
+            path,
+        )?;
         eprintln!("wrote {} activations to {}", written.len(), path.display());
     }
     let hash = logits_hash(out.logits.iter().map(Vec::as_slice));
     match (args.json, args.hash) {
         (true, hash_too) => {
             let json = RunJson {
+                tokens: &tokens,
+                str_tokens: input.str_tokens.as_deref(),
                 logits: &out.logits,
                 patterns: args.window.is_none().then_some(&out.patterns[..]),
                 window: args.window,
@@ -116,7 +131,7 @@ pub fn run(args: Args) -> Result<()> {
             println!("{}", serde_json::to_string(&json)?);
         }
         (false, true) => println!("{}", hash_line(hash)),
-        (false, false) => print_table(&tokens, &out),
+        (false, false) => print_table(&tokens, input.str_tokens.as_deref(), &out),
     }
     Ok(())
 }

@@ -10,7 +10,8 @@ use anyhow::{ensure, Result};
 
 use microlens::{Normalization, Positional};
 use microlens_host::convert::{convert, ConvertOptions};
-use microlens_host::io::files::write_atomically;
+use microlens_host::io::output::atomic_write;
+use microlens_host::train::budget::TrainingShape;
 use microlens_host::train::export::export;
 use microlens_host::train::facts::{
     as_prompt_targets, recall, train_facts, write_facts_file, FactSpec, FactsTrainConfig,
@@ -64,6 +65,43 @@ pub struct Args {
     pub name: Option<String>,
 }
 
+/// Refuses sizes that cannot train, before anything is allocated: zero sizes, a context without room
+/// for the 3-token prompt, a vocabulary without room for the subjects, relations and objects, and
+/// sizes beyond the training budget (every fact is in every step's batch).
+fn check_sizes(args: &Args, cfg: &FactsTrainConfig) -> Result<()> {
+    for (flag, value) in [
+        ("--layers", args.layers),
+        ("--d-model", args.d_model),
+        ("--heads", args.heads),
+        ("--d-head", args.d_head),
+        ("--d-mlp", args.d_mlp),
+        ("--steps", args.steps),
+    ] {
+        ensure!(value > 0, "{flag} must be at least 1");
+    }
+    ensure!(
+        args.n_ctx >= 3,
+        "--n-ctx must hold the 3-token prompt, not {}",
+        args.n_ctx
+    );
+    let batch = args.subjects.saturating_mul(args.relations);
+    TrainingShape {
+        model: &cfg.model,
+        d_mlp: args.d_mlp,
+        batch,
+        eval_size: 0,
+    }
+    .check("--layers, --d-model, --heads, --d-head, --d-mlp, --vocab, --n-ctx, --subjects or --relations")?;
+    ensure!(
+        u32::try_from(args.vocab).is_ok(),
+        "--vocab {} is beyond 32-bit token ids",
+        args.vocab
+    );
+    cfg.spec
+        .check()
+        .map_err(|e| anyhow::anyhow!("--subjects, --relations and --vocab: {e}"))
+}
+
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
     ensure!(
@@ -75,10 +113,6 @@ pub fn run(args: Args) -> Result<()> {
         !args.out.exists() || args.out.is_dir(),
         "-o {} exists and is not a directory",
         args.out.display()
-    );
-    ensure!(
-        args.layers * args.d_model * args.d_mlp <= 1 << 26 && args.subjects <= 1 << 16,
-        "these sizes are far beyond a tiny fact model: use smaller --layers, --d-model, --d-mlp or --subjects"
     );
     let cfg = FactsTrainConfig {
         model: ModelConfig {
@@ -103,6 +137,7 @@ pub fn run(args: Args) -> Result<()> {
         weight_decay: 0.01,
         seed: args.seed,
     };
+    check_sizes(&args, &cfg)?;
     let name = args
         .name
         .clone()
@@ -125,7 +160,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     let blob = convert(&out.weights, &opts)?.blob;
     let blob_path = args.out.join(format!("{name}.mlb"));
-    write_atomically(&blob_path, &blob)?;
+    atomic_write(&blob_path, &blob)?;
     let core_model = microlens::Model::from_bytes(&blob)?;
     let recalled = recall(&core_model, &as_prompt_targets(&trained.facts))?;
     let m = &cfg.model;

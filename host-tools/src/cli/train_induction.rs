@@ -12,6 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use microlens::{Normalization, Positional};
 use microlens_host::convert::{convert, ConvertOptions};
 use microlens_host::import::tl_config::positional_name;
+use microlens_host::train::budget::TrainingShape;
 use microlens_host::train::data::{repeated_twice, Draw, InductionData, TrainData};
 use microlens_host::train::eval::{best_copier, evaluate, head_scores, HeadScore};
 use microlens_host::train::export::export;
@@ -147,29 +148,8 @@ impl Args {
     }
 }
 
-/// Largest training footprint accepted (`f32` words: 16 GiB).
-const MAX_TRAINING_WORDS: f64 = (1u64 << 32) as f64;
-const GIB: f64 = (1u64 << 30) as f64;
-
-/// A rough upper bound of the `f32` words training and evaluation hold at once: the parameters with
-/// their gradients and AdamW moments, and per step the activations and attention patterns of a batch
-/// (forward and backward), and the evaluation set's patterns.
-fn training_words(a: &Args) -> f64 {
-    let (l, d, h, dh, v, n) = (
-        a.layers as f64,
-        a.d_model as f64,
-        a.heads as f64,
-        a.d_head as f64,
-        a.vocab as f64,
-        a.n_ctx as f64,
-    );
-    let params = 2.0 * v * d + n * d + l * 4.0 * h * dh * d;
-    let per_sequence = l * (8.0 * h * dh + 4.0 * d + 3.0 * h * n) * n + 2.0 * n * v;
-    4.0 * params + 2.0 * (a.batch as f64).max(256.0) * per_sequence + a.eval_size as f64 * n
-}
-
 /// Refuses arguments that cannot train: a bad learning rate, an output path that is a file, sizes
-/// beyond [`MAX_TRAINING_WORDS`].
+/// beyond the training budget ([`TrainingShape::check`]).
 fn check(args: &Args) -> Result<()> {
     ensure!(
         args.lr.is_finite() && args.lr > 0.0,
@@ -182,14 +162,14 @@ fn check(args: &Args) -> Result<()> {
         args.out.display()
     );
     ensure!(args.eval_size > 0, "--eval-size must be positive");
-    let words = training_words(args);
-    ensure!(
-        words <= MAX_TRAINING_WORDS,
-        "these sizes need about {:.0} GiB to train (limit {} GiB): use a smaller --batch, --n-ctx, \
-         --d-model, --heads, --layers or --eval-size",
-        words * 4.0 / GIB,
-        MAX_TRAINING_WORDS * 4.0 / GIB
-    );
+    let cfg = args.train_config();
+    TrainingShape {
+        model: &cfg.model,
+        d_mlp: 0,
+        batch: args.batch,
+        eval_size: args.eval_size,
+    }
+    .check("--batch, --n-ctx, --d-model, --heads, --layers or --eval-size")?;
     Ok(())
 }
 

@@ -14,7 +14,8 @@ use crate::import;
 use crate::import::layout::{check_tl_shape, tl_to_blob};
 use crate::import::state_dict::StateDict;
 use crate::import::tl_config;
-use crate::io::atomic::write_atomically;
+use crate::io::output::Outputs;
+use crate::quantize::calibration::Source;
 use crate::quantize::encode::{default_activations, encode_tensor, F32Encoder, MatrixEncoder};
 use crate::quantize::encoder_for;
 use crate::quantize::{requantize_with, Plan, Rounding};
@@ -190,9 +191,39 @@ pub fn convert_state_dict(
     })
 }
 
-/// [`convert`], then [`write_atomically`] to `out`: on any error nothing is written.
+/// The files a conversion reads: the checkpoint, its config and GPTQ's calibration token file.
+pub fn inputs(checkpoint: &Path, opts: &ConvertOptions) -> Outputs {
+    let config = config_path(checkpoint, opts);
+    let mut outputs = Outputs::with_inputs([checkpoint, config.as_path()]);
+    if let Rounding::Gptq(gptq) = opts.rounding() {
+        if let Source::File(tokens) = &gptq.source {
+            outputs.input(tokens);
+        }
+    }
+    outputs
+}
+
+/// [`convert`] into `out`, never one of the conversion's [`inputs`]: the output is reserved (checked,
+/// its temporary file created) before the work and renamed into place after it; on any error or a
+/// signal nothing is written.
 pub fn convert_to_file(checkpoint: &Path, out: &Path, opts: &ConvertOptions) -> Result<Conversion> {
-    let conversion = convert(checkpoint, opts)?;
-    write_atomically(out, &conversion.blob)?;
+    convert_into(inputs(checkpoint, opts), checkpoint, out, opts, |_| Ok(()))
+}
+
+/// [`convert_to_file`] with the command's own `outputs` (its inputs registered) and `finish` applied
+/// to the conversion before it is written (e.g. a tokenizer record added to the blob).
+pub fn convert_into(
+    outputs: Outputs,
+    checkpoint: &Path,
+    out: &Path,
+    opts: &ConvertOptions,
+    finish: impl FnOnce(&mut Conversion) -> Result<()>,
+) -> Result<Conversion> {
+    let mut pending = outputs.create(out)?;
+    let mut conversion = convert(checkpoint, opts)?;
+    finish(&mut conversion)?;
+    std::io::Write::write_all(pending.file(), &conversion.blob)
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    pending.commit()?;
     Ok(conversion)
 }

@@ -90,6 +90,7 @@ pub fn with_w_out_deltas(model: &Model<'_>, deltas: &[(usize, DMatrix<f64>)]) ->
     }
     let blob = microlens::blob::write(cfg, *model.processing(), Activations::F32, &tensors)
         .context("cannot write the edited blob")?;
+    let blob = crate::text::hf::with_record(blob, model.tokenizer())?;
     Model::from_bytes(&blob).context("the edited blob does not read back")?;
     Ok(blob)
 }

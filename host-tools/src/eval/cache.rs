@@ -15,7 +15,7 @@ use microlens::{Config, HookKind, HookKinds, HookPoint, Hooks, Model};
 
 use crate::eval::run::run_with_hooks;
 use crate::import::state_dict::Tensor;
-use crate::io::atomic::write_atomically;
+use crate::io::output::Outputs;
 use crate::io::safetensors::to_safetensors;
 
 /// Activations recorded at every wanted hook point of a run.
@@ -139,11 +139,13 @@ impl Hooks for ActivationCache {
 }
 
 /// Runs `tokens` through `model` and writes every activation whose TransformerLens name matches `names`
-/// (all when `None`) to `out` as safetensors. Returns the names written.
+/// (all when `None`) to `out` as safetensors, never onto one of `outputs`' inputs. Returns the names
+/// written.
 pub fn write_cache(
     model: &Model<'_>,
     tokens: &[u32],
     names: Option<&regex::Regex>,
+    outputs: &Outputs,
     out: &Path,
 ) -> Result<Vec<String>> {
     let (cache, _) = ActivationCache::record(model, tokens, HookKinds::ALL)?;
@@ -154,6 +156,6 @@ pub fn write_cache(
     if tensors.is_empty() {
         bail!("no hook name matches the --names pattern");
     }
-    write_atomically(out, &to_safetensors(&tensors)?)?;
+    outputs.write(out, &to_safetensors(&tensors)?)?;
     Ok(tensors.into_keys().collect())
 }

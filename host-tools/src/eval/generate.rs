@@ -7,18 +7,18 @@ use microlens::{Model, Session};
 use super::metrics::argmax;
 use super::run::check_tokens;
 
-/// Vocabulary size of a byte-level model: token `b` is the byte `b`.
-pub const BYTE_VOCAB: usize = 256;
+pub use crate::text::bytes::{bytes_text, BYTE_VOCAB};
 
 /// The `n` tokens a greedy decoder appends to `prompt`: feed the prompt, then each argmax in turn.
 pub fn greedy(model: &Model<'_>, prompt: &[u32], n: usize) -> Result<Vec<u32>> {
     check_tokens(model, prompt)?;
     let n_ctx = model.config().n_ctx;
+    let room = (n_ctx + 1).saturating_sub(prompt.len());
     ensure!(
-        prompt.len() + n <= n_ctx + 1,
-        "a prompt of {} tokens leaves room for at most {} new tokens (n_ctx = {n_ctx}), not {n}",
-        prompt.len(),
-        (n_ctx + 1).saturating_sub(prompt.len())
+        n <= room,
+        "--max-new-tokens {n}: a prompt of {} tokens leaves room for at most {room} new tokens \
+         (n_ctx = {n_ctx})",
+        prompt.len()
     );
     let mut kv = vec![0.0; model.kv_cache_len()];
     let mut ws = vec![0.0; model.workspace_len()];
@@ -35,10 +35,4 @@ pub fn greedy(model: &Model<'_>, prompt: &[u32], n: usize) -> Result<Vec<u32>> {
         }
     }
     Ok(out)
-}
-
-/// Bytes as text (invalid UTF-8 replaced by U+FFFD).
-pub fn bytes_text(tokens: &[u32]) -> String {
-    let bytes: Vec<u8> = tokens.iter().map(|&t| t as u8).collect();
-    String::from_utf8_lossy(&bytes).into_owned()
 }

@@ -50,14 +50,22 @@ pub const MAX_BUFFER_WORDS: usize = 1 << 30;
 
 /// `vec![0.0; words]` for `what`, refused above [`MAX_BUFFER_WORDS`].
 pub fn buffer(words: usize, what: &str) -> Result<Vec<f32>> {
-    if words > MAX_BUFFER_WORDS {
+    check_words(&[words], what)?;
+    Ok(vec![0.0; words])
+}
+
+/// Refuses a buffer of `product(sizes)` `f32` words for `what` above [`MAX_BUFFER_WORDS`], naming the
+/// memory it would need (computed in `f64`: no product wraps).
+pub fn check_words(sizes: &[usize], what: &str) -> Result<()> {
+    let words = sizes.iter().map(|&s| s as f64).product::<f64>();
+    if words > MAX_BUFFER_WORDS as f64 {
         bail!(
-            "the {what} would need {:.1} GiB (limit {} GiB): run fewer or shorter sequences",
-            words as f64 * 4.0 / (1u64 << 30) as f64,
+            "{what} would need {:.1} GiB (limit {} GiB): ask for less",
+            words * 4.0 / (1u64 << 30) as f64,
             (MAX_BUFFER_WORDS * 4) >> 30
         );
     }
-    Ok(vec![0.0; words])
+    Ok(())
 }
 
 /// Most tokens a command generates at once (all its random sequences together: 64 MiB of `u32`).
@@ -73,8 +81,11 @@ pub fn check_sequences(flag: &str, sequences: usize, len: usize) -> Result<()> {
         bail!("{flag} 0: at least one sequence is needed");
     }
     if sequences.checked_mul(len).is_none_or(|n| n > MAX_TOKENS) {
+        let gib = sequences as f64 * len as f64 * 4.0 / (1u64 << 30) as f64;
         bail!(
-            "{flag} {sequences} of {len} tokens each is more than {MAX_TOKENS} tokens: ask for fewer"
+            "{flag} {sequences} of {len} tokens each would need {gib:.1} GiB for the tokens alone, more \
+             than the limit of {MAX_TOKENS} tokens ({} MiB): ask for fewer",
+            (MAX_TOKENS * 4) >> 20
         );
     }
     Ok(())

@@ -26,6 +26,12 @@ use microlens::{Config, TensorKind};
 use crate::import::layout::check_tl_shape;
 use crate::import::state_dict::{StateDict, Tensor};
 
+/// Parses the pickle of a `.pth` file (its `data.pkl`) as a state dict, bounded in depth and size
+/// (`pickle_check`): the number of items it holds. What [`parse`] does to a `.pth` file's pickle.
+pub fn parse_pickle(pickle: &[u8]) -> Result<usize> {
+    Ok(pth::state_dict_items(pickle)?.len())
+}
+
 /// One named array of a checkpoint file, before any naming convention is applied.
 #[derive(Clone, Debug, PartialEq)]
 pub enum RawTensor {

@@ -31,14 +31,7 @@ pub(super) fn read(bytes: &[u8]) -> Result<BTreeMap<String, RawTensor>> {
     zip.by_name(&pkl)?
         .read_to_end(&mut pickle)
         .context("cannot read the pickle in the .pth file")?;
-    super::pickle_check::check(&pickle)?;
-    let mut stack = Stack::empty();
-    stack
-        .read_loop(&mut Cursor::new(&pickle))
-        .context("cannot parse the pickle in the .pth file")?;
-    let Object::Dict(items) = stack.finalize()? else {
-        bail!("the .pth file does not hold a state dict (a dict of tensors)");
-    };
+    let items = state_dict_items(&pickle)?;
     let mut out = BTreeMap::new();
     for (key, value) in items {
         let Object::Unicode(name) = key.clone() else {
@@ -62,6 +55,20 @@ pub(super) fn read(bytes: &[u8]) -> Result<BTreeMap<String, RawTensor>> {
         }
     }
     Ok(out)
+}
+
+/// The `(key, value)` items of the state dict a `.pth` file's pickle holds, after the bounded walk of
+/// [`super::pickle_check`].
+pub(super) fn state_dict_items(pickle: &[u8]) -> Result<Vec<(Object, Object)>> {
+    super::pickle_check::check(pickle)?;
+    let mut stack = Stack::empty();
+    stack
+        .read_loop(&mut Cursor::new(pickle))
+        .context("cannot parse the pickle in the .pth file")?;
+    let Object::Dict(items) = stack.finalize()? else {
+        bail!("the .pth file does not hold a state dict (a dict of tensors)");
+    };
+    Ok(items)
 }
 
 fn float_dtype(dtype: DType) -> Option<FloatDType> {

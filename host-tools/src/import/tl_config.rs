@@ -31,7 +31,8 @@ pub struct ImportedConfig {
 
 /// Reads and maps a config file (TL or HF GPT-2, detected from its keys).
 pub fn load(path: &Path) -> Result<ImportedConfig> {
-    let text = crate::io::files::read_text(path).context("cannot read config")?;
+    let text = crate::io::files::read_text(path, crate::io::files::TextKind::Config)
+        .context("cannot read config")?;
     let json: Value = serde_json::from_str(&text)
         .with_context(|| format!("config {} is not valid JSON", path.display()))?;
     parse(&json).with_context(|| format!("config {}", path.display()))

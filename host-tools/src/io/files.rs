@@ -1,16 +1,40 @@
-//! Reading inputs and writing outputs safely: every read bounded by what the format declares (an endless
-//! stream such as `/dev/zero` fails on its first bytes), outputs written atomically through symbolic
-//! links with the umask's mode, never over a FIFO, a device or one of the command's own inputs.
+//! Reading inputs safely: every read bounded by what the format declares (an endless stream such as
+//! `/dev/zero` fails on its first bytes) or by a size limit checked before reading. Outputs:
+//! [`super::output`].
 
 use std::fs::File;
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::Read;
+use std::path::Path;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use microlens::blob::{declared_len, PREAMBLE_LEN};
 
-/// Largest config or token file read (bytes).
-pub const MAX_TEXT_BYTES: u64 = 256 << 20;
+/// What a text input is, and so the most bytes read of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextKind {
+    /// A model config (JSON): a few kilobytes; at most 1 MiB.
+    Config,
+    /// A token list or facts file (one sequence per line): at most 64 MiB.
+    Tokens,
+}
+
+impl TextKind {
+    /// The most bytes read of this kind of file.
+    pub const fn limit(self) -> u64 {
+        match self {
+            TextKind::Config => 1 << 20,
+            TextKind::Tokens => 64 << 20,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            TextKind::Config => "a config",
+            TextKind::Tokens => "a token or facts file",
+        }
+    }
+}
+
 /// Largest safetensors header (bytes), as the safetensors format itself limits it.
 pub const MAX_SAFETENSORS_HEADER: u64 = 100_000_000;
 
@@ -33,10 +57,54 @@ fn open(path: &Path) -> Result<File> {
     File::open(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
-/// A text file (config, token list) of at most [`MAX_TEXT_BYTES`].
-pub fn read_text(path: &Path) -> Result<String> {
-    let bytes = read_at_most(open(path)?, MAX_TEXT_BYTES, path)?;
+/// A text file of at most [`TextKind::limit`] bytes: a regular file's size is checked before reading,
+/// a stream's while reading.
+pub fn read_text(path: &Path, kind: TextKind) -> Result<String> {
+    let f = open(path)?;
+    let limit = kind.limit();
+    let too_long = |size: &str| {
+        anyhow::anyhow!(
+            "{} is larger than the {} MiB allowed for {}{size}",
+            path.display(),
+            limit >> 20,
+            kind.name()
+        )
+    };
+    if let Ok(meta) = f.metadata() {
+        if meta.is_file() && meta.len() > limit {
+            let mib = meta.len() as f64 / (1u64 << 20) as f64;
+            return Err(too_long(&format!(" ({mib:.1} MiB)")));
+        }
+    }
+    let mut bytes = Vec::new();
+    f.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_long(""));
+    }
     String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8 text", path.display()))
+}
+
+/// A file of at most `limit` bytes: a regular file's size is checked before anything is read, any other
+/// file (a pipe, a device) is read up to the bound.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>> {
+    let f = open(path)?;
+    let meta = f
+        .metadata()
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    ensure!(
+        !meta.is_dir(),
+        "{} is a directory, not a file",
+        path.display()
+    );
+    ensure!(
+        !meta.is_file() || meta.len() <= limit,
+        "{} is {} bytes, more than the {limit} accepted",
+        path.display(),
+        meta.len()
+    );
+    read_at_most(f, limit, path)
 }
 
 /// A blob: the preamble first (a file that is not a blob fails on its magic), then exactly the length it
@@ -107,105 +175,4 @@ pub fn read_checkpoint(path: &Path) -> Result<Vec<u8>> {
         .read_to_end(&mut bytes)
         .with_context(|| format!("cannot read {}", path.display()))?;
     Ok(bytes)
-}
-
-/// The file `path` names after following symbolic links (itself if it does not exist yet; a dangling
-/// link's target).
-fn resolved(path: &Path) -> PathBuf {
-    if let Ok(p) = std::fs::canonicalize(path) {
-        return p;
-    }
-    let mut p = path.to_path_buf();
-    for _ in 0..40 {
-        match std::fs::read_link(&p) {
-            Ok(target) => p = p.parent().unwrap_or(Path::new(".")).join(target),
-            Err(_) => break,
-        }
-    }
-    p
-}
-
-/// Refuses an output that exists and is not a regular file (a FIFO, a device, a directory, even through
-/// a link), or that is one of `inputs` (same device and inode, whatever the path).
-pub fn check_output(out: &Path, inputs: &[&Path]) -> Result<()> {
-    let Ok(meta) = std::fs::metadata(out) else {
-        return Ok(());
-    };
-    ensure!(
-        meta.is_file(),
-        "{} exists and is not a regular file: refusing to write it",
-        out.display()
-    );
-    for input in inputs {
-        if let Ok(m) = std::fs::metadata(input) {
-            if same_file(&m, &meta) {
-                bail!(
-                    "output {} is an input ({}): refusing to overwrite it",
-                    out.display(),
-                    input.display()
-                );
-            }
-        }
-    }
-    Ok(())
-}
-
-#[cfg(unix)]
-fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    (a.dev(), a.ino()) == (b.dev(), b.ino())
-}
-
-#[cfg(not(unix))]
-fn same_file(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
-    false
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file beside the file `path` resolves to (through
-/// symbolic links), renamed over it. An existing file keeps its mode; a new one gets `0666` less the
-/// umask. A non-regular `path` is refused.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    check_output(path, &[])?;
-    let target = resolved(path);
-    let dir = match target.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(".microlens-");
-    let existing = std::fs::metadata(&target).ok();
-    let perms = match &existing {
-        Some(m) => Some(m.permissions()),
-        None => default_permissions(),
-    };
-    if let Some(p) = &perms {
-        builder.permissions(p.clone());
-    }
-    let mut tmp = builder
-        .tempfile_in(dir)
-        .with_context(|| format!("cannot write in {}", dir.display()))?;
-    tmp.write_all(bytes)
-        .and_then(|()| tmp.as_file().sync_all())
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    if let (Some(_), Some(p)) = (&existing, perms) {
-        // The mode asked for at creation was cut by the umask: give an existing file its own back.
-        tmp.as_file()
-            .set_permissions(p)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    tmp.persist(&target)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
-}
-
-/// `0666`, which the umask cuts at creation (tempfile's own default is `0600`).
-#[cfg(unix)]
-fn default_permissions() -> Option<std::fs::Permissions> {
-    use std::os::unix::fs::PermissionsExt;
-    Some(std::fs::Permissions::from_mode(0o666))
-}
-
-#[cfg(not(unix))]
-fn default_permissions() -> Option<std::fs::Permissions> {
-    None
 }

@@ -9,16 +9,19 @@ use anyhow::{ensure, Context, Result};
 pub fn parse_tokens(s: &str) -> Result<Vec<u32>> {
     s.split(',')
         .map(|t| {
-            t.trim()
-                .parse::<u32>()
-                .with_context(|| format!("token {:?} is not a non-negative integer", t.trim()))
+            t.trim().parse::<u32>().with_context(|| {
+                format!(
+                    "token {:?} is not a non-negative integer",
+                    crate::excerpt::excerpt(t.trim())
+                )
+            })
         })
         .collect()
 }
 
 /// One sequence per non-empty line of comma-separated token ids.
 pub fn read_token_file(path: &Path) -> Result<Vec<Vec<u32>>> {
-    let text = super::files::read_text(path)?;
+    let text = super::files::read_text(path, super::files::TextKind::Tokens)?;
     let seqs: Vec<Vec<u32>> = text
         .lines()
         .enumerate()

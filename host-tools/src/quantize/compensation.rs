@@ -133,8 +133,9 @@ fn partial_blob(
             None => nearest_tensor(model, id, DType::F32),
         })
         .collect::<Result<_>>()?;
-    microlens::blob::write(cfg, *model.processing(), activations, &tensors)
-        .context("cannot write the blob")
+    let blob = microlens::blob::write(cfg, *model.processing(), activations, &tensors)
+        .context("cannot write the blob")?;
+    crate::text::hf::with_record(blob, model.tokenizer())
 }
 
 /// A tensor's key in the maps of finished tensors and of solvers ([`TensorId`] is not `Ord`).

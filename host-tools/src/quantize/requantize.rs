@@ -63,8 +63,9 @@ fn write_blob(
     activations: Activations,
     tensors: &[TensorData],
 ) -> Result<Vec<u8>> {
-    microlens::blob::write(model.config(), *model.processing(), activations, tensors)
-        .context("cannot write the blob")
+    let blob = microlens::blob::write(model.config(), *model.processing(), activations, tensors)
+        .context("cannot write the blob")?;
+    crate::text::hf::with_record(blob, model.tokenizer())
 }
 
 /// How integer weights are rounded.

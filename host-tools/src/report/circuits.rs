@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use super::plot::{save, Heatmap, Scale};
 use crate::analysis::circuits::{heads, CircuitReport};
 use crate::eval::run::run_model;
+use crate::io::output::Outputs;
 
 /// The report as one JSON object (`--json`).
 pub fn to_json(r: &CircuitReport) -> Value {
@@ -207,19 +208,24 @@ fn pattern_panels(model: &Model<'_>, r: &CircuitReport) -> Result<Vec<Heatmap>> 
         .collect())
 }
 
-/// Writes `composition.png`, `head_scores.png` and `patterns.png` into `dir` (`--plot DIR`).
-pub fn write_plots(model: &Model<'_>, r: &CircuitReport, dir: &Path) -> Result<Vec<PathBuf>> {
+/// The files [`write_plots`] writes.
+pub const PLOTS: &[&str] = &["composition.png", "head_scores.png", "patterns.png"];
+
+/// Writes `composition.png`, `head_scores.png` and `patterns.png` into `dir` (`--plot DIR`) through
+/// `outputs`.
+pub fn write_plots(
+    model: &Model<'_>,
+    r: &CircuitReport,
+    outputs: &Outputs,
+    dir: &Path,
+) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let composition = composition_panels(r);
     let scores = score_panels(r);
     let patterns = pattern_panels(model, r)?;
-    let files = [
-        dir.join("composition.png"),
-        dir.join("head_scores.png"),
-        dir.join("patterns.png"),
-    ];
-    save(&files[0], &composition, 3, 420)?;
-    save(&files[1], &scores, 3, 360)?;
-    save(&files[2], &patterns, r.cfg.n_heads, 420)?;
-    Ok(files.to_vec())
+    let files: Vec<PathBuf> = PLOTS.iter().map(|f| dir.join(f)).collect();
+    save(outputs, &files[0], &composition, 3, 420)?;
+    save(outputs, &files[1], &scores, 3, 360)?;
+    save(outputs, &files[2], &patterns, r.cfg.n_heads, 420)?;
+    Ok(files)
 }

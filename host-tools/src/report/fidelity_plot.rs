@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use super::plot::{save, Heatmap, Scale};
 use crate::fidelity::HeadFidelity;
 use crate::fidelity::Report;
+use crate::io::output::Outputs;
 
 /// `[layer][head]` grid of one per-head figure.
 fn grid(report: &Report, n_heads: usize, f: impl Fn(&HeadFidelity) -> f64) -> Vec<Vec<f64>> {
@@ -96,13 +97,21 @@ fn composition_panels(report: &Report) -> Vec<Heatmap> {
         .collect()
 }
 
-/// Writes `heads.png` (per-head grids) and `composition.png` (composition changes) into `dir`; returns
-/// the files written.
-pub fn write_plots(report: &Report, n_heads: usize, dir: &Path) -> Result<Vec<PathBuf>> {
+/// The files [`write_plots`] writes.
+pub const PLOTS: &[&str] = &["heads.png", "composition.png"];
+
+/// Writes `heads.png` (per-head grids) and `composition.png` (composition changes) into `dir` through
+/// `outputs`; returns the files written.
+pub fn write_plots(
+    report: &Report,
+    n_heads: usize,
+    outputs: &Outputs,
+    dir: &Path,
+) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let heads_png = dir.join("heads.png");
-    save(&heads_png, &head_panels(report, n_heads), 2, 360)?;
-    let comp_png = dir.join("composition.png");
-    save(&comp_png, &composition_panels(report), 3, 420)?;
+    let heads_png = dir.join(PLOTS[0]);
+    save(outputs, &heads_png, &head_panels(report, n_heads), 2, 360)?;
+    let comp_png = dir.join(PLOTS[1]);
+    save(outputs, &comp_png, &composition_panels(report), 3, 420)?;
     Ok(vec![heads_png, comp_png])
 }

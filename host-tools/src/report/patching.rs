@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use super::plot::{save, Heatmap, Scale};
 use crate::analysis::Patching;
+use crate::io::output::Outputs;
 
 /// `table` normalised: 0 is the corrupted run, 1 the clean one.
 fn normalized(p: &Patching, table: &[Vec<f64>]) -> Vec<Vec<f64>> {
@@ -60,9 +61,9 @@ pub fn print_text(p: &Patching, answer: u32, wrong: u32) {
     );
 }
 
-/// Writes `patching.png` into `dir` (`--plot DIR`).
-pub fn write_plots(p: &Patching, clean: &[u32], dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+/// The heatmaps of the normalised tables: residual stream by layer and position, head outputs, and
+/// each layer's head outputs by position.
+pub fn panels(p: &Patching, clean: &[u32]) -> Vec<Heatmap> {
     let positions: Vec<String> = clean
         .iter()
         .enumerate()
@@ -99,7 +100,42 @@ pub fn write_plots(p: &Patching, clean: &[u32], dir: &Path) -> Result<Vec<PathBu
             ),
         );
     }
-    let file = dir.join("patching.png");
-    save(&file, &panels, 2, 480)?;
+    panels
+}
+
+/// The files [`write_plots`] writes.
+pub const PLOTS: &[&str] = &["patching.png"];
+
+/// Writes `patching.png` into `dir` (`--plot DIR`) through `outputs`: the [`panels`].
+pub fn write_plots(
+    p: &Patching,
+    clean: &[u32],
+    outputs: &Outputs,
+    dir: &Path,
+) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let file = dir.join(PLOTS[0]);
+    save(outputs, &file, &panels(p, clean), 2, 480)?;
     Ok(vec![file])
+}
+
+/// The patching tables as an HTML page (`--html`).
+pub fn to_html(p: &Patching, clean: &[u32], answer: u32, wrong: u32) -> Result<String> {
+    let summary = [
+        ("answer, wrong".to_string(), format!("{answer}, {wrong}")),
+        (
+            format!("logit[{answer}] - logit[{wrong}], clean"),
+            format!("{:.4}", p.clean),
+        ),
+        ("... corrupted".into(), format!("{:.4}", p.corrupt)),
+    ];
+    let labels: Vec<String> = clean.iter().map(u32::to_string).collect();
+    super::html::heatmap_page::render(
+        "patch",
+        "microlens patch: activation patching",
+        "normalised logit difference with one activation patched from the clean run (0 = corrupted, 1 = clean)",
+        &summary,
+        &labels,
+        &panels(p, clean),
+    )
 }

@@ -3,6 +3,8 @@
 use std::path::Path;
 
 use anyhow::{anyhow, Result};
+
+use crate::io::output::Outputs;
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -17,6 +19,32 @@ pub enum Scale {
     SignedUpTo(f64),
     /// Values in `[0, max]`: white to dark blue.
     Unit(f64),
+}
+
+/// The colour of `v` on `scale` as `(r, g, b)`, `max_abs` saturating [`Scale::Signed`]; grey for a
+/// value that is not finite. The PNG and the HTML pages share it.
+pub fn scale_rgb(scale: Scale, v: f64, max_abs: f64) -> (u8, u8, u8) {
+    let lerp =
+        |a: u8, b: u8, t: f64| (a as f64 + (b as f64 - a as f64) * t.clamp(0.0, 1.0)).round() as u8;
+    let blend =
+        |to: (u8, u8, u8), t: f64| (lerp(255, to.0, t), lerp(255, to.1, t), lerp(255, to.2, t));
+    if !v.is_finite() {
+        return (200, 200, 200);
+    }
+    match scale {
+        Scale::Signed | Scale::SignedUpTo(_) => {
+            let max = match scale {
+                Scale::SignedUpTo(m) if m > 0.0 => m,
+                _ => max_abs,
+            };
+            if v >= 0.0 {
+                blend((178, 24, 43), v / max)
+            } else {
+                blend((33, 102, 172), -v / max)
+            }
+        }
+        Scale::Unit(max) => blend((8, 48, 107), v / if max > 0.0 { max } else { 1.0 }),
+    }
 }
 
 /// One heatmap panel: `values[row][col]`, row 0 at the top.
@@ -68,34 +96,18 @@ impl Heatmap {
         self
     }
 
+    /// The colour of `v` ([`scale_rgb`] with this panel's scale).
+    pub fn rgb(&self, v: f64, max_abs: f64) -> (u8, u8, u8) {
+        scale_rgb(self.scale, v, max_abs)
+    }
+
     fn colour(&self, v: f64, max_abs: f64) -> RGBColor {
-        let lerp = |a: u8, b: u8, t: f64| {
-            (a as f64 + (b as f64 - a as f64) * t.clamp(0.0, 1.0)).round() as u8
-        };
-        let blend = |to: (u8, u8, u8), t: f64| {
-            RGBColor(lerp(255, to.0, t), lerp(255, to.1, t), lerp(255, to.2, t))
-        };
-        if !v.is_finite() {
-            return RGBColor(200, 200, 200);
-        }
-        match self.scale {
-            Scale::Signed | Scale::SignedUpTo(_) => {
-                let max = match self.scale {
-                    Scale::SignedUpTo(m) if m > 0.0 => m,
-                    _ => max_abs,
-                };
-                if v >= 0.0 {
-                    blend((178, 24, 43), v / max)
-                } else {
-                    blend((33, 102, 172), -v / max)
-                }
-            }
-            Scale::Unit(max) => blend((8, 48, 107), v / if max > 0.0 { max } else { 1.0 }),
-        }
+        let (r, g, b) = self.rgb(v, max_abs);
+        RGBColor(r, g, b)
     }
 
     /// The largest finite `|value|`, 1 if there is none.
-    fn max_abs(&self) -> f64 {
+    pub fn max_abs(&self) -> f64 {
         let max_abs = self
             .values
             .iter()
@@ -197,17 +209,34 @@ fn axis_labels(names: &[String], flip: Option<usize>) -> impl Fn(&SegmentValue<u
     }
 }
 
-/// Writes `panels` to a PNG at `path`, `per_row` panels side by side, each `panel_px` pixels square.
-pub fn save(path: &Path, panels: &[Heatmap], per_row: usize, panel_px: u32) -> Result<()> {
+/// Refuses, before any work, a `--plot` directory where one of the files `names` may not be written
+/// ([`Outputs::check`]: an input, a FIFO, a directory).
+pub fn check_dir(outputs: &Outputs, dir: &Path, names: &[&str]) -> Result<()> {
+    names.iter().try_for_each(|n| outputs.check(&dir.join(n)))
+}
+
+/// Writes `panels` to a PNG at `path` through `outputs` (atomically, never onto an input), `per_row`
+/// panels side by side, each `panel_px` pixels square.
+pub fn save(
+    outputs: &Outputs,
+    path: &Path,
+    panels: &[Heatmap],
+    per_row: usize,
+    panel_px: u32,
+) -> Result<()> {
     let per_row = per_row.clamp(1, panels.len().max(1));
     let n_rows = panels.len().div_ceil(per_row).max(1);
     let size = (panel_px * per_row as u32, panel_px * n_rows as u32);
-    let root = BitMapBackend::new(path, size).into_drawing_area();
-    root.fill(&WHITE)
-        .map_err(|e| anyhow!("{}: {e:?}", path.display()))?;
-    for (panel, area) in panels.iter().zip(root.split_evenly((n_rows, per_row))) {
-        panel.draw(&area)?;
+    let pending = outputs.create(path)?;
+    {
+        let root = BitMapBackend::new(pending.path(), size).into_drawing_area();
+        root.fill(&WHITE)
+            .map_err(|e| anyhow!("{}: {e:?}", path.display()))?;
+        for (panel, area) in panels.iter().zip(root.split_evenly((n_rows, per_row))) {
+            panel.draw(&area)?;
+        }
+        root.present()
+            .map_err(|e| anyhow!("cannot write {}: {e:?}", path.display()))?;
     }
-    root.present()
-        .map_err(|e| anyhow!("cannot write {}: {e:?}", path.display()))
+    pending.commit()
 }

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::plot::{save, Heatmap, Scale};
 use crate::analysis::tracing::{Trace, TRACED};
+use crate::io::output::Outputs;
 
 /// What each traced kind restores, for captions.
 fn describe(kind: HookKind) -> &'static str {
@@ -67,20 +68,15 @@ pub fn print_text(t: &Trace, prompt: &[u32], subject: &std::ops::Range<usize>) {
     }
 }
 
-/// Writes `trace.png` into `dir` (`--plot DIR`): one heatmap of restored probability per kind.
-pub fn write_plots(
-    t: &Trace,
-    prompt: &[u32],
-    subject: &std::ops::Range<usize>,
-    dir: &Path,
-) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+/// One heatmap of restored probability per traced kind (layer x position:token, `*` marking the
+/// subject).
+pub fn panels(t: &Trace, prompt: &[u32], subject: &std::ops::Range<usize>) -> Vec<Heatmap> {
     let positions: Vec<String> = prompt
         .iter()
         .enumerate()
         .map(|(i, tok)| format!("{i}:{tok}{}", if subject.contains(&i) { "*" } else { "" }))
         .collect();
-    let panels: Vec<Heatmap> = TRACED
+    TRACED
         .iter()
         .enumerate()
         .map(|(k, &kind)| {
@@ -93,8 +89,47 @@ pub fn write_plots(
             .axes("layer", "position:token")
             .labels(layers, positions.clone())
         })
-        .collect();
-    let file = dir.join("trace.png");
-    save(&file, &panels, 3, 420)?;
+        .collect()
+}
+
+/// The files [`write_plots`] writes.
+pub const PLOTS: &[&str] = &["trace.png"];
+
+/// Writes `trace.png` into `dir` (`--plot DIR`) through `outputs`: the [`panels`].
+pub fn write_plots(
+    t: &Trace,
+    prompt: &[u32],
+    subject: &std::ops::Range<usize>,
+    outputs: &Outputs,
+    dir: &Path,
+) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let file = dir.join(PLOTS[0]);
+    save(outputs, &file, &panels(t, prompt, subject), 3, 420)?;
     Ok(vec![file])
+}
+
+/// The trace as an HTML page (`--html`): the probabilities, the prompt and the [`panels`].
+pub fn to_html(t: &Trace, prompt: &[u32], subject: &std::ops::Range<usize>) -> Result<String> {
+    let summary = [
+        ("answer".to_string(), t.answer.to_string()),
+        ("p(answer), clean".into(), format!("{:.4}", t.clean)),
+        (
+            format!(
+                "p(answer), subject {}..{} corrupted",
+                subject.start, subject.end
+            ),
+            format!("{:.4}", t.corrupted),
+        ),
+        ("noise".into(), format!("{:.3}", t.noise)),
+    ];
+    let labels: Vec<String> = prompt.iter().map(u32::to_string).collect();
+    super::html::heatmap_page::render(
+        "trace",
+        "microlens trace: causal tracing",
+        "probability of the clean answer with one activation restored from the clean run",
+        &summary,
+        &labels,
+        &panels(t, prompt, subject),
+    )
 }

@@ -15,6 +15,8 @@ use microlens::{Normalization, Positional};
 use super::model::{values, Model, ModelConfig};
 use crate::import::state_dict::Tensor as StateTensor;
 use crate::import::tl_config::{normalization_name, positional_name};
+use crate::io::files::{read_text, TextKind};
+use crate::io::output::atomic_write;
 use crate::io::safetensors::to_safetensors_with;
 
 /// The two files written.
@@ -42,7 +44,7 @@ pub fn export(model: &Model, dir: &Path, name: &str, seed: u64) -> Result<Export
         );
     }
     let text = serde_json::to_string_pretty(&config_json)? + "\n";
-    std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
+    atomic_write(&config, text.as_bytes())?;
     Ok(Exported { weights, config })
 }
 
@@ -54,8 +56,7 @@ pub fn write_safetensors(model: &Model, path: &Path) -> Result<()> {
         .map(|(n, v)| Ok((n.clone(), StateTensor::new(v.dims().to_vec(), values(v)?)?)))
         .collect::<Result<BTreeMap<_, _>>>()?;
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-    std::fs::write(path, to_safetensors_with(&tensors, Some(metadata))?)
-        .with_context(|| format!("writing {}", path.display()))
+    atomic_write(path, &to_safetensors_with(&tensors, Some(metadata))?)
 }
 
 /// The model's `HookedTransformerConfig` in the form of TransformerLens 2.x's `to_dict()`: the keys that
@@ -118,12 +119,11 @@ pub fn tl_config(cfg: &ModelConfig, name: &str, seed: u64) -> Value {
 /// or `"LN"`):
 /// the config JSON and a safetensors state dict (buffers such as `attn.mask` are ignored).
 pub fn load(weights: &Path, config: &Path) -> Result<Model> {
-    let text =
-        std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
+    let text = read_text(config, TextKind::Config)?;
     let cfg = model_config(&serde_json::from_str(&text)?)
         .with_context(|| format!("config {}", config.display()))?;
     let model = Model::new(cfg, &mut super::trainer::rng(0, 0))?; // every value is overwritten below
-    let bytes = std::fs::read(weights).with_context(|| format!("reading {}", weights.display()))?;
+    let bytes = crate::io::files::read_checkpoint(weights)?;
     let st = safetensors::SafeTensors::deserialize(&bytes)?;
     for (name, var) in model.named_vars() {
         let view = st

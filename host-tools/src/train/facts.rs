@@ -60,30 +60,37 @@ impl FromStr for PromptTarget {
     type Err = anyhow::Error;
     fn from_str(line: &str) -> Result<Self> {
         let Some((prompt, target)) = line.split_once("->") else {
-            bail!("`{line}` is not `tokens -> target`");
+            bail!(
+                "`{}` is not `tokens -> target`",
+                crate::excerpt::excerpt(line)
+            );
         };
         let prompt = crate::io::tokens::parse_tokens(prompt.trim())?;
-        let target = target
-            .trim()
-            .parse()
-            .with_context(|| format!("target `{}` is not a token id", target.trim()))?;
+        let target = target.trim().parse().with_context(|| {
+            format!(
+                "target `{}` is not a token id",
+                crate::excerpt::excerpt(target.trim())
+            )
+        })?;
         Ok(PromptTarget { prompt, target })
     }
 }
 
 /// Reads a facts file: one `t1,t2,... -> target` per line; empty lines and `#` comments are skipped.
 pub fn read_facts_file(path: &Path) -> Result<Vec<PromptTarget>> {
-    let text = crate::io::files::read_text(path)?;
+    let text = crate::io::files::read_text(path, crate::io::files::TextKind::Tokens)?;
+    parse_facts(&text, &path.display().to_string())
+}
+
+/// The facts of a facts file's text (`name` is the file's, for errors).
+pub fn parse_facts(text: &str, name: &str) -> Result<Vec<PromptTarget>> {
     let facts = text
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-        .map(|(i, l)| {
-            l.parse()
-                .with_context(|| format!("{} line {}", path.display(), i + 1))
-        })
+        .map(|(i, l)| l.parse().with_context(|| format!("{name} line {}", i + 1)))
         .collect::<Result<Vec<_>>>()?;
-    ensure!(!facts.is_empty(), "{} holds no facts", path.display());
+    ensure!(!facts.is_empty(), "{name} holds no facts");
     Ok(facts)
 }
 
@@ -122,12 +129,16 @@ impl FactSpec {
             "need at least 1 relation and 2 subjects"
         );
         ensure!(
-            self.n_subjects <= s * s,
+            s.checked_mul(s)
+                .is_some_and(|pairs| self.n_subjects <= pairs),
             "{} subjects do not fit in {s} x {s} subject token pairs",
             self.n_subjects
         );
         ensure!(
-            (self.first_object() as usize) + 2 <= self.d_vocab,
+            u32::try_from(self.d_vocab).is_ok()
+                && s.checked_add(self.n_relations)
+                    .and_then(|first| first.checked_add(2))
+                    .is_some_and(|end| end <= self.d_vocab),
             "vocabulary {} leaves fewer than 2 object tokens after {s} subject and {} relation tokens",
             self.d_vocab,
             self.n_relations
@@ -276,7 +287,7 @@ pub fn write_facts_file(path: &Path, spec: &FactSpec, facts: &[Fact]) -> Result<
     for f in facts {
         text += &format!("{f}\n");
     }
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+    crate::io::output::atomic_write(path, text.as_bytes())
 }
 
 /// The facts of a facts file as [`PromptTarget`]s.

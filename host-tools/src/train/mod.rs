@@ -5,6 +5,7 @@
 //! or shortformer positions), so the exported weights give the same loss in TransformerLens and in the
 //! `microlens` core crate.
 
+pub mod budget;
 pub mod causal_softmax;
 pub mod data;
 pub mod eval;
