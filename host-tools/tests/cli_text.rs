@@ -650,3 +650,74 @@ fn fidelity_on_a_text_file_and_bad_text_files() {
         );
     }
 }
+
+#[test]
+fn circuits_by_text_equal_circuits_by_ids_on_the_repeated_sequence() {
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = checkpoint(dir.path(), 384, true);
+    let blob = dir.path().join("m.mlb");
+    ok(microlens(&["convert", s(&ckpt), "-o", s(&blob)]));
+    std::fs::copy(fixture_tokenizer(), dir.path().join("tokenizer.json")).unwrap();
+    let text = "The Eiffel Tower is in";
+    let run: Value =
+        serde_json::from_str(&ok(microlens(&["run", s(&blob), "--text", text, "--json"]))).unwrap();
+    let with_bos: Vec<u32> = serde_json::from_value(run["tokens"].clone()).unwrap();
+    assert_eq!(with_bos[0], 0);
+    let body = &with_bos[1..];
+    let by_text = ok(microlens(&["circuits", s(&blob), "--text", text, "--json"]));
+    let by_ids = ok(microlens(&[
+        "circuits",
+        s(&blob),
+        "--tokens",
+        &ids(&with_bos),
+        "--json",
+    ]));
+    assert_eq!(by_text, by_ids);
+    // The BOS token once, then the text twice; the loss counted on the repeat.
+    let json: Value = serde_json::from_str(&by_text).unwrap();
+    let repeated = [&[0], body, body].concat();
+    assert_eq!(json["tokens"], json!(repeated));
+    assert_eq!(json["sequences"]["count"], 1);
+    assert_eq!(json["sequences"]["prefix"], 1);
+    assert_eq!(json["ablation"]["from_pos"], 1 + body.len());
+    let shown: Vec<String> = serde_json::from_value(json["str_tokens"].clone()).unwrap();
+    let run_shown: Vec<String> = serde_json::from_value(run["str_tokens"].clone()).unwrap();
+    assert_eq!(shown, [&run_shown[..], &run_shown[1..]].concat());
+    // Without BOS the whole text is repeated; the table shows the string tokens.
+    let plain: Value = serde_json::from_str(&ok(microlens(&[
+        "circuits",
+        s(&blob),
+        "--text",
+        text,
+        "--no-prepend-bos",
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(plain["tokens"], json!([body, body].concat()));
+    assert_ne!(plain["heads"], json["heads"]);
+    let table = ok(microlens(&["circuits", s(&blob), "--text", text]));
+    assert!(
+        table.contains("\"<|endoftext|>\"") && table.contains("the given sequence: 1 + 2 x"),
+        "{table}"
+    );
+    // 1 + 2 x 16 tokens exceed n_ctx = 32.
+    let long: Vec<u32> = (1..=16).collect();
+    one_line_error(
+        &microlens(&[
+            "circuits",
+            s(&blob),
+            "--tokens",
+            &ids(&[&[0], &long[..]].concat()),
+        ]),
+        "n_ctx = 32",
+    );
+    one_line_error(
+        &microlens(&[
+            "circuits",
+            s(&blob),
+            "--text",
+            &"The Eiffel Tower is in Paris. ".repeat(4),
+        ]),
+        "n_ctx = 32",
+    );
+}

@@ -41,8 +41,9 @@ pub fn to_json(r: &CircuitReport) -> Value {
         })
         .collect();
     let a = &r.ablation;
-    json!({
-        "sequences": {"count": r.seqs.len(), "length": 2 * r.half, "half": r.half},
+    let mut json = json!({
+        "sequences": {"count": r.seqs.len(), "length": r.prefix + 2 * r.half, "half": r.half, "prefix": r.prefix,
+                      "given": r.given},
         "heads": head_rows,
         "composition": composition,
         "composition_baseline": r.baseline,
@@ -55,17 +56,31 @@ pub fn to_json(r: &CircuitReport) -> Value {
         },
         "skip_trigrams": r.skip_trigrams,
         "bigrams": r.bigrams,
-    })
+    });
+    if r.given {
+        json["tokens"] = json!(r.seqs[0]);
+    }
+    if let Some(str_tokens) = &r.str_tokens {
+        json["str_tokens"] = json!(str_tokens);
+    }
+    json
 }
 
 /// Prints the report's tables.
 pub fn print_text(r: &CircuitReport) {
     let n = r.cfg.n_heads;
-    println!(
-        "{} repeated random sequences of 2 x {} tokens; loss and attribution on the repeated half",
-        r.seqs.len(),
-        r.half
-    );
+    if r.given {
+        println!(
+            "the given sequence: {} + 2 x {} tokens; loss and attribution on the repeated half",
+            r.prefix, r.half
+        );
+    } else {
+        println!(
+            "{} repeated random sequences of 2 x {} tokens; loss and attribution on the repeated half",
+            r.seqs.len(),
+            r.half
+        );
+    }
     println!(
         "\nhead   prev-tok  dup-tok  induction  (repeated)  copying  OV-copy  DLA(next)  loss ablated"
     );
