@@ -1,7 +1,7 @@
 //! # microlens
 //!
 //! TransformerLens-style interpretability for tiny transformers, on microcontrollers: `#![no_std]`, no
-//! heap, no `unsafe` (but for the opt-in `dsp` kernels). A [`Model`] is read in place from a blob (typically `include_bytes!` in flash); a
+//! heap, target-specific code (assembly, SIMD) only in its kernels. A [`Model`] is read in place from a blob (typically `include_bytes!` in flash); a
 //! [`Session`] runs it token by token over caller-provided buffers, calling [`Hooks`] at every
 //! TransformerLens hook point so the model can report (and ablate) its own circuits.
 //!
@@ -36,18 +36,13 @@
 //! the host's converter (`microlens-host`), which rounds exactly as the device does.
 
 #![no_std]
-// No `unsafe` anywhere; with the feature `dsp`, only the DSP instructions and the four-row loop of
-// `quant/dsp.rs` and the four-row float loops of `math/rows.rs` (and with `mve`, the Helium loop of
-// `quant/mve.rs`); with the feature `std` (host only), the calls of `host/` into its kernels compiled
-// for the CPU's detected vector unit.
-#![cfg_attr(not(any(feature = "dsp", feature = "std")), forbid(unsafe_code))]
-#![cfg_attr(any(feature = "dsp", feature = "std"), deny(unsafe_code))]
 #![deny(missing_docs)]
 
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
 pub mod analysis;
+mod arch;
 pub mod blob;
 mod components;
 pub mod config;

@@ -19,8 +19,6 @@
 //! `prepare`, [`HostWeights::new`] from a `Model`.
 
 pub(crate) mod blocked;
-pub(crate) mod dot4;
-pub(crate) mod exp;
 mod prepare;
 pub(crate) mod weights;
 
