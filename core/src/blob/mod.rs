@@ -5,7 +5,7 @@
 //! tensor table are relative to the data section, each a multiple of 16, so a blob placed at a 16-byte
 //! aligned address (see [`Aligned`]) has aligned tensors; unaligned blobs still read correctly.
 
-mod dtype;
+pub(crate) mod dtype;
 mod entry;
 mod header;
 #[cfg(all(feature = "std", feature = "encode"))]

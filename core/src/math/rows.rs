@@ -79,7 +79,7 @@ fn quad_f16(block: &[u32], stride: usize, x: &[f32]) -> [f32; 4] {
 /// The two halves of `w` widened to `f32`: (low, high).
 #[inline(always)]
 fn widen_pair(w: u32) -> (f32, f32) {
-    use crate::blob::widen_f16;
+    use crate::blob::dtype::widen_f16;
     (widen_f16(w as u16), widen_f16((w >> 16) as u16))
 }
 

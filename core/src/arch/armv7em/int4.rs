@@ -8,7 +8,7 @@
 //! the factor of the last chunk (`s_x`, else 1).
 #![allow(unsafe_code)]
 
-use crate::blob::I4_GROUP;
+use crate::blob::dtype::I4_GROUP;
 
 /// The top nibble of each 16-bit lane (`quant::int4_rows`' mask).
 const MASK: u32 = 0xf000_f000;
