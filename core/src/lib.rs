@@ -32,8 +32,12 @@
 //!   implies ([`tensors`]), their values ([`weights`]), and the logits hash host and firmware print
 //!   ([`hash`]).
 //!
-//! The kernels are private; the feature `encode` makes the weight encoders and quantisers public for
-//! the host's converter (`microlens-host`), which rounds exactly as the device does.
+//! - on the host: `host` (feature `std`: the blocked `f32` copies that speed up a model's float
+//!   matmuls, the same bits) and `encode` (feature `encode`: the rounding the converter shares).
+//!
+//! Everything else is private: the forward pass's components, the quantised arithmetic, the maths,
+//! and the target kernels (`arch/`: one folder per target family, chosen once by `build.rs`), in the
+//! layers `docs/architecture.md` lists.
 
 #![no_std]
 #![deny(missing_docs)]
@@ -62,16 +66,16 @@ pub mod weights;
 mod window;
 mod workspace;
 
-// Kernels and numerics: the crate's own, public only to the host's encoder (feature `encode`), which
-// rounds exactly as the device does by calling them.
-#[cfg(feature = "encode")]
-pub mod math;
-#[cfg(not(feature = "encode"))]
 mod math;
-#[cfg(feature = "encode")]
-pub mod quant;
-#[cfg(not(feature = "encode"))]
 mod quant;
+
+/// Host-only encoding (feature `encode`, never in a firmware): what the converter
+/// (`microlens-host`) calls to round weights and activations exactly as the device does.
+#[cfg(feature = "encode")]
+pub mod encode {
+    pub use crate::quant::encode::{pack_i4, quantize_one, weight_scale, I4_MAX};
+    pub use crate::quant::offset::round_trip;
+}
 
 pub use blob::{Activations, DType};
 pub use config::{ActFn, Config, Normalization, Positional};

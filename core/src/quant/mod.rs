@@ -22,6 +22,3 @@ pub(crate) mod linear;
 pub(crate) mod mix;
 pub mod offset;
 pub mod quantized;
-
-#[cfg(feature = "encode")]
-pub use activations::{quantize, Quantized};

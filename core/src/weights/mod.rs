@@ -1,6 +1,6 @@
 //! Read-only views of tensors inside a blob, dequantised on the fly; no copies, any alignment. On the
 //! host (feature `std`) also their column-blocked `f32` copies (`blocked.rs`, one matrix; `host.rs`,
-//! [`HostWeights`](crate::host::HostWeights), a blob's), which a matrix computes its rows from when a
+//! `host::HostWeights`, a blob's), which a matrix computes its rows from when a
 //! model has them attached.
 
 #[cfg(feature = "std")]
