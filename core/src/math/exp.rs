@@ -5,7 +5,7 @@
 //! `e^r` by a degree-6 polynomial on `|r| <= ln 2 / 2`, then `2^k` added to the exponent bits. Only
 //! IEEE basic `f32` operations in a fixed order (no fused multiply-add, no float-integer conversion),
 //! so x86, every Cortex-M with or without an FPU and RISC-V compute the same bits; the host's
-//! eight-lane copy (`host/exp.rs`) is these functions per lane. Within 1 ulp of `e^x` on every `f32`
+//! eight-lane copy (`arch/host/exp.rs`) is these functions per lane. Within 1 ulp of `e^x` on every `f32`
 //! (the tests measure it against `f64`); `e^0 = 1` exactly; subnormal results are correctly rounded
 //! from `e^r` and `-inf` gives 0. On a Cortex-M4F the softmax's loop takes 31 instructions per score
 //! with it, 50 with `libm::expf` (docs/device-speed.md).

@@ -273,7 +273,7 @@ crate::arch::on_assembly_targets! {
 /// Words `2g`, `2g + 1` of `words` become the low halves of [`nearest_bits`]`(x[4g + k] * inv)`
 /// paired `(k = 0, 2)` and `(1, 3)` (low half first), for every `g < min(words.len() / 2, x.len() / 4)`:
 /// the int16 lanes of values known within `-32767..=32767`. On DSP cores with an FPU, vectors with a
-/// normal maximum take the assembly (`dsp_quantize.rs`), the same operations with `max|x|`.
+/// normal maximum take the assembly (`arch/armv7em/quantize.rs`), the same operations with `max|x|`.
 #[inline]
 fn pack16(words: &mut [u32], x: &[f32], inv: f32) {
     for (w, x) in words.chunks_exact_mut(2).zip(x.chunks_exact(4)) {

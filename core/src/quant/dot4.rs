@@ -1,8 +1,8 @@
 //! The four-row int8 kernels that the matmuls, the attention scores and the value mix spend most of
 //! their time in: [`dot4_quads`] for an `I8` matrix in the blob's quads of rows (the matmuls),
 //! [`dot4_strided`] for rows any stride apart (the KV cache's scores and mix). One entry each, the
-//! target's implementation behind it (Helium in `mve.rs`, the DSP instructions' loop in
-//! `dsp_kernel.rs`, the host's SIMD in `host/dot4.rs`, plain Rust in `dsp.rs` elsewhere). Every one
+//! target's implementation behind it (`crate::arch`: Helium, the DSP instructions' loops, the host's
+//! SIMD, or plain Rust). Every one
 //! computes the same wrapping integer sums, so the same bits.
 
 use crate::arch::{dot4_quads as quads_kernel, dot4_strided as kernel};

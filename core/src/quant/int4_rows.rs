@@ -18,7 +18,7 @@
 //! row `LDR`, four `AND` and four `SMLAD`: 19 instructions per 16 multiply-accumulates. Per pass it
 //! converts the group sums with `VCVT.F32.S32 #12` (the division by 4096, exact), widens the `f16`
 //! scales with `VCVTB`/`VCVTT` and adds `sum * scale` with `VMLA.F32` (product rounded, then the sum:
-//! the portable `t += a * s`). Elsewhere the same sums in plain Rust on the `dsp` helpers.
+//! the portable `t += a * s`). Elsewhere the same sums in plain Rust on the instructions of `crate::arch`.
 
 use super::groups;
 use super::quantized::Quantized;

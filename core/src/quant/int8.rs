@@ -2,7 +2,7 @@
 //! int8 attention scores.
 //!
 //! Four columns at a time from one little-endian word of each side, split into sign-extended 16-bit
-//! lanes and multiply-accumulated pairwise ([`super::dsp`]: `SXTB16` and `SMLAD` on a Cortex-M4, about
+//! lanes and multiply-accumulated pairwise (`crate::arch`: `SXTB16` and `SMLAD` on a Cortex-M4, about
 //! 1.5 instructions per multiply-accumulate for four rows at once). Integer sums are exact in any
 //! order, so every target computes the same bits.
 

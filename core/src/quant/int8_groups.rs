@@ -4,7 +4,7 @@
 //! `total += sum_g * s_g` in order in `f32`, and `out[r] = total * s_x`: for each row what
 //! `Matrix::dot_q` (int8) or `Matrix::dot_wide` (int16) gives, bit for bit. On cores with the DSP
 //! instructions and an FPU the rows go two at a time through the same sums in assembly
-//! (`dsp_groups`), the row it leaves (an odd last one) through this loop.
+//! (`arch/armv7em/groups.rs`), the row it leaves (an odd last one) through this loop.
 
 use super::groups;
 use super::quantized::Quantized;
