@@ -308,12 +308,14 @@ pub fn quantize_into<'q>(x: &[f32], inv: f32, q: impl Iterator<Item = &'q mut i8
     q.zip(x).for_each(|(q, &x)| *q = quantize_one8(x, inv));
 }
 
-/// `q[i * stride] = round(x[i] * inv)` ([`quantize_one8`], `inv` from [`scale8`]) for every value
-/// whose slot `q` holds (none for a `stride` of 0): the target's strided store
-/// ([`crate::arch::store_strided`]).
-#[inline(always)]
-pub fn quantize_strided(x: &[f32], inv: f32, q: &mut [i8], stride: usize) {
-    crate::arch::store_strided(x, q, stride, |x| quantize_one8(x, inv));
+crate::arch::on_assembly_targets! {
+    inline(always);
+    /// `q[i * stride] = round(x[i] * inv)` ([`quantize_one8`], `inv` from [`scale8`]) for every value
+    /// whose slot `q` holds (none for a `stride` of 0): the target's strided store
+    /// (`crate::arch::store_strided`).
+    pub fn quantize_strided(x: &[f32], inv: f32, q: &mut [i8], stride: usize) {
+        crate::arch::store_strided(x, q, stride, |x| quantize_one8(x, inv));
+    }
 }
 
 /// `q * scale`, written into `out`.

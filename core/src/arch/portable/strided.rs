@@ -5,7 +5,6 @@
 
 /// [`store_unchecked`]'s values through the slice's own stepping.
 #[cfg(any(test, microlens_arch = "portable"))]
-#[inline(always)]
 pub(crate) fn store_stepped(x: &[f32], q: &mut [i8], stride: usize, one: impl Fn(f32) -> i8) {
     if stride > 0 {
         q.iter_mut()
