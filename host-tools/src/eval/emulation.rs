@@ -1,6 +1,6 @@
 //! The int8 roundings of a W8A8 model emulated one at a time on any model, through hooks ("fake
 //! quantisation"): each chosen activation is rounded to int8 and back exactly as the core rounds it
-//! ([`microlens::quant::quantize`], one scale per token, per head for queries and the KV cache), and the
+//! (the core's per-token quantisation, one scale per token, per head for queries and the KV cache), and the
 //! rest of the forward pass stays in the model's own arithmetic. Run on the `f32` model, it measures what
 //! each rounding costs with exact weights, which no choice of weights can undo.
 //!
