@@ -1,20 +1,26 @@
-//! Names for the cores that run the assembly loops with an FPU, on a 32-bit Arm target with the
-//! hard-float ABI and the `dsp` feature: `fpu_asm` on all of them (Cortex-M4F, M7, M33, and the
-//! Helium M55), for the loops outside the matmul kernels; `dsp_fpu` without `mve` (M4F, M7, M33),
-//! for the DSP kernel, which Helium replaces.
+//! Chooses the kernels' target once, as the `cfg` `microlens_arch` (`src/arch/mod.rs`):
+//! `armv7em` (feature `dsp` on 32-bit Arm with the hard-float ABI: Cortex-M4F, M7, M33), `mve`
+//! (feature `mve` there: Cortex-M55, M85), `host` (feature `std` otherwise), `portable` (everything
+//! else). A new target is one more arm here, one folder in `src/arch/` and one line in its facade.
 
 fn main() {
-    println!("cargo::rustc-check-cfg=cfg(dsp_fpu)");
-    println!("cargo::rustc-check-cfg=cfg(fpu_asm)");
+    println!(
+        "cargo::rustc-check-cfg=cfg(microlens_arch, values(\"armv7em\", \"mve\", \"host\", \"portable\"))"
+    );
     let feature = |name: &str| std::env::var_os(format!("CARGO_FEATURE_{name}")).is_some();
     let target = |key: &str| std::env::var(format!("CARGO_CFG_TARGET_{key}")).unwrap_or_default();
-    let fpu = feature("DSP") && target("ARCH") == "arm" && target("ABI") == "eabihf";
-    if fpu && !feature("MVE") {
-        println!("cargo::rustc-cfg=dsp_fpu");
+    let hard_float_arm = target("ARCH") == "arm" && target("ABI") == "eabihf";
+    let arch = match () {
+        _ if hard_float_arm && feature("MVE") => "mve",
+        _ if hard_float_arm && feature("DSP") => "armv7em",
+        _ if feature("STD") => "host",
+        _ => "portable",
+    };
+    if feature("DSP") && arch != "armv7em" && arch != "mve" {
+        println!(
+            "cargo::warning=microlens: the feature `dsp` needs a 32-bit Arm target with the hard-float \
+             ABI (thumbv7em-none-eabihf, thumbv8m.main-none-eabihf); building the {arch} kernels"
+        );
     }
-    // The loops outside the matmul kernels in assembly (quantisation, norms, softmax, attention):
-    // every core with the DSP instructions and an FPU, Helium ones too.
-    if fpu {
-        println!("cargo::rustc-cfg=fpu_asm");
-    }
+    println!("cargo::rustc-cfg=microlens_arch=\"{arch}\"");
 }

@@ -5,6 +5,7 @@ use core::fmt;
 /// What was inconsistent in a blob or a config.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Inconsistency {
     /// The config itself is invalid (the text says how).
     Config(&'static str),
@@ -54,6 +55,7 @@ pub enum Inconsistency {
 /// Everything that can go wrong, from reading a blob to running a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Error {
     /// The blob does not start with [`crate::blob::MAGIC`].
     BadMagic,

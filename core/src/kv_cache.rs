@@ -7,12 +7,12 @@
 //! `z = sum_j p_j v_j` (for an int8 cache in fixed point, [`crate::quant::mix`]: int16 weights
 //! `p_j * scale_j / S` times int8 values, summed exactly, times `S`).
 
+use crate::arch::{dot_lanes16, kv_heads8, sum_to_f32, sums4_f32};
 use crate::blob::Activations;
 use crate::config::Config;
 use crate::error::Error;
 use crate::math::rows;
-use crate::quant::activations::{quantize_one16, quantize_strided, scale16, scale8};
-use crate::quant::dsp::{dot_lanes16, sum_to_f32, sums4_f32};
+use crate::quant::activations::{quantize_one16, quantize_strided, scale16, scale8, Q_MAX};
 use crate::quant::linear::quantize_as;
 use crate::quant::quantized::lanes_in_order;
 use crate::quant::{attention_loops, dot4, int8, mix};
@@ -210,39 +210,37 @@ impl<'b> KvCache<'b> {
         }
     }
 
-    /// An int8 cache's keys and values of every head at `pos` of `layer`, each side in one call of the
-    /// assembly (DSP cores with an FPU: `dsp_quantize::heads8`, what [`store_i8`] writes head by
-    /// head); returns how many heads, from the first, it wrote (0 on other targets).
-    #[cfg_attr(not(fpu_asm), allow(unused_variables))]
-    #[cfg_attr(fpu_asm, inline(never))]
-    #[cfg_attr(not(fpu_asm), inline(always))]
-    fn store_heads8(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) -> usize {
-        #[cfg(fpu_asm)]
-        if I8 {
-            let (dh, n_ctx, da) = (self.d_head, self.n_ctx, self.n_heads * self.d_head);
-            let (key, first) = (self.range(layer, pos, 0).start, self.value_scales(layer, 0));
-            if let Store::I8 {
-                k: kq,
-                v: vq,
-                k_scale,
-                v_scale,
-            } = &mut self.store
-            {
-                use crate::quant::dsp_quantize::heads8;
-                let side = |x: &[f32], q: Option<&mut [i8]>, stride, s: Option<&mut [f32]>| {
-                    let x = x.get(..da).unwrap_or(x);
-                    match (q, s) {
-                        (Some(q), Some(s)) => heads8(x, dh, q, stride, s, n_ctx),
-                        _ => 0,
-                    }
-                };
-                let done_k = side(k, kq.get_mut(key..), 1, k_scale.get_mut(first + pos..));
-                let values = vq.get_mut(first * dh + pos..);
-                let done_v = side(v, values, n_ctx, v_scale.get_mut(first + pos..));
-                return done_k.min(done_v);
+    crate::arch::on_assembly_targets! {
+        inline(never), else inline(always);
+        /// An int8 cache's keys and values of every head at `pos` of `layer`, each side in one call of the
+        /// assembly (DSP cores with an FPU: `crate::arch::kv_heads8`, what [`store_i8`] writes head by
+        /// head); returns how many heads, from the first, it wrote (0 on other targets).
+        fn store_heads8(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) -> usize {
+            if crate::arch::KV_HEADS8 && I8 {
+                let (dh, n_ctx, da) = (self.d_head, self.n_ctx, self.n_heads * self.d_head);
+                let (key, first) = (self.range(layer, pos, 0).start, self.value_scales(layer, 0));
+                if let Store::I8 {
+                    k: kq,
+                    v: vq,
+                    k_scale,
+                    v_scale,
+                } = &mut self.store
+                {
+                    let side = |x: &[f32], q: Option<&mut [i8]>, stride, s: Option<&mut [f32]>| {
+                        let x = x.get(..da).unwrap_or(x);
+                        match (q, s) {
+                            (Some(q), Some(s)) => kv_heads8(x, dh, q, stride, s, n_ctx, Q_MAX),
+                            _ => 0,
+                        }
+                    };
+                    let done_k = side(k, kq.get_mut(key..), 1, k_scale.get_mut(first + pos..));
+                    let values = vq.get_mut(first * dh + pos..);
+                    let done_v = side(v, values, n_ctx, v_scale.get_mut(first + pos..));
+                    return done_k.min(done_v);
+                }
             }
+            0
         }
-        0
     }
 
     /// Attention scores of `head` at `layer` over positions `0 .. n` (at most `buf.len()`):

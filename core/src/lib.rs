@@ -1,7 +1,7 @@
 //! # microlens
 //!
 //! TransformerLens-style interpretability for tiny transformers, on microcontrollers: `#![no_std]`, no
-//! heap, no `unsafe` (but for the opt-in `dsp` kernels). A [`Model`] is read in place from a blob (typically `include_bytes!` in flash); a
+//! heap, target-specific code (assembly, SIMD) only in its kernels. A [`Model`] is read in place from a blob (typically `include_bytes!` in flash); a
 //! [`Session`] runs it token by token over caller-provided buffers, calling [`Hooks`] at every
 //! TransformerLens hook point so the model can report (and ablate) its own circuits.
 //!
@@ -32,22 +32,21 @@
 //!   implies ([`tensors`]), their values ([`weights`]), and the logits hash host and firmware print
 //!   ([`hash`]).
 //!
-//! The kernels are private; the feature `encode` makes the weight encoders and quantisers public for
-//! the host's converter (`microlens-host`), which rounds exactly as the device does.
+//! - on the host: `host` (feature `std`: the blocked `f32` copies that speed up a model's float
+//!   matmuls, the same bits) and `encode` (feature `encode`: the rounding the converter shares).
+//!
+//! Everything else is private: the forward pass's components, the quantised arithmetic, the maths,
+//! and the target kernels (`arch/`: one folder per target family, chosen once by `build.rs`), in the
+//! layers `docs/architecture.md` lists.
 
 #![no_std]
-// No `unsafe` anywhere; with the feature `dsp`, only the DSP instructions and the four-row loop of
-// `quant/dsp.rs` and the four-row float loops of `math/rows.rs` (and with `mve`, the Helium loop of
-// `quant/mve.rs`); with the feature `std` (host only), the calls of `host/` into its kernels compiled
-// for the CPU's detected vector unit.
-#![cfg_attr(not(any(feature = "dsp", feature = "std")), forbid(unsafe_code))]
-#![cfg_attr(any(feature = "dsp", feature = "std"), deny(unsafe_code))]
 #![deny(missing_docs)]
 
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
 pub mod analysis;
+mod arch;
 pub mod blob;
 mod components;
 pub mod config;
@@ -67,16 +66,16 @@ pub mod weights;
 mod window;
 mod workspace;
 
-// Kernels and numerics: the crate's own, public only to the host's encoder (feature `encode`), which
-// rounds exactly as the device does by calling them.
-#[cfg(feature = "encode")]
-pub mod math;
-#[cfg(not(feature = "encode"))]
 mod math;
-#[cfg(feature = "encode")]
-pub mod quant;
-#[cfg(not(feature = "encode"))]
 mod quant;
+
+/// Host-only encoding (feature `encode`, never in a firmware): what the converter
+/// (`microlens-host`) calls to round weights and activations exactly as the device does.
+#[cfg(feature = "encode")]
+pub mod encode {
+    pub use crate::quant::encode::{pack_i4, quantize_one, weight_scale, I4_MAX};
+    pub use crate::quant::offset::round_trip;
+}
 
 pub use blob::{Activations, DType};
 pub use config::{ActFn, Config, Normalization, Positional};

@@ -6,10 +6,10 @@ use crate::blob::{
 use crate::config::Config;
 use crate::error::{Error, Inconsistency};
 use crate::features::Features;
-#[cfg(feature = "std")]
-use crate::host::weights::HostWeights;
 use crate::kv_cache::KvCache;
 use crate::tensors::{Catalogue, TensorId};
+#[cfg(feature = "std")]
+use crate::weights::host::HostWeights;
 use crate::weights::{Matrix, Vector};
 use crate::workspace::Workspace;
 

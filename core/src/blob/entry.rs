@@ -58,31 +58,32 @@ impl TensorEntry {
         Self::read(table, index)
     }
 
-    /// [`TensorEntry::decode`] inlined, for the forward pass's lookups of its tensors each step
-    /// (`Model::matrix`, `Model::vector`): the fields they do not use are never read, and nothing goes
-    /// through memory (M4F int8: 604 fewer instructions per token for 504 B more flash). Only on the
-    /// cores with the DSP instructions: elsewhere the inlined lookups' frames cost the small cores'
-    /// stack more than they save (the Cortex-M0's f32 build: 256 B more).
-    #[cfg_attr(feature = "dsp", inline(always))]
-    #[cfg_attr(not(feature = "dsp"), inline(never))]
-    pub(crate) fn read(table: &[u8], index: usize) -> Result<Self, Error> {
-        let start = index.checked_mul(ENTRY_LEN).ok_or(Error::BadHeader)?;
-        let b: &[u8; ENTRY_LEN] = table
-            .get(start..start.saturating_add(ENTRY_LEN))
-            .and_then(|b| b.try_into().ok())
-            .ok_or(Error::BadHeader)?;
-        let u32_at = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-        Ok(TensorEntry {
-            kind: *TensorKind::ALL.get(b[0] as usize).ok_or(Error::BadHeader)?,
-            layer: u16::from_le_bytes([b[1], b[2]]),
-            dtype: *DType::ALL.get(b[3] as usize).ok_or(Error::BadHeader)?,
-            rows: u32_at(4),
-            cols: u32_at(8),
-            offset: u32_at(12),
-            len: u32_at(16),
-            scales_offset: u32_at(20),
-            scales_len: u32_at(24),
-        })
+    crate::arch::on_assembly_targets! {
+        inline(always), else inline(never);
+        /// [`TensorEntry::decode`] inlined, for the forward pass's lookups of its tensors each step
+        /// (`Model::matrix`, `Model::vector`): the fields they do not use are never read, and nothing goes
+        /// through memory (M4F int8: 604 fewer instructions per token for 504 B more flash). Only on the
+        /// cores with the DSP instructions: elsewhere the inlined lookups' frames cost the small cores'
+        /// stack more than they save (the Cortex-M0's f32 build: 256 B more).
+        pub(crate) fn read(table: &[u8], index: usize) -> Result<Self, Error> {
+            let start = index.checked_mul(ENTRY_LEN).ok_or(Error::BadHeader)?;
+            let b: &[u8; ENTRY_LEN] = table
+                .get(start..start.saturating_add(ENTRY_LEN))
+                .and_then(|b| b.try_into().ok())
+                .ok_or(Error::BadHeader)?;
+            let u32_at = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+            Ok(TensorEntry {
+                kind: *TensorKind::ALL.get(b[0] as usize).ok_or(Error::BadHeader)?,
+                layer: u16::from_le_bytes([b[1], b[2]]),
+                dtype: *DType::ALL.get(b[3] as usize).ok_or(Error::BadHeader)?,
+                rows: u32_at(4),
+                cols: u32_at(8),
+                offset: u32_at(12),
+                len: u32_at(16),
+                scales_offset: u32_at(20),
+                scales_len: u32_at(24),
+            })
+        }
     }
 
     /// Encodes the entry into exactly [`ENTRY_LEN`] bytes.

@@ -5,7 +5,7 @@
 //! tensor table are relative to the data section, each a multiple of 16, so a blob placed at a 16-byte
 //! aligned address (see [`Aligned`]) has aligned tensors; unaligned blobs still read correctly.
 
-mod dtype;
+pub(crate) mod dtype;
 mod entry;
 mod header;
 #[cfg(all(feature = "std", feature = "encode"))]
@@ -15,7 +15,7 @@ pub mod quads;
 #[cfg(feature = "std")]
 mod writer;
 
-// `scale_bits_pair` is unused where the int8 kernel rescales in its own epilogue (`quant::dsp_kernel`).
+// `scale_bits_pair` is unused where the int8 kernel rescales in its own epilogue (`arch/armv7em/dot4.rs`).
 #[allow(unused_imports)]
 pub(crate) use dtype::{decode_finite_scale, scale_bits_pair, scales_valid, widen_f16, SCALE_UNIT};
 #[cfg(any(feature = "std", feature = "encode", test))]

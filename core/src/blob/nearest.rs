@@ -10,7 +10,7 @@ use crate::tensors::TensorId;
 impl TensorData {
     /// Tensor `id` of `shape` (`[rows, cols]`, row-major `values` in blob layout) stored as `dtype`:
     /// `f32` and `f16` as they are (`f16` rounding to nearest, overflowing to infinity), `i8`, `i4` and
-    /// `i8g` through [`i8_row`], [`i4_row`] and [`i8g_row`]. `None` when a size overflows or a row cannot be encoded (a NaN,
+    /// `i8g` through the encoders `i8_row`, `i4_row` and `i8g_row`. `None` when a size overflows or a row cannot be encoded (a NaN,
     /// or a value beyond the scale range).
     pub fn encode_nearest(
         id: TensorId,

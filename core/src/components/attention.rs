@@ -154,10 +154,6 @@ fn mix<H: Hooks>(s: &mut Step<'_, '_, H>, ws: &mut Workspace<'_>, kv: &mut KvCac
             }
             // The softmax's division by the sum happens here for `hook_pattern`, else in the mix's
             // weights (the same operation on the same values).
-            // The host's SIMD copy where it is built (the same bits).
-            #[cfg(feature = "std")]
-            let mut sum = crate::host::exp::exp_shifted(row_scores, max);
-            #[cfg(not(feature = "std"))]
             let mut sum = softmax::exp_shifted(row_scores, max);
             if s.wants(HookKind::Pattern) {
                 softmax::normalize(row_scores, sum);

@@ -55,7 +55,7 @@ pub(crate) fn forward<H: Hooks>(
     if rms {
         s.hook(normalized_hook, 0, out);
     }
-    norm::affine(w.w, w.b, out);
+    crate::weights::affine(w.w, w.b, out);
     if !rms {
         s.hook(normalized_hook, 0, out);
     }

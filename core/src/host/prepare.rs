@@ -1,8 +1,8 @@
 //! [`HostWeights::new`]: the host's blocked copy built from a [`Model`] (a file above the model,
 //! which holds the copy as a type defined below it).
 
-use super::weights::HostWeights;
 use crate::model::Model;
+use crate::weights::host::HostWeights;
 
 impl HostWeights {
     /// The blocked copy of every matrix of `model`.

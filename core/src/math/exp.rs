@@ -5,33 +5,27 @@
 //! `e^r` by a degree-6 polynomial on `|r| <= ln 2 / 2`, then `2^k` added to the exponent bits. Only
 //! IEEE basic `f32` operations in a fixed order (no fused multiply-add, no float-integer conversion),
 //! so x86, every Cortex-M with or without an FPU and RISC-V compute the same bits; the host's
-//! eight-lane copy (`host/exp.rs`) is these functions per lane. Within 1 ulp of `e^x` on every `f32`
+//! eight-lane copy (`arch/host/exp.rs`) is these functions per lane. Within 1 ulp of `e^x` on every `f32`
 //! (the tests measure it against `f64`); `e^0 = 1` exactly; subnormal results are correctly rounded
 //! from `e^r` and `-inf` gives 0. On a Cortex-M4F the softmax's loop takes 31 instructions per score
 //! with it, 50 with `libm::expf` (docs/device-speed.md).
 
 /// `1 / ln 2`, rounded to `f32`.
-const INV_LN2: f32 = f32::from_bits(0x3fb8_aa3b);
+pub(crate) const INV_LN2: f32 = f32::from_bits(0x3fb8_aa3b);
 /// `1.5 * 2^23`: `t + ROUND` for `|t| < 2^22` is `t` rounded to an integer, held in the low bits.
-const ROUND: f32 = 12_582_912.0;
+pub(crate) const ROUND: f32 = 12_582_912.0;
 /// `ln 2`'s first 16 significant bits: `k * LN2_HI` is exact for `|k| < 256`.
-const LN2_HI: f32 = f32::from_bits(0x3f31_7200);
+pub(crate) const LN2_HI: f32 = f32::from_bits(0x3f31_7200);
 /// `ln 2 - LN2_HI`, rounded to `f32`.
-const LN2_LO: f32 = f32::from_bits(0x35bf_be8e);
+pub(crate) const LN2_LO: f32 = f32::from_bits(0x35bf_be8e);
 /// `e^r ~ 1 + r + r^2 (C2 + C3 r + C4 r^2 + C5 r^3 + C6 r^4)`: minimax (relative error 3.1e-9) on
 /// `|r| <= ln 2 / 2 + 2e-5`, coefficients rounded to `f32`.
-const C: [f32; 5] = [
+pub(crate) const C: [f32; 5] = [
     f32::from_bits(0x3eff_fffe),
     f32::from_bits(0x3e2a_aa49),
     f32::from_bits(0x3d2a_ac79),
     f32::from_bits(0x3c09_1cee),
     f32::from_bits(0x3ab5_121f),
-];
-/// The constants of the device's softmax loop (`dsp_exp.rs`), in the order its registers take them:
-/// [`INV_LN2`], [`ROUND`], [`LN2_HI`], [`LN2_LO`], [`C`], 1.
-#[cfg(fpu_asm)]
-pub(crate) static LOOP_CONSTANTS: [f32; 10] = [
-    INV_LN2, ROUND, LN2_HI, LN2_LO, C[0], C[1], C[2], C[3], C[4], 1.0,
 ];
 /// The `k` for which `e^r 2^k` is a normal `f32` (`e^r` lies in `[0.70, 1.42]`): the fast path.
 const K_MIN: i32 = -125;

@@ -4,10 +4,6 @@
 //! the same bits; the softmax's exponential is `exp.rs`, basic `f32` operations only, the same bits too.
 
 pub(crate) mod activation;
-#[cfg(all(fpu_asm, not(feature = "fast-math")))]
-mod dsp_exp;
-#[cfg(fpu_asm)]
-mod dsp_vector;
 #[cfg(not(feature = "fast-math"))]
 pub(crate) mod exp;
 pub mod norm;

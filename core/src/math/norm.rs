@@ -6,7 +6,6 @@
 
 use super::vector_loops;
 use crate::config::Normalization;
-use crate::weights::Vector;
 
 /// `x = src` (over the shorter length), centred (LN only), and `scale = sqrt(mean(x^2) + eps)`: the
 /// mean's sum over `src`, then the copy centred with the squares' sum, one pass each (RMSNorm
@@ -47,15 +46,5 @@ pub fn divide(norm: Normalization, scale: f32, x: &mut [f32]) {
         vector_loops::divide4(x, scale);
         let done = x.len() - x.len() % 4;
         x[done..].iter_mut().for_each(|v| *v /= scale);
-    }
-}
-
-/// In place: `x * w (+ b)`, for the norms that have parameters.
-pub fn affine(w: Option<Vector<'_>>, b: Option<Vector<'_>>, x: &mut [f32]) {
-    if let Some(w) = w {
-        x.iter_mut().zip(w.iter()).for_each(|(v, w)| *v *= w);
-    }
-    if let Some(b) = b {
-        b.add_to(x);
     }
 }

@@ -29,21 +29,17 @@ pub fn max(x: &[f32]) -> f32 {
 /// `fast-math`), returning `sum_i e^(x_i - max)` (added in order); dividing each `x_i` by that sum
 /// finishes it, bit for bit.
 pub fn exp_shifted(x: &mut [f32], max: f32) -> f32 {
-    let mut sum = 0.0f32;
-    // The assembly loop where the build has it, stopping where the exponential leaves its fast path.
-    #[cfg(all(fpu_asm, not(feature = "fast-math")))]
-    {
-        let mut at = super::dsp_exp::run(x, max, &mut sum);
-        while let Some(v) = x.get_mut(at) {
-            let e = super::exp::exp(*v - max);
-            *v = e;
-            sum += e;
-            at += 1;
-            at += super::dsp_exp::run(x.get_mut(at..).unwrap_or(&mut []), max, &mut sum);
-        }
+    // The target's loop where it has one (assembly, or the host's SIMD), the same bits.
+    if let Some(sum) = crate::arch::exp_shifted(x, max) {
         return sum;
     }
-    #[allow(unreachable_code)]
+    exp_shifted_portable(x, max)
+}
+
+/// [`exp_shifted`] one value at a time.
+#[inline(always)]
+pub(crate) fn exp_shifted_portable(x: &mut [f32], max: f32) -> f32 {
+    let mut sum = 0.0f32;
     for v in x.iter_mut() {
         #[cfg(feature = "fast-math")]
         let e = exp(*v - max);

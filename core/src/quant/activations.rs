@@ -104,9 +104,8 @@ pub fn scale8(x: &[f32]) -> (f32, f32) {
 /// more bytes, word-aligned after the values, the values' lanes go there too.
 pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     // In assembly where it can: the same scale, values and lanes as the portable loops.
-    #[cfg(fpu_asm)]
-    let buf = match super::dsp_quantize::quantize8(x, buf) {
-        Ok(q) => return q,
+    let buf = match crate::arch::quantize8(x, buf, Q_MAX) {
+        Ok((q, lanes, scale)) => return int8_parts(q, lanes, scale),
         Err(buf) => buf,
     };
     quantize_portable(x, buf)
@@ -116,9 +115,8 @@ pub fn quantize<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
 /// (`int4_rows::rearrange` of the int8 kernel's; a last group of four stays as it is): in one call of
 /// the assembly where it can, else [`quantize`] then the rearrangement in place.
 pub(crate) fn quantize_i4<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
-    #[cfg(fpu_asm)]
-    let buf = match super::dsp_quantize::quantize8_i4(x, buf) {
-        Ok(q) => return q,
+    let buf = match crate::arch::quantize8_i4(x, buf, Q_MAX) {
+        Ok((q, lanes, scale)) => return int8_parts(q, lanes, scale),
         Err(buf) => buf,
     };
     let (scale, n, words) = {
@@ -130,47 +128,60 @@ pub(crate) fn quantize_i4<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     quantized(buf, n, scale)
 }
 
-/// [`quantize`] in portable Rust (out of line where the assembly takes most vectors, so that its
-/// registers do not weigh on the assembly's calls).
-#[cfg_attr(fpu_asm, inline(never))]
-fn quantize_portable<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
-    let n = x.len().min(buf.len());
-    let x = &x[..n];
-    let (q, rest) = buf.split_at_mut(n);
-    let words = match bytemuck::try_cast_slice_mut::<i8, u32>(rest) {
-        Ok(words) if n % 4 == 0 => words.get_mut(..n / 2).unwrap_or(&mut []),
-        _ => &mut [],
-    };
-    let m = magnitude_key(x);
-    let (scale, inv) = scale_of(max_of_key(x, m), Q_MAX);
-    match (words.is_empty(), m < f32::INFINITY.to_bits() << 1) {
-        (true, _) => quantize_into(x, inv, q.iter_mut()),
-        // A finite maximum, so no NaN or infinity in `x`: `|x * inv| <= 127 * (1 + 2^-23)` rounds
-        // to at most 127 and every value is within `-127..=127` unsaturated, its 16-bit lane the low
-        // half of the rounding sum's bits (as for int16, [`pack16`]); the bytes from the lanes.
-        (false, true) => {
-            pack16(words, x, inv);
-            for (q, lanes) in q.chunks_exact_mut(4).zip(words.chunks_exact(2)) {
-                q.copy_from_slice(&lane_bytes(lanes[0], lanes[1]).map(|b| b as i8));
-            }
-        }
-        // Four values at a time, saturated, their lanes from the same registers.
-        (false, false) => {
-            let groups = q.chunks_exact_mut(4).zip(x.chunks_exact(4));
-            for ((q, x), lanes) in groups.zip(words.chunks_exact_mut(2)) {
-                let v = [0, 1, 2, 3].map(|k| quantize_one8(x[k], inv));
-                let (even, odd) = (lane_pair(v[0], v[2]), lane_pair(v[1], v[3]));
-                q.copy_from_slice(&lane_bytes(even, odd).map(|b| b as i8));
-                lanes[0] = even;
-                lanes[1] = odd;
-            }
-        }
-    }
+/// int8 values, their lanes and their scale as a [`Quantized`].
+#[inline(always)]
+fn int8_parts<'q>(q: &'q [i8], lanes: &'q [u32], scale: f32) -> Quantized<'q> {
     Quantized {
         q,
         wide: Wide(&[]),
         scale,
-        lanes: words,
+        lanes,
+    }
+}
+
+crate::arch::on_assembly_targets! {
+    inline(never);
+    /// [`quantize`] in portable Rust (out of line where the assembly takes most vectors, so that its
+    /// registers do not weigh on the assembly's calls).
+    fn quantize_portable<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
+        let n = x.len().min(buf.len());
+        let x = &x[..n];
+        let (q, rest) = buf.split_at_mut(n);
+        let words = match bytemuck::try_cast_slice_mut::<i8, u32>(rest) {
+            Ok(words) if n % 4 == 0 => words.get_mut(..n / 2).unwrap_or(&mut []),
+            _ => &mut [],
+        };
+        let m = magnitude_key(x);
+        let (scale, inv) = scale_of(max_of_key(x, m), Q_MAX);
+        match (words.is_empty(), m < f32::INFINITY.to_bits() << 1) {
+            (true, _) => quantize_into(x, inv, q.iter_mut()),
+            // A finite maximum, so no NaN or infinity in `x`: `|x * inv| <= 127 * (1 + 2^-23)` rounds
+            // to at most 127 and every value is within `-127..=127` unsaturated, its 16-bit lane the low
+            // half of the rounding sum's bits (as for int16, [`pack16`]); the bytes from the lanes.
+            (false, true) => {
+                pack16(words, x, inv);
+                for (q, lanes) in q.chunks_exact_mut(4).zip(words.chunks_exact(2)) {
+                    q.copy_from_slice(&lane_bytes(lanes[0], lanes[1]).map(|b| b as i8));
+                }
+            }
+            // Four values at a time, saturated, their lanes from the same registers.
+            (false, false) => {
+                let groups = q.chunks_exact_mut(4).zip(x.chunks_exact(4));
+                for ((q, x), lanes) in groups.zip(words.chunks_exact_mut(2)) {
+                    let v = [0, 1, 2, 3].map(|k| quantize_one8(x[k], inv));
+                    let (even, odd) = (lane_pair(v[0], v[2]), lane_pair(v[1], v[3]));
+                    q.copy_from_slice(&lane_bytes(even, odd).map(|b| b as i8));
+                    lanes[0] = even;
+                    lanes[1] = odd;
+                }
+            }
+        }
+        Quantized {
+            q,
+            wide: Wide(&[]),
+            scale,
+            lanes: words,
+        }
     }
 }
 
@@ -184,7 +195,7 @@ fn lane_bytes(even: u32, odd: u32) -> [u8; 4] {
 /// Two int8 values as the kernel's 16-bit lanes: `a` in the low half, `b` in the high, sign-extended.
 #[inline(always)]
 fn lane_pair(a: i8, b: i8) -> u32 {
-    super::dsp::lane_word(a.into(), b.into())
+    crate::arch::lane_word(a.into(), b.into())
 }
 
 /// The [`Quantized`] that [`quantize`] of `n` values with `scale` left in `buf`, read again.
@@ -213,48 +224,56 @@ fn wide_words(buf: &mut [i8]) -> &mut [u32] {
 /// themselves, given when `x` is whole groups of four.
 pub fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
     // In assembly where it can: the same scale and values as the portable loops.
-    #[cfg(fpu_asm)]
-    let buf = match super::dsp_quantize::quantize16(x, buf) {
-        Ok(q) => return q,
+    let buf = match crate::arch::quantize16(x, buf, Q16_MAX) {
+        Ok((lanes, values, scale)) => {
+            return Quantized {
+                q: &[],
+                wide: Wide(values),
+                scale,
+                lanes,
+            }
+        }
         Err(buf) => buf,
     };
     quantize16_portable(x, buf)
 }
 
-/// [`quantize16`] in portable Rust (out of line where the assembly takes most vectors).
-#[cfg_attr(fpu_asm, inline(never))]
-fn quantize16_portable<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
-    let words = wide_words(buf);
-    let values: &mut [i16] = bytemuck::cast_slice_mut(words);
-    let n = x.len().min(values.len());
-    let x = &x[..n];
-    let m = magnitude_key(x);
-    let (scale, inv) = scale_of(max_of_key(x, m), Q16_MAX);
-    let groups = n / 4;
-    match m < f32::INFINITY.to_bits() << 1 {
-        // A finite maximum, so no NaN or infinity in `x`: `|x * inv| <= 32767 * (1 + 2^-24)` rounds
-        // to at most 32767.002 and every value is within `-32767..=32767` unclamped, its `i16` the
-        // low half of the rounding sum's bits (the magic number's low half is 0). Two values per
-        // word, the lanes `[x0, x2]` and `[x1, x3]`.
-        true => pack16(bytemuck::cast_slice_mut(&mut values[..4 * groups]), x, inv),
-        false => {
-            for (v, x) in values.chunks_exact_mut(4).zip(x.chunks_exact(4)) {
-                for (v, k) in v.iter_mut().zip([0, 2, 1, 3]) {
-                    *v = quantize_one16(x[k], inv);
+crate::arch::on_assembly_targets! {
+    inline(never);
+    /// [`quantize16`] in portable Rust (out of line where the assembly takes most vectors).
+    fn quantize16_portable<'q>(x: &[f32], buf: &'q mut [i8]) -> Quantized<'q> {
+        let words = wide_words(buf);
+        let values: &mut [i16] = bytemuck::cast_slice_mut(words);
+        let n = x.len().min(values.len());
+        let x = &x[..n];
+        let m = magnitude_key(x);
+        let (scale, inv) = scale_of(max_of_key(x, m), Q16_MAX);
+        let groups = n / 4;
+        match m < f32::INFINITY.to_bits() << 1 {
+            // A finite maximum, so no NaN or infinity in `x`: `|x * inv| <= 32767 * (1 + 2^-24)` rounds
+            // to at most 32767.002 and every value is within `-32767..=32767` unclamped, its `i16` the
+            // low half of the rounding sum's bits (the magic number's low half is 0). Two values per
+            // word, the lanes `[x0, x2]` and `[x1, x3]`.
+            true => pack16(bytemuck::cast_slice_mut(&mut values[..4 * groups]), x, inv),
+            false => {
+                for (v, x) in values.chunks_exact_mut(4).zip(x.chunks_exact(4)) {
+                    for (v, k) in v.iter_mut().zip([0, 2, 1, 3]) {
+                        *v = quantize_one16(x[k], inv);
+                    }
                 }
             }
         }
+        for (v, &x) in values[4 * groups..n].iter_mut().zip(&x[4 * groups..]) {
+            *v = quantize_one16(x, inv);
+        }
+        quantized16(buf, n, scale)
     }
-    for (v, &x) in values[4 * groups..n].iter_mut().zip(&x[4 * groups..]) {
-        *v = quantize_one16(x, inv);
-    }
-    quantized16(buf, n, scale)
 }
 
 /// Words `2g`, `2g + 1` of `words` become the low halves of [`nearest_bits`]`(x[4g + k] * inv)`
 /// paired `(k = 0, 2)` and `(1, 3)` (low half first), for every `g < min(words.len() / 2, x.len() / 4)`:
 /// the int16 lanes of values known within `-32767..=32767`. On DSP cores with an FPU, vectors with a
-/// normal maximum take the assembly (`dsp_quantize.rs`), the same operations with `max|x|`.
+/// normal maximum take the assembly (`arch/armv7em/quantize.rs`), the same operations with `max|x|`.
 #[inline]
 fn pack16(words: &mut [u32], x: &[f32], inv: f32) {
     for (w, x) in words.chunks_exact_mut(2).zip(x.chunks_exact(4)) {
@@ -289,46 +308,13 @@ pub fn quantize_into<'q>(x: &[f32], inv: f32, q: impl Iterator<Item = &'q mut i8
     q.zip(x).for_each(|(q, &x)| *q = quantize_one8(x, inv));
 }
 
-/// `q[i * stride] = round(x[i] * inv)` ([`quantize_one8`], `inv` from [`scale8`]) for every value
-/// whose slot `q` holds (none for a `stride` of 0): four values per pass, one bounds test per call.
-#[cfg(any(feature = "dsp", feature = "std"))]
-#[allow(unsafe_code)]
-#[inline(always)]
-pub fn quantize_strided(x: &[f32], inv: f32, q: &mut [i8], stride: usize) {
-    // Values `i < n` have `i * stride <= (ceil(len / stride) - 1) * stride < len`.
-    let n = match stride {
-        0 => 0,
-        _ => x.len().min(q.len().div_ceil(stride)),
-    };
-    let x = &x[..n];
-    let p = q.as_mut_ptr();
-    let fours = x.chunks_exact(4);
-    let rest = fours.remainder();
-    let mut at = 0;
-    for x4 in fours {
-        let one = |k: usize| quantize_one8(x4[k], inv);
-        let (v0, v1, v2, v3) = (one(0), one(1), one(2), one(3));
-        // SAFETY: these are values `i < n` at `i * stride < q.len()` (above).
-        unsafe {
-            *p.add(at) = v0;
-            *p.add(at + stride) = v1;
-            *p.add(at + 2 * stride) = v2;
-            *p.add(at + 3 * stride) = v3;
-        }
-        at += 4 * stride;
-    }
-    for &x in rest {
-        // SAFETY: as above.
-        unsafe { *p.add(at) = quantize_one8(x, inv) };
-        at += stride;
-    }
-}
-
-/// [`quantize_strided`] through the slice's own stepping (builds without `unsafe`).
-#[cfg(not(any(feature = "dsp", feature = "std")))]
-pub fn quantize_strided(x: &[f32], inv: f32, q: &mut [i8], stride: usize) {
-    if stride > 0 {
-        quantize_into(x, inv, q.iter_mut().step_by(stride));
+crate::arch::on_assembly_targets! {
+    inline(always);
+    /// `q[i * stride] = round(x[i] * inv)` ([`quantize_one8`], `inv` from [`scale8`]) for every value
+    /// whose slot `q` holds (none for a `stride` of 0): the target's strided store
+    /// (`crate::arch::store_strided`).
+    pub fn quantize_strided(x: &[f32], inv: f32, q: &mut [i8], stride: usize) {
+        crate::arch::store_strided(x, q, stride, |x| quantize_one8(x, inv));
     }
 }
 
@@ -577,7 +563,7 @@ mod tests {
             for (lanes, v) in q.lanes.chunks_exact(2).zip(q.q.chunks_exact(4)) {
                 assert_eq!(lanes, [lane_pair(v[0], v[2]), lane_pair(v[1], v[3])]);
                 let word = u32::from_le_bytes([v[0] as u8, v[1] as u8, v[2] as u8, v[3] as u8]);
-                assert_eq!(lanes[0], crate::quant::dsp::sxtb16(word));
+                assert_eq!(lanes[0], crate::arch::sxtb16(word));
             }
             for (&q, &x) in q.q.iter().zip(&x) {
                 assert_eq!(q, quantize_one8(x, inv));

@@ -1,27 +1,11 @@
 //! The four-row int8 kernels that the matmuls, the attention scores and the value mix spend most of
 //! their time in: [`dot4_quads`] for an `I8` matrix in the blob's quads of rows (the matmuls),
 //! [`dot4_strided`] for rows any stride apart (the KV cache's scores and mix). One entry each, the
-//! target's implementation behind it (Helium in `mve.rs`, the DSP instructions' loop in
-//! `dsp_kernel.rs`, the host's SIMD in `host/dot4.rs`, plain Rust in `dsp.rs` elsewhere). Every one
+//! target's implementation behind it (`crate::arch`: Helium, the DSP instructions' loops, the host's
+//! SIMD, or plain Rust). Every one
 //! computes the same wrapping integer sums, so the same bits.
 
-#[cfg(not(any(feature = "std", all(feature = "dsp", target_arch = "arm"))))]
-use super::dsp::dot4_strided_portable as kernel;
-#[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
-use super::dsp_kernel::dot4_strided as kernel;
-#[cfg(all(feature = "mve", target_arch = "arm"))]
-use super::mve::dot4_strided as kernel;
-#[cfg(all(feature = "std", not(all(feature = "dsp", target_arch = "arm"))))]
-use crate::host::dot4::dot4_strided as kernel;
-
-#[cfg(not(any(feature = "std", all(feature = "dsp", target_arch = "arm"))))]
-use super::dsp::dot4_quads_portable as quads_kernel;
-#[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
-use super::dsp_kernel::dot4_quads as quads_kernel;
-#[cfg(all(feature = "mve", target_arch = "arm"))]
-use super::mve::dot4_quads as quads_kernel;
-#[cfg(all(feature = "std", not(all(feature = "dsp", target_arch = "arm"))))]
-use crate::host::dot4::dot4_quads as quads_kernel;
+use crate::arch::{dot4_quads as quads_kernel, dot4_strided as kernel};
 
 /// Rows of bytes `stride` apart against 16-bit lanes, four rows at a time: for every row `r <
 /// out.len()`, rounded down to a multiple of 4, `out[r] = sum_g (lo(W) e_g.lo + hi(W) e_g.hi + lo(W')
@@ -39,7 +23,6 @@ pub(crate) fn dot4_strided(rows: &[u8], stride: usize, lanes: &[u32], out: &mut 
 /// e_g.hi + lo(W') o_g.lo + hi(W') o_g.hi)` over `g < min(lanes.len() / 2, cols / 4)`, with `W`, `W'` the
 /// even and odd signed bytes of row `k`'s word of group `g` and `(e_g, o_g) = (lanes[2g], lanes[2g +
 /// 1])`, wrapping. A quad that ends early (beyond `w`) stops its sums at its last whole group.
-#[cfg_attr(all(dsp_fpu, feature = "weights-i8"), allow(dead_code))] // there the rescaling entry takes every int8 matmul
 #[inline(always)]
 pub(crate) fn dot4_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) {
     quads_kernel(w, cols, lanes, out)
@@ -51,20 +34,13 @@ mod tests {
     use crate::testing::lcg;
     use std::{vec, vec::Vec};
 
-    /// The four-row kernels' signature.
-    type Kernel = fn(&[u8], usize, &[u32], &mut [i32]);
+    use crate::arch::Dot4 as Kernel;
 
     /// The dispatched quads kernel and every other one this target compiles.
     fn quads_kernels() -> Vec<Kernel> {
-        #[cfg(feature = "std")]
-        let host: [Kernel; 2] = [
-            crate::host::dot4::dot4_quads,
-            crate::host::dot4::dot4_quads_plain,
-        ];
-        #[cfg(not(feature = "std"))]
-        let host: [Kernel; 0] = [];
-        let portable = crate::quant::dsp::dot4_quads_portable;
-        [dot4_quads, portable].into_iter().chain(host).collect()
+        let mut all: Vec<Kernel> = vec![dot4_quads];
+        all.extend(crate::arch::other_dot4_quads());
+        all
     }
 
     /// `x`'s 16-bit lanes as the kernels take them: per group `[x0, x2]`, `[x1, x3]`.
@@ -127,12 +103,9 @@ mod tests {
 
     /// The dispatched kernel and every other one this target compiles.
     fn kernels() -> Vec<Kernel> {
-        #[cfg(feature = "std")]
-        let host: Option<Kernel> = Some(crate::host::dot4::dot4_strided);
-        #[cfg(not(feature = "std"))]
-        let host = None;
-        let portable = crate::quant::dsp::dot4_strided_portable;
-        [dot4_strided, portable].into_iter().chain(host).collect()
+        let mut all: Vec<Kernel> = vec![dot4_strided];
+        all.extend(crate::arch::other_dot4_strided());
+        all
     }
 
     #[test]

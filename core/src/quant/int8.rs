@@ -2,12 +2,12 @@
 //! int8 attention scores.
 //!
 //! Four columns at a time from one little-endian word of each side, split into sign-extended 16-bit
-//! lanes and multiply-accumulated pairwise ([`super::dsp`]: `SXTB16` and `SMLAD` on a Cortex-M4, about
+//! lanes and multiply-accumulated pairwise (`crate::arch`: `SXTB16` and `SMLAD` on a Cortex-M4, about
 //! 1.5 instructions per multiply-accumulate for four rows at once). Integer sums are exact in any
 //! order, so every target computes the same bits.
 
 use super::activations::{Quantized, Wide};
-use super::dsp::{self, mac_lanes, sxtb16, sxtb16_ror8, word};
+use crate::arch::{mac_lanes, sxtb16, sxtb16_ror8, word};
 use crate::blob::{decode_finite_scale as decode_scale, quads, SCALE_UNIT};
 
 /// Columns per `i32` partial sum: `2^16 * 128 * 128 = 2^30`, so no partial sum can overflow whatever the
@@ -184,7 +184,7 @@ pub fn matvec(
     }
     let rest = bias.get(4 * fused..).unwrap_or(&[]);
     for (o, b) in out.iter_mut().skip(fused).zip(rest.chunks_exact(4)) {
-        *o += f32::from_bits(dsp::word(b));
+        *o += f32::from_bits(word(b));
     }
 }
 
@@ -206,7 +206,7 @@ fn quad_row(w: &[u8], [rows, cols, r, n]: [usize; 4], xb: &[u8], wide: Wide<'_>)
 
 /// [`matvec`]'s four-row part: the kernel's sums of the quads of rows of `quads` times `s_w * s_x`, plus the bias over
 /// the rows it covers ([`rescale_quads`]); with the DSP instructions in the kernel's own epilogue
-/// (`dsp_kernel::dot4_rescaled`, the same roundings). Returns how many rows took the bias, or `None` (nothing
+/// (`crate::arch::dot4_rescaled`, the same roundings). Returns how many rows took the bias, or `None` (nothing
 /// written: the caller computes them one at a time).
 #[inline(always)]
 fn quads_rescaled(
@@ -218,22 +218,17 @@ fn quads_rescaled(
     s_x: f32,
     bias: &[u8],
 ) -> Option<usize> {
-    #[cfg(all(dsp_fpu, feature = "weights-i8"))]
-    {
-        super::dsp_kernel::dot4_rescaled(w, cols, lanes, quads, scales, s_x, bias)
+    if crate::arch::RESCALES_QUADS {
+        return crate::arch::dot4_rescaled(w, cols, lanes, quads, scales, s_x, bias);
     }
-    #[cfg(not(all(dsp_fpu, feature = "weights-i8")))]
-    {
-        super::dot4::dot4_quads(w, cols, lanes, bytemuck::cast_slice_mut(quads));
-        Some(rescale_quads(quads, scales, s_x, bias))
-    }
+    super::dot4::dot4_quads(w, cols, lanes, bytemuck::cast_slice_mut(quads));
+    Some(rescale_quads(quads, scales, s_x, bias))
 }
 
 /// [`matvec`]'s epilogue for the four-row part: the kernel's `i32` sums (as bits in `quads`) times
 /// `s_w * s_x` (`s_w` from the `f16` scales, two per word), plus the bias over the pairs of rows it
 /// covers; returns how many rows took the bias. Out of line, so that its registers do not widen the
 /// frame that is live while the kernel runs (the Cortex-M0's deepest stack goes through here).
-#[allow(dead_code)] // where the kernel rescales in its own epilogue (`dsp_kernel`)
 #[inline(never)]
 fn rescale_quads(quads: &mut [f32], scales: &[u8], s_x: f32, bias: &[u8]) -> usize {
     let s_x = s_x * SCALE_UNIT;
@@ -245,7 +240,7 @@ fn rescale_quads(quads: &mut [f32], scales: &[u8], s_x: f32, bias: &[u8]) -> usi
     for ((o, s), b) in pairs.zip(bias.chunks_exact(8)) {
         let (s, b) = (
             crate::blob::scale_bits_pair(s),
-            [&b[..4], &b[4..]].map(dsp::word),
+            [&b[..4], &b[4..]].map(word),
         );
         for ((o, s), b) in o.iter_mut().zip(s).zip(b) {
             *o = o.to_bits() as i32 as f32 * (s * s_x) + f32::from_bits(b);

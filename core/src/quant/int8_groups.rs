@@ -4,11 +4,11 @@
 //! `total += sum_g * s_g` in order in `f32`, and `out[r] = total * s_x`: for each row what
 //! `Matrix::dot_q` (int8) or `Matrix::dot_wide` (int16) gives, bit for bit. On cores with the DSP
 //! instructions and an FPU the rows go two at a time through the same sums in assembly
-//! (`dsp_groups`), the row it leaves (an odd last one) through this loop.
+//! (`arch/armv7em/groups.rs`), the row it leaves (an odd last one) through this loop.
 
-use super::dsp::mac_lanes;
 use super::groups;
 use super::quantized::Quantized;
+use crate::arch::mac_lanes;
 use crate::blob::{decode_finite_scale, I8_GROUP, SCALE_BYTES};
 
 /// `out[r] = (sum_g acc_g * s_w[r][g]) * s_x` for the rows of an `i8g` matrix of `cols` columns (whole
@@ -36,10 +36,7 @@ pub(crate) fn matvec(
         .min(words.len() / row_words)
         .min(scales.len() / row_scales);
     // On cores with the DSP instructions and an FPU the rows in pairs in assembly, the same bits.
-    #[cfg(fpu_asm)]
-    let done = super::dsp_groups::rows2(words, cols, scales, lanes, x.scale, &mut out[..rows]);
-    #[cfg(not(fpu_asm))]
-    let done = 0;
+    let done = crate::arch::i8g_rows2(words, cols, scales, lanes, x.scale, &mut out[..rows]);
     let rows_of = words
         .chunks_exact(row_words)
         .zip(scales.chunks_exact(row_scales))

@@ -8,8 +8,9 @@
 //! below the int8 rounding of the values it multiplies.
 
 use super::attention_loops::{fixed, lanes, pack_lanes, rescale, weight_bits};
+use super::dot4;
 use super::quantized::lanes_in_order;
-use super::{dot4, dsp};
+use crate::arch as dsp;
 
 /// Largest magnitude of a fixed-point weight (for up to 512 positions; see [`w_max`]).
 pub const W_MAX: f32 = 32767.0;

@@ -11,17 +11,6 @@
 pub mod activations;
 pub(crate) mod attention_loops;
 pub(crate) mod dot4;
-pub(crate) mod dsp;
-#[cfg(fpu_asm)]
-mod dsp_attention;
-#[cfg(fpu_asm)]
-mod dsp_groups;
-#[cfg(all(feature = "dsp", not(feature = "mve"), target_arch = "arm"))]
-mod dsp_kernel;
-#[cfg(fpu_asm)]
-mod dsp_lanes16;
-#[cfg(fpu_asm)]
-pub(crate) mod dsp_quantize;
 #[cfg(feature = "encode")]
 pub mod encode;
 pub(crate) mod groups;
@@ -31,10 +20,5 @@ pub(crate) mod int8;
 pub(crate) mod int8_groups;
 pub(crate) mod linear;
 pub(crate) mod mix;
-#[cfg(all(feature = "mve", target_arch = "arm"))]
-mod mve;
 pub mod offset;
 pub mod quantized;
-
-#[cfg(feature = "encode")]
-pub use activations::{quantize, Quantized};

@@ -1,6 +1,6 @@
 //! What a quantised activation vector is: its int8 or int16 values with one scale ([`Quantized`]),
 //! the int16 values' lane order ([`Wide`]) and the integer ranges. The quantisers (`activations`,
-//! and the assembly's `dsp_quantize`) make them; the kernels read them.
+//! and the assembly's `arch/armv7em/quantize.rs`) make them; the kernels read them.
 
 /// Largest magnitude of a quantised value: the range is symmetric, `-127..=127`.
 pub const Q_MAX: f32 = 127.0;

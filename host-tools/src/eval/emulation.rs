@@ -1,6 +1,6 @@
 //! The int8 roundings of a W8A8 model emulated one at a time on any model, through hooks ("fake
 //! quantisation"): each chosen activation is rounded to int8 and back exactly as the core rounds it
-//! ([`microlens::quant::quantize`], one scale per token, per head for queries and the KV cache), and the
+//! (the core's per-token quantisation, one scale per token, per head for queries and the KV cache), and the
 //! rest of the forward pass stays in the model's own arithmetic. Run on the `f32` model, it measures what
 //! each rounding costs with exact weights, which no choice of weights can undo.
 //!
@@ -8,7 +8,7 @@
 //! read `x`; it must read `x~`), so the residual stream itself keeps `x`, as on the device.
 
 use microlens::config::Positional;
-use microlens::quant::offset;
+use microlens::encode;
 use microlens::weights::Matrix;
 use microlens::{HookKind, HookPoint, Hooks, Model, TensorId, TensorKind};
 
@@ -46,10 +46,10 @@ impl Int8Rounding {
     }
 }
 
-/// `x` rounded to int8 and back as the device rounds a matrix input ([`offset::round_trip`]).
+/// `x` rounded to int8 and back as the device rounds a matrix input ([`encode::round_trip`]).
 pub fn round_trip(x: &mut [f32], centred: bool) {
     let mut scratch = vec![0i8; x.len()];
-    offset::round_trip(x, centred, &mut scratch);
+    encode::round_trip(x, centred, &mut scratch);
 }
 
 /// `x` rounded to int8 with one scale and back ([`round_trip`], not centred).

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use crate::eval::emulation::round_trip;
 use anyhow::{ensure, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use microlens::math::norm::affine;
+use microlens::weights::affine;
 use microlens::{HookKind, HookKinds, HookPoint, Hooks, Model, Normalization};
 use microlens::{TensorId, TensorKind};
 use rayon::prelude::*;

@@ -1,6 +1,6 @@
 //! Quantisers: `f32` matrices (blob layout, row-major) to `f16`, `i8` (symmetric, one scale per row) or
 //! `i4` (symmetric, one scale per group of 32 along each row, two values per byte) blob tensors. The
-//! rows go through the core's own encoders ([`microlens::quant::encode`]), so the host rounds exactly as
+//! rows go through the core's own encoders ([`microlens::encode`]), so the host rounds exactly as
 //! the device does; the way back goes through the core's [`microlens::weights::Matrix`] reader.
 //!
 //! Integer weights are rounded to nearest, or with GPTQ ([`gptq`]): over the whole model

@@ -1,5 +1,5 @@
 //! Rounding to nearest: each weight to its nearest step of the core's own encoders
-//! ([`microlens::quant::encode`], through [`TensorData::encode_nearest`]), so the host rounds exactly as
+//! ([`microlens::encode`], through [`TensorData::encode_nearest`]), so the host rounds exactly as
 //! the device does.
 
 use anyhow::{anyhow, ensure, Result};

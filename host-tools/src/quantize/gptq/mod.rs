@@ -11,7 +11,7 @@
 
 use anyhow::{anyhow, ensure, Result};
 use microlens::blob::{TensorData, I4_GROUP, I8_GROUP};
-use microlens::quant::encode::{self, I4_MAX};
+use microlens::encode::{self, I4_MAX};
 use microlens::{DType, TensorId};
 use rayon::prelude::*;
 

@@ -8,7 +8,7 @@
 
 use nalgebra::DMatrix;
 
-use microlens::quant::encode::I4_MAX;
+use microlens::encode::I4_MAX;
 
 use super::solver::Solver;
 

@@ -3,8 +3,8 @@
 //! rounding with that feedback (plain GPTQ).
 
 use anyhow::{anyhow, ensure, Result};
-use microlens::quant::encode::quantize_one;
-use microlens::quant::encode::weight_scale;
+use microlens::encode::quantize_one;
+use microlens::encode::weight_scale;
 use nalgebra::{DMatrix, DVector};
 
 /// What GPTQ needs of one input space: the order the inputs are quantised in and the upper Cholesky

@@ -75,14 +75,14 @@ fn whole_quads(w: &[u8], cols: usize, quads: usize, groups: usize) -> bool {
 
 /// The quads kernel (`dot4_quads`, whose sums it computes): when every quad is whole, one call of the
 /// loop; else one quad at a time over the groups it has ([`ragged_quads`]).
-#[cfg_attr(all(dsp_fpu, feature = "weights-i8"), allow(dead_code))] // there the rescaling entry takes every int8 matmul
+#[cfg_attr(feature = "weights-i8", allow(dead_code))] // there the rescaling entry takes every int8 matmul
 #[inline]
 pub(crate) fn dot4_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) {
     let quads = out.len() / 4;
     let groups = (lanes.len() / 2).min(cols / 4);
     if w.as_ptr() as usize % 4 != 0 {
         // An unaligned blob (`LDMIA` needs words): the portable loop.
-        return super::dsp::dot4_quads_portable(w, cols, lanes, out);
+        return crate::arch::portable::lanes::dot4_quads_portable(w, cols, lanes, out);
     }
     if groups > 0 && quads > 0 && whole_quads(w, cols, quads, groups) {
         let (out, none) = (out.as_mut_ptr().cast(), core::ptr::null());
@@ -111,7 +111,7 @@ pub(crate) fn dot4_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) 
 
 /// [`dot4_quads`] when some quad ends early (or there are no groups): one quad at a time, each over
 /// the whole groups it has, through the loop (whole by construction). Out of line.
-#[cfg_attr(all(dsp_fpu, feature = "weights-i8"), allow(dead_code))] // there the rescaling entry takes every int8 matmul
+#[cfg_attr(feature = "weights-i8", allow(dead_code))] // there the rescaling entry takes every int8 matmul
 #[cold]
 #[inline(never)]
 fn ragged_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) {
@@ -133,7 +133,7 @@ fn ragged_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) {
 /// `VCVTT`). Needs whole quads, at least one group, and `scales` word-aligned with a scale per row;
 /// the bias is added when it covers every row from a word-aligned address. Returns how many rows
 /// took the bias, or `None` (nothing written) when the quads do not fit or `w` is not word-aligned.
-#[cfg(all(target_abi = "eabihf", feature = "weights-i8"))]
+#[cfg(feature = "weights-i8")]
 #[inline]
 pub(crate) fn dot4_rescaled(
     w: &[u8],
@@ -389,7 +389,7 @@ macro_rules! quad_group {
 /// `VCVTT`, times `s_x` in s8), plus the bias when there is one, stored at `out` (label 13); the
 /// three pointers (`out` r1, scales r4, bias r5, free once the sums are in s0-s3) loaded and stored
 /// back with one `LDM` and one `STM`.
-#[cfg(all(target_abi = "eabihf", feature = "weights-i8"))]
+#[cfg(feature = "weights-i8")]
 macro_rules! rescale {
     () => {
         concat!(
@@ -431,7 +431,7 @@ macro_rules! rescale {
 }
 
 /// Without an FPU (or int8 matrices), no epilogue: the scales are always null.
-#[cfg(not(all(target_abi = "eabihf", feature = "weights-i8")))]
+#[cfg(not(feature = "weights-i8"))]
 macro_rules! rescale {
     () => {
         ""
@@ -440,7 +440,7 @@ macro_rules! rescale {
 
 /// Choosing the epilogue (into r11, r12: label 3 or 31) and `s_x` (s8) when the scales (r6) are not
 /// null.
-#[cfg(all(target_abi = "eabihf", feature = "weights-i8"))]
+#[cfg(feature = "weights-i8")]
 macro_rules! rescale_setup {
     () => {
         concat!(
@@ -454,7 +454,7 @@ macro_rules! rescale_setup {
 }
 
 /// Without an FPU (or int8 matrices): nothing (the scales are always null).
-#[cfg(not(all(target_abi = "eabihf", feature = "weights-i8")))]
+#[cfg(not(feature = "weights-i8"))]
 macro_rules! rescale_setup {
     () => {
         ""
@@ -463,7 +463,7 @@ macro_rules! rescale_setup {
 
 /// The FPU's instructions for the assembler (module-level assembly does not see the target's
 /// features): those of the Cortex-M4F's FPv4-SP, which the M7's and M33's include.
-#[cfg(all(target_abi = "eabihf", feature = "weights-i8"))]
+#[cfg(feature = "weights-i8")]
 macro_rules! fpu {
     () => {
         ".fpu fpv4-sp-d16"
@@ -471,7 +471,7 @@ macro_rules! fpu {
 }
 
 /// Without the epilogue: no directive.
-#[cfg(not(all(target_abi = "eabihf", feature = "weights-i8")))]
+#[cfg(not(feature = "weights-i8"))]
 macro_rules! fpu {
     () => {
         ""

@@ -1,6 +1,7 @@
 //! The four-row int8 kernels on the host: the device's exact integer sums (`SMLAD`'s, wrapping), in
 //! the CPU's widest integer SIMD (for the quads of an `I8` matrix, AVX2's intrinsics: the compiler's
 //! own vectorisation of that loop was three times slower than the strided one's).
+#![allow(unsafe_code)]
 
 use std::vec::Vec;
 
@@ -54,10 +55,7 @@ fn quads_dispatch(w: &[u8], cols: usize, x: &[i32], out: &mut [i32]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (just detected), the only requirement of `quads_avx2`.
-        #[allow(unsafe_code)]
-        unsafe {
-            quads_avx2(w, cols, x, out)
-        };
+        unsafe { quads_avx2(w, cols, x, out) };
         return;
     }
     quads_rows(w, cols, x, out)
@@ -77,7 +75,6 @@ fn quads_avx2(w: &[u8], cols: usize, x: &[i32], out: &mut [i32]) {
         let (mut a0, mut a1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
         for (w, x) in quad[..16 * groups].chunks_exact(16).zip(x.chunks_exact(8)) {
             // SAFETY: `w` holds 16 bytes and `x` 8 `i32`s (`chunks_exact`); unaligned loads.
-            #[allow(unsafe_code)]
             let (wv, xv) = unsafe {
                 (
                     _mm_loadu_si128(w.as_ptr().cast()),
@@ -93,7 +90,6 @@ fn quads_avx2(w: &[u8], cols: usize, x: &[i32], out: &mut [i32]) {
         }
         let mut acc = [0i32; 16];
         // SAFETY: `acc` holds 16 `i32`s, two unaligned 32-byte stores.
-        #[allow(unsafe_code)]
         unsafe {
             _mm256_storeu_si256(acc.as_mut_ptr().cast(), a0);
             _mm256_storeu_si256(acc.as_mut_ptr().add(8).cast(), a1);
@@ -137,10 +133,7 @@ fn dot4_dispatch(rows: &[u8], stride: usize, x: &[i32], out: &mut [i32]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (just detected), the only requirement of `dot4_avx2`.
-        #[allow(unsafe_code)]
-        unsafe {
-            dot4_avx2(rows, stride, x, out)
-        };
+        unsafe { dot4_avx2(rows, stride, x, out) };
         return;
     }
     dot4_rows(rows, stride, x, out)

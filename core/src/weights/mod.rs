@@ -1,14 +1,22 @@
-//! Read-only views of tensors inside a blob, dequantised on the fly; no copies, any alignment.
+//! Read-only views of tensors inside a blob, dequantised on the fly; no copies, any alignment. On the
+//! host (feature `std`) also their column-blocked `f32` copies (`blocked.rs`, one matrix; `host.rs`,
+//! `host::HostWeights`, a blob's), which a matrix computes its rows from when a
+//! model has them attached.
+
+#[cfg(feature = "std")]
+pub(crate) mod blocked;
+#[cfg(feature = "std")]
+pub(crate) mod host;
 
 use crate::blob::quads::{row_bytes, row_parts, row_place};
 use crate::blob::{
     decode_finite_scale, scales_valid, widen_f16, DType, I4_GROUP, I8_GROUP, SCALE_BYTES,
 };
-#[cfg(feature = "std")]
-use crate::host::blocked::Blocked;
 use crate::math::rows as row_block;
 use crate::quant::activations::Wide;
 use crate::quant::{groups, int4, int8};
+#[cfg(feature = "std")]
+use blocked::Blocked;
 
 /// An `f32` vector (biases, norm weights).
 #[derive(Clone, Copy, Debug)]
@@ -91,7 +99,7 @@ pub struct Matrix<'a> {
     cols: usize,
     data: &'a [u8],
     scales: &'a [u8],
-    /// The host's column-blocked copy (`host/blocked.rs`), if the model has one attached.
+    /// The host's column-blocked copy (`blocked.rs`), if the model has one attached.
     #[cfg(feature = "std")]
     blocked: Option<&'a Blocked>,
 }
@@ -517,6 +525,16 @@ fn quad_row_words(
         .zip(last)
         .for_each(|(o, &q)| value(o, q));
     true
+}
+
+/// In place: `x * w (+ b)`, for the norms that have parameters.
+pub fn affine(w: Option<Vector<'_>>, b: Option<Vector<'_>>, x: &mut [f32]) {
+    if let Some(w) = w {
+        x.iter_mut().zip(w.iter()).for_each(|(v, w)| *v *= w);
+    }
+    if let Some(b) = b {
+        b.add_to(x);
+    }
 }
 
 #[cfg(test)]

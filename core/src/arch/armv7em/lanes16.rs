@@ -6,7 +6,7 @@
 //! - per vector word one `LDR` of it, four `LDR`s of the rows' words and four `SMLALD` into 64-bit
 //!   sums, two words per pass of the loop, whose three (its end from the stack, `CMP`, `BNE`) make
 //!   10.5 instructions per word per four rows (2.6 per word and row);
-//! - each sum as `f32` with the steps of [`super::dsp::sum_to_f32`]: 5 instructions when it fits in
+//! - each sum as `f32` with the steps of `sum_to_f32` (`portable/lanes.rs`): 5 instructions when it fits in
 //!   `i32` (`CMP`, `BNE`, `VMOV`, `VCVT`, `B`), 26 when it does not;
 //! - 26 per quad for the loops (zeroing the sums, the next quad's rows, `VSTMIA` of the four).
 //!

@@ -19,7 +19,7 @@
 //! fourteen general registers for the loop, the constants on the stack.
 #![allow(unsafe_code)]
 
-use crate::blob::{I8_GROUP, SCALE_BYTES};
+use crate::blob::dtype::{I8_GROUP, SCALE_BYTES};
 
 /// `out[r] = (sum_g acc_g * s_w[r][g]) * s_x` for the first rows of an `i8g` matrix, two at a time,
 /// as `int8_groups::matvec`'s portable loop computes them bit for bit (for every scale

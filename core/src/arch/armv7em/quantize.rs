@@ -19,14 +19,18 @@
 //! general registers their callers save (r4-r11 saved where used).
 #![allow(unsafe_code)]
 
-use super::quantized::{Quantized, Wide, Q16_MAX, Q_MAX};
+use crate::arch::{Int16Parts, Int8Parts};
 
 /// [`activations::quantize`]'s result in one call of the assembly: when `x` is whole groups of four
 /// (at least one) with a normal `max|x|` and `buf` is word-aligned with room for the values and
 /// their lanes (`3 * x.len()` bytes); else `buf` back, untouched.
 #[inline]
-pub(crate) fn quantize8<'q>(x: &[f32], buf: &'q mut [i8]) -> Result<Quantized<'q>, &'q mut [i8]> {
-    int8_lanes(x, buf, 4, microlens_quantize_lanes)
+pub(crate) fn quantize8<'q>(
+    x: &[f32],
+    buf: &'q mut [i8],
+    q_max: f32,
+) -> Result<Int8Parts<'q>, &'q mut [i8]> {
+    int8_lanes(x, buf, q_max, 4, microlens_quantize_lanes)
 }
 
 /// [`quantize8`] with the lanes in the int4 kernel's order (`int4_rows::arrange` of every eight
@@ -36,8 +40,9 @@ pub(crate) fn quantize8<'q>(x: &[f32], buf: &'q mut [i8]) -> Result<Quantized<'q
 pub(crate) fn quantize8_i4<'q>(
     x: &[f32],
     buf: &'q mut [i8],
-) -> Result<Quantized<'q>, &'q mut [i8]> {
-    int8_lanes(x, buf, 8, microlens_quantize_lanes4)
+    q_max: f32,
+) -> Result<Int8Parts<'q>, &'q mut [i8]> {
+    int8_lanes(x, buf, q_max, 8, microlens_quantize_lanes4)
 }
 
 /// An assembly int8 quantiser with the C signature of [`microlens_quantize_lanes`] (values, whole
@@ -49,9 +54,10 @@ type Int8Lanes = unsafe extern "C" fn(*const f32, usize, *mut u32, *mut i8, f32)
 fn int8_lanes<'q>(
     x: &[f32],
     buf: &'q mut [i8],
+    q_max: f32,
     whole: usize,
     lanes_of: Int8Lanes,
-) -> Result<Quantized<'q>, &'q mut [i8]> {
+) -> Result<Int8Parts<'q>, &'q mut [i8]> {
     let n = x.len();
     let room = n.checked_mul(3).is_some_and(|b| b <= buf.len());
     if n % whole != 0 || n == 0 || !room || buf.as_ptr() as usize % 4 != 0 {
@@ -62,7 +68,7 @@ fn int8_lanes<'q>(
     // SAFETY: `x` holds `n` word-aligned words; `buf` holds the `n` bytes at `q` and, word-aligned
     // (`buf` and `n` are), the `n / 2` words at `lanes`: what `lanes_of` writes for `n / whole`
     // groups (at least one).
-    let scale = unsafe { lanes_of(x.as_ptr(), n / whole, lanes, q, Q_MAX) };
+    let scale = unsafe { lanes_of(x.as_ptr(), n / whole, lanes, q, q_max) };
     if scale < 0.0 {
         return Err(buf);
     }
@@ -74,19 +80,18 @@ fn int8_lanes<'q>(
             core::slice::from_raw_parts(lanes.cast_const(), n / 2),
         )
     };
-    Ok(Quantized {
-        q,
-        wide: Wide(&[]),
-        scale,
-        lanes,
-    })
+    Ok((q, lanes, scale))
 }
 
 /// [`activations::quantize16`]'s result in one call of the assembly: when `x` is whole groups of
 /// four (at least one) with a normal `max|x|` and `buf` is word-aligned with room for the values
 /// (`2 * x.len()` bytes); else `buf` back, untouched.
 #[inline]
-pub(crate) fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Result<Quantized<'q>, &'q mut [i8]> {
+pub(crate) fn quantize16<'q>(
+    x: &[f32],
+    buf: &'q mut [i8],
+    q_max: f32,
+) -> Result<Int16Parts<'q>, &'q mut [i8]> {
     let n = x.len();
     let room = n.checked_mul(2).is_some_and(|b| b <= buf.len());
     if n % 4 != 0 || n == 0 || !room || buf.as_ptr() as usize % 4 != 0 {
@@ -94,9 +99,8 @@ pub(crate) fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Result<Quantized<'
     }
     let words = buf.as_mut_ptr().cast::<u32>();
     // SAFETY: `x` holds `n` word-aligned words, `buf` the `n / 2` word-aligned words at `words`.
-    let scale = unsafe {
-        microlens_quantize_lanes(x.as_ptr(), n / 4, words, core::ptr::null_mut(), Q16_MAX)
-    };
+    let scale =
+        unsafe { microlens_quantize_lanes(x.as_ptr(), n / 4, words, core::ptr::null_mut(), q_max) };
     if scale < 0.0 {
         return Err(buf);
     }
@@ -107,12 +111,7 @@ pub(crate) fn quantize16<'q>(x: &[f32], buf: &'q mut [i8]) -> Result<Quantized<'
             core::slice::from_raw_parts(words.cast_const().cast::<i16>(), n),
         )
     };
-    Ok(Quantized {
-        q: &[],
-        wide: Wide(values),
-        scale,
-        lanes,
-    })
+    Ok((lanes, values, scale))
 }
 
 /// What [`heads8`] hands the assembly, in the order of the registers it loads them into.
@@ -146,6 +145,7 @@ pub(crate) fn heads8(
     stride: usize,
     scales: &mut [f32],
     scale_stride: usize,
+    q_max: f32,
 ) -> usize {
     let heads = x.len().checked_div(d_head).unwrap_or(0);
     let last_q = (x.len().wrapping_sub(1)).checked_mul(stride);
@@ -168,7 +168,7 @@ pub(crate) fn heads8(
     // SAFETY: `x` holds `heads * d_head` word-aligned words; every value's slot
     // `(h * d_head + i) * stride <= (x.len() - 1) * stride` is within `q`, every head's scale
     // `h * scale_stride` within `scales` (checked above), and the byte steps do not overflow.
-    let left = unsafe { microlens_kv_heads8(x.as_ptr(), &job, Q_MAX) };
+    let left = unsafe { microlens_kv_heads8(x.as_ptr(), &job, q_max) };
     heads - left.min(heads)
 }
 

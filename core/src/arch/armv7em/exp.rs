@@ -1,23 +1,47 @@
-//! The softmax's first half ([`super::softmax::exp_shifted`]) in assembly for cores with an FPU and
-//! the DSP instructions (Cortex-M4F, M7, M33, M55): [`super::exp::exp`]'s operations in its order, each
+//! The softmax's first half ([`crate::math::softmax::exp_shifted`]) in assembly for cores with an FPU and
+//! the DSP instructions (Cortex-M4F, M7, M33, M55): [`crate::math::exp::exp`]'s operations in its order, each
 //! constant in a register for the whole run, two scores per pass: 27 instructions per score where the
 //! compiler's loop took 32 (per score `VSUB`, the rounding (`VMOV`, `VMLA`), the range test on `k`
 //! (`VMOV`, `ADD`, `CMP`, `BHI`), `k` as a float, two `VMLS` for `r`, the polynomial (four
 //! `VMOV`/`VMLA` pairs, `VMUL`, `VMLA`, `VADD`), the exponent (`VMOV`, `ADD ... LSL #23`, `VMOV`),
 //! the sum; per pair one `VLDMIA`, one `VSTMIA` and the loop test), the last odd score alone (29).
 //! A score whose `k` is out of the fast path's range ends the run: the caller computes it with
-//! [`super::exp::exp`] and starts the next run after it.
+//! [`crate::math::exp::exp`] and starts the next run after it.
 //!
 //! One function in `global_asm!` with the C calling convention: it clobbers FPU `s0`-`s15` and the
 //! general registers its callers save (r4, r5 and `s16`-`s19` saved itself).
 #![allow(unsafe_code)]
 
-/// `x_i <- e^(x_i - max)` from the start of `x` while `e^(x_i - max)` takes [`super::exp::exp`]'s fast
+use crate::math::exp::{C, INV_LN2, LN2_HI, LN2_LO, ROUND};
+
+/// The constants of the loop, in the order its registers take them: those of
+/// [`crate::math::exp::exp`], then 1.
+static LOOP_CONSTANTS: [f32; 10] = [
+    INV_LN2, ROUND, LN2_HI, LN2_LO, C[0], C[1], C[2], C[3], C[4], 1.0,
+];
+
+/// The softmax's first half, `x_i <- e^(x_i - max)` returning their sum added in order: runs of the
+/// assembly loop, each value that leaves its fast path through [`crate::math::exp::exp`] between them.
+#[inline(always)]
+pub(crate) fn exp_shifted(x: &mut [f32], max: f32) -> Option<f32> {
+    let mut sum = 0.0f32;
+    let mut at = run(x, max, &mut sum);
+    while let Some(v) = x.get_mut(at) {
+        let e = crate::math::exp::exp(*v - max);
+        *v = e;
+        sum += e;
+        at += 1;
+        at += run(x.get_mut(at..).unwrap_or(&mut []), max, &mut sum);
+    }
+    Some(sum)
+}
+
+/// `x_i <- e^(x_i - max)` from the start of `x` while `e^(x_i - max)` takes [`crate::math::exp::exp`]'s fast
 /// path, each added to `sum` in order; returns how many were done (the next one, if any, takes the
 /// slow path).
 #[inline]
-pub(crate) fn run(x: &mut [f32], max: f32, sum: &mut f32) -> usize {
-    let consts = &super::exp::LOOP_CONSTANTS;
+fn run(x: &mut [f32], max: f32, sum: &mut f32) -> usize {
+    let consts = &LOOP_CONSTANTS;
     // SAFETY: `x` holds `x.len()` word-aligned writable words, `consts` ten readable words, `sum` one
     // writable word.
     let left = unsafe { microlens_exp_shifted(x.as_mut_ptr(), x.len(), consts.as_ptr(), sum, max) };
@@ -26,7 +50,7 @@ pub(crate) fn run(x: &mut [f32], max: f32, sum: &mut f32) -> usize {
 
 extern "C" {
     /// Safety: `x` points to `n` word-aligned writable words, `consts` to the ten words of
-    /// [`super::exp::LOOP_CONSTANTS`], `sum` to a writable word. Returns the scores left (the first
+    /// [`LOOP_CONSTANTS`], `sum` to a writable word. Returns the scores left (the first
     /// of them not done).
     fn microlens_exp_shifted(
         x: *mut f32,

@@ -1,103 +1,9 @@
-//! The two Cortex-M DSP instructions the int8 kernels are built from, on packed 16-bit lanes:
-//! `SXTB16` (bytes 0 and 2, or 1 and 3, of a word, each sign-extended into a 16-bit lane) and `SMLAD`
-//! (`acc + lo(a) * lo(b) + hi(a) * hi(b)`, wrapping).
-//!
-//! With the feature `dsp` on an ARM target they are the instructions themselves (ARMv7E-M: Cortex-M4,
-//! M7, M33 with DSP); everywhere else they are the same integer functions in plain Rust. LLVM forms
-//! `SMLAD` only from pairs of `i16` loads and has no pattern for `SXTB16` at all, so from `i8` weights
-//! in flash safe Rust cannot reach them: three one-instruction `asm!` blocks that touch no memory. The
-//! four-row loop built from them is `dsp_kernel.rs`'s.
-#![cfg_attr(feature = "dsp", allow(unsafe_code))]
+//! The int8 and int16 lanes' kernels built on the DSP instructions (the target's, through the
+//! facade): the exact int16 dot product ([`dot_lanes16`]) and its conversion ([`sum_to_f32`]), the
+//! lanes' packing ([`word`], [`lane_word`], [`mac_lanes`]), and the four-row int8 kernels in plain
+//! Rust ([`dot4_strided_portable`], [`dot4_quads_portable`]) for targets without their own.
 
-/// Lanes `[b0, b2]` of `v`'s bytes `[b0, b1, b2, b3]`, each sign-extended to 16 bits (`SXTB16 v`).
-#[inline(always)]
-pub fn sxtb16(v: u32) -> u32 {
-    #[cfg(all(feature = "dsp", target_arch = "arm"))]
-    {
-        let out: u32;
-        // SAFETY: one register-to-register instruction of ARMv7E-M (the `dsp` feature asserts the core
-        // has it): it reads `v`, writes `out`, and touches no memory, stack or flags.
-        unsafe {
-            core::arch::asm!("sxtb16 {0}, {1}", lateout(reg) out, in(reg) v,
-                options(pure, nomem, nostack, preserves_flags));
-        }
-        out
-    }
-    #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
-    {
-        let lane = |b: u32| (b as u8 as i8 as i16 as u16) as u32;
-        lane(v) | lane(v >> 16) << 16
-    }
-}
-
-/// Lanes `[b1, b3]` of `v`'s bytes, each sign-extended to 16 bits (`SXTB16 v, ROR #8`).
-#[inline(always)]
-pub fn sxtb16_ror8(v: u32) -> u32 {
-    #[cfg(all(feature = "dsp", target_arch = "arm"))]
-    {
-        let out: u32;
-        // SAFETY: as in `sxtb16`: one register-only instruction, no memory, stack or flags.
-        unsafe {
-            core::arch::asm!("sxtb16 {0}, {1}, ror #8", lateout(reg) out, in(reg) v,
-                options(pure, nomem, nostack, preserves_flags));
-        }
-        out
-    }
-    #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
-    {
-        sxtb16(v >> 8)
-    }
-}
-
-/// `acc + lo(a) * lo(b) + hi(a) * hi(b)` on signed 16-bit lanes, wrapping (`SMLAD`; the kernels keep
-/// their sums far from overflow).
-#[inline(always)]
-pub fn smlad(a: u32, b: u32, acc: i32) -> i32 {
-    #[cfg(all(feature = "dsp", target_arch = "arm"))]
-    {
-        let out: i32;
-        // SAFETY: one register-only instruction; it may set the sticky Q flag on overflow, which no Rust
-        // code reads (hence no `preserves_flags`), and touches no memory or stack.
-        unsafe {
-            core::arch::asm!("smlad {0}, {1}, {2}, {3}", lateout(reg) out, in(reg) a, in(reg) b,
-                in(reg) acc, options(pure, nomem, nostack));
-        }
-        out
-    }
-    #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
-    {
-        let (lo, hi) = (
-            |v: u32| v as u16 as i16 as i32,
-            |v: u32| (v >> 16) as u16 as i16 as i32,
-        );
-        acc.wrapping_add(lo(a) * lo(b)).wrapping_add(hi(a) * hi(b))
-    }
-}
-
-/// `acc + lo(a) * lo(b) + hi(a) * hi(b)` on signed 16-bit lanes into a 64-bit sum, exact (`SMLALD`):
-/// the int16 KV cache's sums.
-#[inline(always)]
-pub fn smlald(a: u32, b: u32, acc: i64) -> i64 {
-    #[cfg(all(feature = "dsp", target_arch = "arm"))]
-    {
-        let (mut lo, mut hi) = (acc as u32, (acc >> 32) as u32);
-        // SAFETY: one register-only instruction of ARMv7E-M: it reads `a`, `b` and the accumulator
-        // pair, writes the pair, and touches no memory, stack or flags.
-        unsafe {
-            core::arch::asm!("smlald {0}, {1}, {2}, {3}", inout(reg) lo, inout(reg) hi, in(reg) a,
-                in(reg) b, options(pure, nomem, nostack, preserves_flags));
-        }
-        ((hi as u64) << 32 | lo as u64) as i64
-    }
-    #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
-    {
-        let (lo, hi) = (
-            |v: u32| v as u16 as i16 as i64,
-            |v: u32| (v >> 16) as u16 as i16 as i64,
-        );
-        acc.wrapping_add(lo(a) * lo(b)).wrapping_add(hi(a) * hi(b))
-    }
-}
+use crate::arch::{smlad, smlald, sxtb16, sxtb16_ror8};
 
 /// `sum_k lo(a_k) lo(b_k) + hi(a_k) hi(b_k)` over the words of `a` and `b` (as far as both go), exact
 /// in `i64`: [`smlald`] four words per pass, then the rest.
@@ -122,7 +28,7 @@ pub fn dot_lanes16(a: &[u32], b: &[u32]) -> i64 {
 /// returning `4 g`; each `dot` the exact sum [`dot_lanes16`] gives over the `v.len()` words of `v`:
 /// four keys or four outputs of the int16 KV cache per pass over the query's or the weights' words.
 /// On cores with the DSP instructions and an FPU, assembly sharing each load of `v` between the four
-/// rows (`dsp_lanes16.rs`: 2.6 instructions per word and row, 5 to convert a sum below `2^31`);
+/// rows (`armv7em/lanes16.rs`: 2.6 instructions per word and row, 5 to convert a sum below `2^31`);
 /// elsewhere [`dot_lanes16`] and [`sum_to_f32`] per row.
 #[inline]
 pub fn sums4_f32(rows: &[u32], stride: usize, v: &[u32], out: &mut [f32]) -> usize {
@@ -138,15 +44,26 @@ pub fn sums4_f32(rows: &[u32], stride: usize, v: &[u32], out: &mut [f32]) -> usi
     if quads == 0 || v.len() >= 1 << 29 {
         return 0;
     }
-    #[cfg(fpu_asm)]
-    if !super::dsp_lanes16::sums4_f32(rows, stride, v, out, quads) {
+    if !crate::arch::sums4_lanes16(rows, stride, v, out, quads) {
         return 0;
     }
-    #[cfg(not(fpu_asm))]
+    4 * quads
+}
+
+/// The portable [`crate::arch::sums4_lanes16`]: [`dot_lanes16`] and [`sum_to_f32`] per row of the
+/// first `quads` quads (their rows whole, `quads <= out.len() / 4`: `sums4_f32` checked), `true`.
+#[inline(always)]
+pub(crate) fn sums4_lanes16(
+    rows: &[u32],
+    stride: usize,
+    v: &[u32],
+    out: &mut [f32],
+    quads: usize,
+) -> bool {
     for (i, o) in out[..4 * quads].iter_mut().enumerate() {
         *o = sum_to_f32(dot_lanes16(&rows[i * stride..], v));
     }
-    4 * quads
+    true
 }
 
 /// An exact `i64` sum as `f32`, rounded once to nearest even, the value `acc as f32` gives (a library
@@ -194,10 +111,7 @@ pub(crate) fn mac_lanes(acc: i32, w: u32, (e, o): (u32, u32)) -> i32 {
 /// rows of bytes, where `W_g` and `W'_g` are the even and odd bytes of a row's `g`-th word as 16-bit
 /// lanes (`SXTB16`) and `(e_g, o_g)` the `g`-th item of `lanes`, over whole words of the rows: the
 /// portable four-row kernel.
-#[cfg(any(
-    test,
-    not(any(feature = "std", all(feature = "dsp", target_arch = "arm")))
-))]
+#[cfg(any(test, microlens_arch = "portable"))]
 #[inline(always)]
 pub(crate) fn dot4_lanes(
     rows: [&[u8]; 4],
@@ -215,10 +129,7 @@ pub(crate) fn dot4_lanes(
 
 /// The four-row kernel (`dot4_strided`, whose sums it computes) in plain Rust, one quad of rows at a
 /// time (out of line, so its callers keep small frames).
-#[cfg(any(
-    test,
-    not(any(feature = "std", all(feature = "dsp", target_arch = "arm")))
-))]
+#[cfg(any(test, microlens_arch = "portable"))]
 #[inline(never)]
 pub(crate) fn dot4_strided_portable(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
     for (q, sums) in out.chunks_exact_mut(4).enumerate() {
@@ -235,11 +146,11 @@ pub(crate) fn dot4_strided_portable(rows: &[u8], stride: usize, lanes: &[u32], o
 /// The quads kernel (`dot4_quads`, whose sums it computes) in plain Rust: per quad of rows, its
 /// groups' 16 bytes (the four rows' words) against the group's lanes (also the DSP loop's, for an
 /// unaligned blob: its `LDMIA` needs words).
-#[cfg(any(
-    test,
-    not(any(feature = "std", all(feature = "mve", target_arch = "arm")))
-))]
-#[cfg_attr(all(dsp_fpu, feature = "weights-i8"), allow(dead_code))] // there the rescaling entry takes every int8 matmul
+#[cfg(any(test, microlens_arch = "portable", microlens_arch = "armv7em"))]
+#[cfg_attr(
+    all(microlens_arch = "armv7em", feature = "weights-i8"),
+    allow(dead_code)
+)] // there the rescaling entry takes every int8 matmul
 #[inline(never)]
 pub(crate) fn dot4_quads_portable(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) {
     let groups = (lanes.len() / 2).min(cols / 4);
@@ -293,7 +204,7 @@ mod tests {
         }
     }
 
-    use super::*;
+    use crate::arch::{smlad, sxtb16, sxtb16_ror8};
 
     #[test]
     fn lanes_are_sign_extended_bytes() {

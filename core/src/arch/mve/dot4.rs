@@ -13,7 +13,7 @@
 //! `-C target-cpu=cortex-m55` or another MVE core); the only `unsafe` is the one `asm!` loop.
 #![allow(unsafe_code)]
 
-use super::dsp::{mac_lanes, word};
+use crate::arch::{mac_lanes, word};
 
 /// Byte offsets of columns 0 to 7 in two groups' lanes (`[c0, c2, c1, c3, c4, c6, c5, c7]` as 16-bit
 /// values): the gather that puts them in column order.

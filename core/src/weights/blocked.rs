@@ -7,6 +7,7 @@
 
 use std::vec::Vec;
 
+use crate::arch::{widest, Widest};
 use crate::blob::{widen_f16, DType, I4_GROUP};
 use crate::quant::int4;
 
@@ -149,43 +150,25 @@ impl Blocked {
     }
 }
 
+/// [`blocks_rows`] as a loop for the widest vector unit.
+struct BlocksRows<'a, 'x> {
+    b: &'a Blocked,
+    r: &'a Rows<'x>,
+    rows: usize,
+    outs: &'a mut [f32],
+}
+
+impl Widest for BlocksRows<'_, '_> {
+    type Out = ();
+    #[inline(always)]
+    fn run(self) {
+        blocks_rows(self.b, self.r, self.rows, self.outs)
+    }
+}
+
 /// Runs [`blocks_rows`] compiled for the widest vector unit the CPU has.
 fn dispatch_rows(b: &Blocked, r: &Rows<'_>, rows: usize, outs: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F (just detected), the only requirement of
-            // `blocks_rows_avx512`.
-            #[allow(unsafe_code)]
-            unsafe {
-                blocks_rows_avx512(b, r, rows, outs)
-            };
-            return;
-        }
-        if std::arch::is_x86_feature_detected!("avx") {
-            // SAFETY: the CPU has AVX (just detected), the only requirement of `blocks_rows_avx`.
-            #[allow(unsafe_code)]
-            unsafe {
-                blocks_rows_avx(b, r, rows, outs)
-            };
-            return;
-        }
-    }
-    blocks_rows(b, r, rows, outs)
-}
-
-/// [`blocks_rows`] with AVX-512F (no fused multiply-add: the feature set enables none).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn blocks_rows_avx512(b: &Blocked, r: &Rows<'_>, rows: usize, outs: &mut [f32]) {
-    blocks_rows(b, r, rows, outs)
-}
-
-/// [`blocks_rows`] with AVX.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx")]
-fn blocks_rows_avx(b: &Blocked, r: &Rows<'_>, rows: usize, outs: &mut [f32]) {
-    blocks_rows(b, r, rows, outs)
+    widest(BlocksRows { b, r, rows, outs })
 }
 
 /// Every block of `b` (the first `rows` rows) against every input of `r`: [`POSITIONS`] inputs per
@@ -266,43 +249,24 @@ fn lanes_dot_n<const P: usize>(w: &[f32], xs: [&[f32]; P]) -> [[f32; LANES]; P] 
     acc
 }
 
+/// [`blocks`] as a loop for the widest vector unit.
+struct Blocks<'a> {
+    b: &'a Blocked,
+    x: &'a [f32],
+    out: &'a mut [f32],
+}
+
+impl Widest for Blocks<'_> {
+    type Out = ();
+    #[inline(always)]
+    fn run(self) {
+        blocks(self.b, self.x, self.out)
+    }
+}
+
 /// Runs [`blocks`] compiled for the widest vector unit the CPU has.
 fn dispatch(b: &Blocked, x: &[f32], out: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F (just detected), the only requirement of `blocks_avx512`.
-            #[allow(unsafe_code)]
-            unsafe {
-                blocks_avx512(b, x, out)
-            };
-            return;
-        }
-        if std::arch::is_x86_feature_detected!("avx") {
-            // SAFETY: the CPU has AVX (just detected), the only requirement of `blocks_avx`.
-            #[allow(unsafe_code)]
-            unsafe {
-                blocks_avx(b, x, out)
-            };
-            return;
-        }
-    }
-    blocks(b, x, out)
-}
-
-/// [`blocks`] with AVX-512F: the same operations on wider registers (no fused multiply-add: the
-/// feature set enables none, and Rust never contracts).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn blocks_avx512(b: &Blocked, x: &[f32], out: &mut [f32]) {
-    blocks(b, x, out)
-}
-
-/// [`blocks`] with AVX.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx")]
-fn blocks_avx(b: &Blocked, x: &[f32], out: &mut [f32]) {
-    blocks(b, x, out)
+    widest(Blocks { b, x, out })
 }
 
 /// Every block of `b` against `x` into `out` (whole blocks, `x.len() == b.cols`).
