@@ -1,8 +1,8 @@
 //! A validated model: a blob whose every tensor has been checked against its config, read in place.
 
-use crate::blob::{
-    scales_valid, Activations, Blob, DType, Processing, TensorEntry, TokenizerRecord, SCALE_BYTES,
-};
+#[cfg(feature = "std")]
+use crate::blob::TokenizerRecord;
+use crate::blob::{scales_valid, Activations, Blob, DType, Processing, TensorEntry, SCALE_BYTES};
 use crate::config::Config;
 use crate::error::{Error, Inconsistency};
 use crate::features::Features;
@@ -19,6 +19,9 @@ pub struct Model<'a> {
     config: Config,
     processing: Processing,
     activations: Activations,
+    /// The blob's tokenizer record (host builds only: a device never tokenizes, and its `Model`
+    /// stays as small as before the record existed).
+    #[cfg(feature = "std")]
     tokenizer: Option<TokenizerRecord>,
     catalogue: Catalogue,
     table: &'a [u8],
@@ -113,6 +116,7 @@ impl<'a> Model<'a> {
             config: cfg,
             processing: blob.header.processing,
             activations: blob.header.activations,
+            #[cfg(feature = "std")]
             tokenizer: blob.header.tokenizer,
             catalogue,
             table,
@@ -135,7 +139,9 @@ impl<'a> Model<'a> {
     pub fn activations(&self) -> Activations {
         self.activations
     }
-    /// The tokenizer the blob was converted with, if it records one.
+    /// The tokenizer the blob was converted with, if it records one (`std`: the device parses and
+    /// checks the record but does not keep it).
+    #[cfg(feature = "std")]
     pub fn tokenizer(&self) -> Option<TokenizerRecord> {
         self.tokenizer
     }
