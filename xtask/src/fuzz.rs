@@ -20,13 +20,14 @@ use crate::paths::root;
 use crate::toolchain::run_status;
 
 /// The fuzz targets (`fuzz/fuzz_targets/*.rs`).
-pub const TARGETS: [&str; 6] = [
+pub const TARGETS: [&str; 7] = [
     "blob_bytes",
     "blob_resigned",
     "config_writer",
     "host_parsers",
     "pth_pickle",
     "facts_file",
+    "tokenizer_json",
 ];
 
 /// Arguments.
@@ -225,6 +226,11 @@ fn make_seeds() -> Result<()> {
         "facts-4l",
         &std::fs::read(&facts).context("reading facts-4l.facts")?,
     )?;
+    let tokenizer = root().join("tests/fixtures/tokenizer/tokenizer.json");
+    let mut t = vec![11u8];
+    t.extend(std::fs::read(&tokenizer).context("reading the fixture tokenizer.json")?);
+    t.extend(b"Hello world");
+    seed("tokenizer_json", "fixture", &t)?;
     seed("config_writer", "empty", b"")?;
     Ok(())
 }

@@ -61,17 +61,30 @@ impl HfTokenizer {
     /// `<|begin_of_text|>`, `<bos>` in the vocabulary, else none.
     pub fn load(path: &Path) -> Result<Self> {
         let bytes = read_bounded(path, MAX_TOKENIZER_BYTES)?;
-        let inner = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
+        let mut tokenizer = Self::from_bytes(&bytes, path)?;
+        tokenizer.bos = bos_token(&tokenizer.inner, path)?;
+        Ok(tokenizer)
+    }
+
+    /// Parses the bytes of a `tokenizer.json` (named `path` in messages), with the BOS token the first
+    /// of [`BOS_CANDIDATES`] it knows; no other file is read.
+    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Self> {
+        ensure!(
+            bytes.len() as u64 <= MAX_TOKENIZER_BYTES,
+            "{} is larger than {MAX_TOKENIZER_BYTES} bytes",
+            path.display()
+        );
+        let inner = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| {
             anyhow!(
                 "{} is not a HuggingFace tokenizer.json: {e}",
                 path.display()
             )
         })?;
-        let bos = bos_token(&inner, path)?;
+        let bos = candidate_bos(&inner);
         Ok(HfTokenizer {
             inner,
             bos,
-            fnv1a64: file_hash(&bytes),
+            fnv1a64: file_hash(bytes),
             path: path.to_path_buf(),
         })
     }
@@ -152,7 +165,12 @@ fn bos_token(tok: &tokenizers::Tokenizer, path: &Path) -> Result<Option<u32>> {
             }),
         };
     }
-    Ok(BOS_CANDIDATES.iter().find_map(|t| tok.token_to_id(t)))
+    Ok(candidate_bos(tok))
+}
+
+/// The first of [`BOS_CANDIDATES`] the tokenizer knows.
+fn candidate_bos(tok: &tokenizers::Tokenizer) -> Option<u32> {
+    BOS_CANDIDATES.iter().find_map(|t| tok.token_to_id(t))
 }
 
 /// The tokenizer `convert` records for `checkpoint`: `explicit`, else `tokenizer.json` beside the
