@@ -394,12 +394,23 @@ fn steps() -> Vec<Step> {
     steps
 }
 
+/// User + system CPU seconds of this process's finished children (compilers, QEMU, tests), from
+/// `/proc/self/stat` (Linux; 100 ticks a second): a step's cost whatever else the machine is doing.
+fn children_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+    Some((ticks(13)? + ticks(14)?) / 100.0)
+}
+
 /// Runs every step and fails if any failed.
 pub fn run() -> Result<()> {
     let steps = steps();
     let (mut passed, mut failed) = (0, Vec::new());
+    let (all, cpu_all) = (Instant::now(), children_cpu_seconds());
     for step in &steps {
         let started = Instant::now();
+        let cpu_before = children_cpu_seconds();
         println!("\n=== xtask test: {} ===", step.name);
         match (step.run)() {
             Ok(()) => passed += 1,
@@ -408,8 +419,12 @@ pub fn run() -> Result<()> {
                 failed.push(step.name.as_str());
             }
         }
+        let cpu = match (cpu_before, children_cpu_seconds()) {
+            (Some(a), Some(b)) => format!(", CPU {:.0} s", b - a),
+            _ => String::new(),
+        };
         println!(
-            "=== {} done in {:.0} s ===",
+            "=== {} done in {:.0} s{cpu} ===",
             step.name,
             started.elapsed().as_secs_f64()
         );
@@ -418,7 +433,12 @@ pub fn run() -> Result<()> {
     if !failed.is_empty() {
         println!("failed steps: {}", failed.join(", "));
     }
-    println!("steps: {passed} passed, {} failed", failed.len());
+    println!(
+        "steps: {passed} passed, {} failed, in {:.0} s (CPU {:.0} s)",
+        failed.len(),
+        all.elapsed().as_secs_f64(),
+        children_cpu_seconds().unwrap_or(0.0) - cpu_all.unwrap_or(0.0)
+    );
     if failed.is_empty() {
         Ok(())
     } else {
