@@ -1,7 +1,7 @@
 //! A hooked norm: `ln1`, `ln2` or `ln_final` applied to the residual stream.
 
 use super::block::NormWeights;
-use super::Step;
+use super::{Rows, Step};
 use crate::config::Normalization;
 use crate::hooks::{HookKind, Hooks};
 use crate::math::norm;
@@ -28,9 +28,20 @@ impl Which {
     }
 }
 
+/// `ws.normed = norm(ws.resid)` of each row, the norm `w.which`.
+#[inline(always)]
+pub(crate) fn forward<H: Hooks>(
+    s: &mut Step<'_, '_, H>,
+    w: &NormWeights<'_>,
+    ws: &mut Workspace<'_>,
+    rows: Rows,
+) {
+    rows.each(s, |s, r| normalize(s, w.which, w, ws, r));
+}
+
 /// `ws.normed = norm(ws.resid)` of row `r` of the run (at `s.pos`): centre (LN), `hook_scale`, divide, then `* w + b` and `hook_normalized`
 /// for LN, or `hook_normalized` then `* w` for RMS (TransformerLens 2.x's placement).
-pub(crate) fn forward<H: Hooks>(
+fn normalize<H: Hooks>(
     s: &mut Step<'_, '_, H>,
     which: Which,
     w: &NormWeights<'_>,
