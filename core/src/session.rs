@@ -4,8 +4,9 @@
 #[cfg(feature = "std")]
 mod batch;
 
-use crate::components::block::{self, BlockWeights, NormWeights};
-use crate::components::{embed, norm, unembed, Rows, Step};
+use crate::components::block::{self, BlockWeights};
+use crate::components::norm::{self, NormWeights};
+use crate::components::{embed, unembed, Rows, Step};
 use crate::error::Error;
 use crate::hooks::Hooks;
 use crate::kv_cache::KvCache;

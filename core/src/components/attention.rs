@@ -3,7 +3,6 @@
 //! `q_h = x W_Q[h] + b_Q[h]` (likewise k, v); `score_j = q_h . k_{j,h} / attn_scale` for `j <= pos`;
 //! `pattern = softmax(score)`; `z_h = sum_j pattern_j v_{j,h}`; `out = sum_h z_h W_O[h] + b_O`.
 
-use super::block::AttnWeights;
 use super::{Rows, Step};
 use crate::blob::DType;
 use crate::config::Positional;
@@ -14,6 +13,31 @@ use crate::math::{rotary, softmax};
 use crate::quant::linear::{batched, matmul_rows, width, Input};
 use crate::weights::{Matrix, Vector};
 use crate::workspace::{row, Workspace};
+
+/// Attention weights of one block.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AttnWeights<'a> {
+    /// `W_Q`, `[n_heads * d_head, d_model]`.
+    pub w_q: Matrix<'a>,
+    /// `b_Q`.
+    pub b_q: Vector<'a>,
+    /// `W_K`.
+    pub w_k: Matrix<'a>,
+    /// `b_K`.
+    pub b_k: Vector<'a>,
+    /// `W_V`.
+    pub w_v: Matrix<'a>,
+    /// `b_V`.
+    pub b_v: Vector<'a>,
+    /// `W_O`, `[d_model, n_heads * d_head]`.
+    pub w_o: Matrix<'a>,
+    /// `b_O`.
+    pub b_o: Vector<'a>,
+    /// Shortformer positional queries `W_pos W_Q`.
+    pub pos_q: Option<Matrix<'a>>,
+    /// Shortformer positional keys `W_pos W_K`.
+    pub pos_k: Option<Matrix<'a>>,
+}
 
 /// Calls `kind` once per head on `buf` (`n_heads * d_head` wide).
 fn per_head<H: Hooks>(s: &mut Step<'_, '_, H>, kind: HookKind, buf: &mut [f32]) {

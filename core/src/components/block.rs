@@ -1,7 +1,9 @@
 //! One transformer block: its weights, looked up once per step, and its forward pass
 //! `resid += attn(ln1(resid)); resid += mlp(ln2(resid))` with the residual stream's hooks.
 
-use super::norm::Which;
+use super::attention::AttnWeights;
+use super::mlp::MlpWeights;
+use super::norm::{NormWeights, Which};
 use super::{attention, mlp, norm, Rows, Step};
 use crate::error::{Error, Inconsistency};
 use crate::features::MLP;
@@ -10,7 +12,6 @@ use crate::kv_cache::KvCache;
 use crate::math::add;
 use crate::model::Model;
 use crate::tensors::{TensorId, TensorKind};
-use crate::weights::{Matrix, Vector};
 use crate::workspace::{row, Workspace};
 
 /// Block `s.layer` on the residual stream of the rows: `hook_resid_pre`, `ln1`, attention, the
@@ -42,79 +43,6 @@ pub(crate) fn forward<H: Hooks>(
     rows.each(s, |s, r| {
         s.hook(HookKind::ResidPost, 0, row(ws.resid, r, dm))
     });
-}
-
-/// Norm parameters (absent for parameter-free norms).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct NormWeights<'a> {
-    /// Which norm (its hook names).
-    pub which: Which,
-    /// Weight `w`.
-    pub w: Option<Vector<'a>>,
-    /// Bias `b`.
-    pub b: Option<Vector<'a>>,
-}
-
-impl<'a> NormWeights<'a> {
-    /// The tensors `w` and `b` of `model`, looked up only with norms compiled in (without them
-    /// `norm::forward` reads none, and the lookups would only cost code and time).
-    pub fn load(model: &Model<'a>, which: Which, w: TensorId, b: TensorId) -> Self {
-        let get = |id| crate::features::NORM.then(|| model.vector(id)).flatten();
-        NormWeights {
-            which,
-            w: get(w),
-            b: get(b),
-        }
-    }
-
-    /// `ln_final` of `model`.
-    pub fn final_norm(model: &Model<'a>) -> Self {
-        let id = TensorId::global;
-        NormWeights::load(
-            model,
-            Which::Final,
-            id(TensorKind::LnFinalW),
-            id(TensorKind::LnFinalB),
-        )
-    }
-}
-
-/// Attention weights of one block.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct AttnWeights<'a> {
-    /// `W_Q`, `[n_heads * d_head, d_model]`.
-    pub w_q: Matrix<'a>,
-    /// `b_Q`.
-    pub b_q: Vector<'a>,
-    /// `W_K`.
-    pub w_k: Matrix<'a>,
-    /// `b_K`.
-    pub b_k: Vector<'a>,
-    /// `W_V`.
-    pub w_v: Matrix<'a>,
-    /// `b_V`.
-    pub b_v: Vector<'a>,
-    /// `W_O`, `[d_model, n_heads * d_head]`.
-    pub w_o: Matrix<'a>,
-    /// `b_O`.
-    pub b_o: Vector<'a>,
-    /// Shortformer positional queries `W_pos W_Q`.
-    pub pos_q: Option<Matrix<'a>>,
-    /// Shortformer positional keys `W_pos W_K`.
-    pub pos_k: Option<Matrix<'a>>,
-}
-
-/// MLP weights of one block.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct MlpWeights<'a> {
-    /// `W_in`, `[d_mlp, d_model]`.
-    pub w_in: Matrix<'a>,
-    /// `b_in`.
-    pub b_in: Vector<'a>,
-    /// `W_out`, `[d_model, d_mlp]`.
-    pub w_out: Matrix<'a>,
-    /// `b_out`.
-    pub b_out: Vector<'a>,
 }
 
 /// All weights of one block.

@@ -1,11 +1,24 @@
 //! The MLP: `out = act(x W_in + b_in) W_out + b_out`.
 
-use super::block::MlpWeights;
 use super::{Rows, Step};
 use crate::hooks::{HookKind, Hooks};
 use crate::math::activation;
 use crate::quant::linear::{batched, matmul_rows, Centred, Input};
+use crate::weights::{Matrix, Vector};
 use crate::workspace::{row, Workspace};
+
+/// MLP weights of one block.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MlpWeights<'a> {
+    /// `W_in`, `[d_mlp, d_model]`.
+    pub w_in: Matrix<'a>,
+    /// `b_in`.
+    pub b_in: Vector<'a>,
+    /// `W_out`, `[d_model, d_mlp]`.
+    pub w_out: Matrix<'a>,
+    /// `b_out`.
+    pub b_out: Vector<'a>,
+}
 
 /// MLP of the step's block on `ws.normed` of the rows, using
 /// `ws.mlp` (`d_mlp` per position) and writing `ws.mlp_out`. With int8 activations, the input and

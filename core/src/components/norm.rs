@@ -1,10 +1,12 @@
 //! A hooked norm: `ln1`, `ln2` or `ln_final` applied to the residual stream.
 
-use super::block::NormWeights;
 use super::{Rows, Step};
 use crate::config::Normalization;
 use crate::hooks::{HookKind, Hooks};
 use crate::math::norm;
+use crate::model::Model;
+use crate::tensors::{TensorId, TensorKind};
+use crate::weights::Vector;
 use crate::workspace::{row, Workspace};
 
 /// Which norm, for its hook names.
@@ -25,6 +27,41 @@ impl Which {
             Which::Ln2 => (HookKind::Ln2Scale, HookKind::Ln2Normalized),
             Which::Final => (HookKind::LnFinalScale, HookKind::LnFinalNormalized),
         }
+    }
+}
+
+/// Norm parameters (absent for parameter-free norms).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NormWeights<'a> {
+    /// Which norm (its hook names).
+    pub which: Which,
+    /// Weight `w`.
+    pub w: Option<Vector<'a>>,
+    /// Bias `b`.
+    pub b: Option<Vector<'a>>,
+}
+
+impl<'a> NormWeights<'a> {
+    /// The tensors `w` and `b` of `model`, looked up only with norms compiled in (without them
+    /// `norm::forward` reads none, and the lookups would only cost code and time).
+    pub fn load(model: &Model<'a>, which: Which, w: TensorId, b: TensorId) -> Self {
+        let get = |id| crate::features::NORM.then(|| model.vector(id)).flatten();
+        NormWeights {
+            which,
+            w: get(w),
+            b: get(b),
+        }
+    }
+
+    /// `ln_final` of `model`.
+    pub fn final_norm(model: &Model<'a>) -> Self {
+        let id = TensorId::global;
+        NormWeights::load(
+            model,
+            Which::Final,
+            id(TensorKind::LnFinalW),
+            id(TensorKind::LnFinalB),
+        )
     }
 }
 
