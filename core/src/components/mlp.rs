@@ -1,13 +1,26 @@
 //! The MLP: `out = act(x W_in + b_in) W_out + b_out`.
 
-use super::block::MlpWeights;
-use super::Step;
+use super::{Rows, Step};
 use crate::hooks::{HookKind, Hooks};
 use crate::math::activation;
 use crate::quant::linear::{batched, matmul_rows, Centred, Input};
-use crate::workspace::{row, run_len, Workspace};
+use crate::weights::{Matrix, Vector};
+use crate::workspace::{row, Workspace};
 
-/// MLP of the step's block on `ws.normed` of the run's `n` positions (`s.pos` the first), using
+/// MLP weights of one block.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MlpWeights<'a> {
+    /// `W_in`, `[d_mlp, d_model]`.
+    pub w_in: Matrix<'a>,
+    /// `b_in`.
+    pub b_in: Vector<'a>,
+    /// `W_out`, `[d_model, d_mlp]`.
+    pub w_out: Matrix<'a>,
+    /// `b_out`.
+    pub b_out: Vector<'a>,
+}
+
+/// MLP of the step's block on `ws.normed` of the rows, using
 /// `ws.mlp` (`d_mlp` per position) and writing `ws.mlp_out`. With int8 activations, the input and
 /// the activated hidden vector are each quantised per token into `ws.quant` for the integer
 /// matmuls, the hidden vector centred on its mid-range first ([`Centred`]: it is mostly of one
@@ -16,16 +29,14 @@ pub(crate) fn forward<H: Hooks>(
     s: &mut Step<'_, '_, H>,
     w: &MlpWeights<'_>,
     ws: &mut Workspace<'_>,
-    n: usize,
+    rows: Rows,
 ) {
-    let n = run_len(n);
-    let (dm, d_mlp, act, first) = (s.cfg.d_model, s.cfg.d_mlp_or_zero(), s.act, s.pos);
+    let (dm, d_mlp, act, n) = (s.cfg.d_model, s.cfg.d_mlp_or_zero(), s.act, rows.len());
     let together = batched(act, n);
     if together {
         matmul_rows(&w.w_in, Some(&w.b_in), ws.normed, n, ws.mlp, d_mlp);
     }
-    for r in 0..n {
-        s.pos = first + r;
+    rows.each(s, |s, r| {
         let hidden = row(ws.mlp, r, d_mlp);
         if !together {
             Input::new(row(ws.normed, r, dm), act, ws.quant).matvec(&w.w_in, Some(&w.b_in), hidden);
@@ -38,13 +49,11 @@ pub(crate) fn forward<H: Hooks>(
             Centred::new(hidden, act, &w.w_out, ws.quant).matvec(&w.w_out, out);
             w.b_out.add_to(out);
         }
-    }
+    });
     if together {
         matmul_rows(&w.w_out, Some(&w.b_out), ws.mlp, n, ws.mlp_out, dm);
     }
-    for r in 0..n {
-        s.pos = first + r;
-        s.hook(HookKind::MlpOut, 0, row(ws.mlp_out, r, dm));
-    }
-    s.pos = first;
+    rows.each(s, |s, r| {
+        s.hook(HookKind::MlpOut, 0, row(ws.mlp_out, r, dm))
+    });
 }
