@@ -8,7 +8,8 @@ pub fn parse(name: &str) -> Option<(HookKind, usize)> {
     let (layer, suffix) = match name.strip_prefix("blocks.") {
         Some(rest) => {
             let (digits, suffix) = rest.split_once('.')?;
-            if digits.is_empty() || digits.len() > 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            if digits.is_empty() || digits.len() > 4 || !digits.bytes().all(|b| b.is_ascii_digit())
+            {
                 return None;
             }
             (digits.parse().ok()?, suffix)

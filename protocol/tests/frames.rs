@@ -139,7 +139,10 @@ fn every_flipped_bit_is_refused() {
                 bad.push(0);
                 for result in read_all(&bad) {
                     let ok = result.is_ok_and(|body| decode::<Request>(&body).is_ok());
-                    assert!(!ok, "{req:?} with byte {byte} bit {bit} flipped was accepted");
+                    assert!(
+                        !ok,
+                        "{req:?} with byte {byte} bit {bit} flipped was accepted"
+                    );
                 }
             }
         }
@@ -201,7 +204,10 @@ fn a_reader_keeps_working_after_an_oversized_frame() {
     for _ in 0..3 * MAX_FRAME {
         assert!(reader.push(7).is_none());
     }
-    assert_eq!(reader.push(0).map(|r| r.map(<[u8]>::len)), Some(Err(FrameError::Oversized)));
+    assert_eq!(
+        reader.push(0).map(|r| r.map(<[u8]>::len)),
+        Some(Err(FrameError::Oversized))
+    );
     let mut last = None;
     for &b in &frame_of(&Request::Reset) {
         if let Some(r) = reader.push(b) {

@@ -8,6 +8,8 @@
 //!   accuracy, clean exit) and the board's budgets.
 //! - `cargo xtask boards`: `cargo xtask firmware` on every board (int8 and f32 on the emulated ones),
 //!   and a markdown table of what they measured.
+//! - `cargo xtask serve [--board B] [--blob X] [--port N]`: the firmware in serve mode on QEMU, its UART
+//!   on `tcp:127.0.0.1:N` for `microlens device`.
 //! - `cargo xtask profile`: a token's instructions on QEMU per function (of the firmware built last).
 //! - `cargo xtask browser [--screenshot PNG]`: `microlens report`'s page and the `--html` heatmaps in
 //!   headless Chromium through WebDriver (installed from Debian's packages).
@@ -38,6 +40,9 @@ mod profile;
 mod qemu;
 mod reference;
 mod reproduce;
+mod serve;
+mod serve_frames;
+mod served;
 mod test;
 mod thumbv6m;
 mod toolchain;
@@ -68,6 +73,9 @@ enum Command {
     /// `microlens report`'s page and the `--html` heatmaps in headless Chromium through WebDriver: every
     /// head panel, hover, no fetch, no console error, a hostile prompt shown as text; a screenshot.
     Browser(browser::Args),
+    /// The firmware in serve mode on QEMU, its UART on 127.0.0.1:PORT for `microlens device`; runs until
+    /// stopped.
+    Serve(serve::Args),
     /// Check that the core crate builds for thumbv6m-none-eabi (Cortex-M0+).
     Thumbv6m,
     /// The core crate's tests on a 32-bit target (i686), where `usize` size arithmetic could wrap.
@@ -89,6 +97,7 @@ fn main() -> ExitCode {
         Command::Firmware(args) => firmware::run(*args).map(|_| ()),
         Command::Boards => matrix::table(),
         Command::Browser(args) => browser::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Thumbv6m => thumbv6m::check(),
         Command::Fuzz(args) => fuzz::run(args),
         Command::Core32 => core32::run(),

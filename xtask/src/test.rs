@@ -368,6 +368,10 @@ fn steps() -> Vec<Step> {
             run: Box::new(edited_facts_on_qemu),
         },
     ];
+    steps.push(Step {
+        name: "serve mode on QEMU mps2-an386 (int8 and f32): device run --hash and device cache equal the host's, 10,000 corrupted frames".into(),
+        run: Box::new(|| crate::served::check(Board::Mps2An386)),
+    });
     for b in Board::ALL {
         steps.push(Step {
             name: match b.emulated() {

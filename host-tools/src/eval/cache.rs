@@ -45,6 +45,11 @@ impl ActivationCache {
         Ok((cache, logits))
     }
 
+    /// Records `act` at `point` (a device's activation read over the wire, `microlens device cache`).
+    pub fn insert(&mut self, point: HookPoint, act: Vec<f32>) {
+        self.acts.insert(point, act);
+    }
+
     /// The activation recorded at `point`.
     pub fn get(&self, point: &HookPoint) -> Option<&[f32]> {
         self.acts.get(point).map(Vec::as_slice)
@@ -149,7 +154,21 @@ pub fn write_cache(
     out: &Path,
 ) -> Result<Vec<String>> {
     let (cache, _) = ActivationCache::record(model, tokens, HookKinds::ALL)?;
-    let mut tensors = cache.tensors(model.config(), tokens.len());
+    write_tensors(&cache, model.config(), tokens.len(), names, outputs, out)
+}
+
+/// Writes the activations of `cache` (a run of `n_pos` positions of a model of `cfg`) whose
+/// TransformerLens name matches `names` (all when `None`) to `out` as safetensors, never onto one of
+/// `outputs`' inputs. Returns the names written.
+pub fn write_tensors(
+    cache: &ActivationCache,
+    cfg: &Config,
+    n_pos: usize,
+    names: Option<&regex::Regex>,
+    outputs: &Outputs,
+    out: &Path,
+) -> Result<Vec<String>> {
+    let mut tensors = cache.tensors(cfg, n_pos);
     if let Some(re) = names {
         tensors.retain(|name, _| re.is_match(name));
     }

@@ -1,0 +1,224 @@
+//! `microlens device SUBCOMMAND --port PORT`: a board in serve mode (`cargo xtask serve`, or a flashed
+//! serve build) as an instrument: what it runs, its logits and hash, and its own activations under
+//! TransformerLens names, read over its serial link.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{ensure, Context, Result};
+use microlens::{HookKind, HookPoint, Model};
+
+use microlens_host::device::Device;
+use microlens_host::eval::cache::{write_tensors, ActivationCache};
+use microlens_host::eval::run::{check_tokens, RunOutput};
+use microlens_host::hash::{hash_line, logits_hash};
+use microlens_host::io::output::Outputs;
+use microlens_host::io::tokens::parse_tokens;
+use microlens_host::report::run::print_table;
+
+use super::run::names_regex;
+
+/// Arguments.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The device: a serial port (`/dev/ttyACM0`) or QEMU's UART socket (`tcp:127.0.0.1:4000`).
+    #[arg(long, global = true, default_value = "tcp:127.0.0.1:4000")]
+    pub port: String,
+    /// Baud rate of a serial port.
+    #[arg(long, global = true, default_value_t = 115_200)]
+    pub baud: u32,
+    /// Seconds to wait for each answer before giving up.
+    #[arg(long, global = true, default_value_t = 10.0)]
+    pub timeout: f64,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `microlens device` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// What the board runs: its model, capabilities, hook points and build.
+    Info,
+    /// The device's logits for tokens (from position 0): a table, JSON, or its logits hash.
+    Run {
+        /// Comma-separated token ids, e.g. 3,1,4.
+        #[arg(long, allow_hyphen_values = true)]
+        tokens: String,
+        /// Print one JSON object: "tokens", "logits" indexed by position then vocab.
+        #[arg(long)]
+        json: bool,
+        /// Print only the device's `logits_hash=<16 hex digits>` (as `microlens run --hash`).
+        #[arg(long)]
+        hash: bool,
+    },
+    /// The device's own activations for tokens, under TransformerLens names and shapes, to safetensors
+    /// (as `microlens run --cache`).
+    Cache {
+        /// Comma-separated token ids, e.g. 3,1,4.
+        #[arg(long, allow_hyphen_values = true)]
+        tokens: String,
+        /// Output safetensors file.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Only the hook names this regular expression matches (e.g. `hook_pattern|resid`).
+        #[arg(long)]
+        names: Option<String>,
+    },
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<()> {
+    ensure!(
+        args.timeout > 0.0 && args.timeout.is_finite(),
+        "--timeout must be a positive number of seconds"
+    );
+    let timeout = Duration::from_secs_f64(args.timeout);
+    let mut device = Device::open(&args.port, args.baud, timeout)?;
+    match args.command {
+        Command::Info => info(&mut device),
+        Command::Run { tokens, json, hash } => run_tokens(&mut device, &tokens, json, hash),
+        Command::Cache {
+            tokens,
+            output,
+            names,
+        } => cache(&mut device, &tokens, &output, names.as_deref()),
+    }
+}
+
+fn info(device: &mut Device) -> Result<()> {
+    let info = device.info()?;
+    println!(
+        "board: {} (firmware {}, protocol {})",
+        info.board, info.firmware, info.protocol
+    );
+    println!(
+        "model: n_layers {} n_heads {} d_model {} d_head {} d_vocab {} d_vocab_out {} n_ctx {}",
+        info.n_layers,
+        info.n_heads,
+        info.d_model,
+        info.d_head,
+        info.d_vocab,
+        info.d_vocab_out,
+        info.n_ctx
+    );
+    println!("context: {} positions", info.context);
+    println!("capabilities: {}", info.features);
+    let hooks: Vec<&str> = HookKind::ALL
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| info.hooks & (1 << k) != 0)
+        .map(|(_, kind)| kind.suffix())
+        .collect();
+    println!("hook points: {}", hooks.join(","));
+    println!(
+        "blob: {} bytes, fnv1a64 {:016x}",
+        info.blob_len, info.blob_hash
+    );
+    println!("max frame: {} bytes", info.max_frame);
+    Ok(())
+}
+
+/// The tokens of `--tokens`, checked against the device's model (read back from it).
+fn device_tokens(device: &mut Device, text: &str) -> Result<(Vec<u8>, Vec<u32>)> {
+    let info = device.info()?;
+    let blob = device.blob(&info)?;
+    let tokens = parse_tokens(text)?;
+    let model = Model::from_bytes(&blob).context("the device's blob")?;
+    check_tokens(&model, &tokens)?;
+    ensure!(
+        tokens.len() <= info.context as usize,
+        "{} tokens, but the device's context holds {}",
+        tokens.len(),
+        info.context
+    );
+    Ok((blob, tokens))
+}
+
+fn run_tokens(device: &mut Device, text: &str, json: bool, hash_only: bool) -> Result<()> {
+    let (_, tokens) = device_tokens(device, text)?;
+    device.reset()?;
+    let logits = device.step(&tokens)?;
+    let (positions, hash) = device.hash()?;
+    ensure!(
+        positions as usize == tokens.len(),
+        "the device hashed {positions} positions, not {}",
+        tokens.len()
+    );
+    ensure!(
+        hash == logits_hash(logits.iter().map(Vec::as_slice)),
+        "the device's logits hash differs from the hash of the logits it sent"
+    );
+    match (json, hash_only) {
+        (true, _) => {
+            let mut out = serde_json::json!({ "tokens": tokens, "logits": logits });
+            if hash_only {
+                out["logits_hash"] = format!("{hash:016x}").into();
+            }
+            println!("{out}");
+        }
+        (false, true) => println!("{}", hash_line(hash)),
+        (false, false) => print_table(
+            &tokens,
+            None,
+            &RunOutput {
+                logits,
+                patterns: Vec::new(),
+            },
+        ),
+    }
+    Ok(())
+}
+
+fn cache(device: &mut Device, text: &str, output: &PathBuf, names: Option<&str>) -> Result<()> {
+    let names = names_regex(names)?;
+    let outputs = Outputs::new();
+    outputs.check(output)?;
+    let (blob, tokens) = device_tokens(device, text)?;
+    let model = Model::from_bytes(&blob).context("the device's blob")?;
+    let cfg = *model.config();
+    device.reset()?;
+    device.step(&tokens)?;
+    let n = tokens.len();
+    let mut cache = ActivationCache::new(microlens::HookKinds::ALL);
+    for kind in HookKind::ALL {
+        let layers = if kind.per_layer() { cfg.n_layers } else { 1 };
+        let heads = if kind.per_head() { cfg.n_heads } else { 1 };
+        for layer in 0..layers {
+            let name = HookPoint {
+                kind,
+                layer,
+                head: 0,
+                pos: 0,
+            }
+            .to_string();
+            if names.as_ref().is_some_and(|re| !re.is_match(&name)) {
+                continue;
+            }
+            for head in 0..heads {
+                // A point the model or build lacks: none of its heads exists.
+                let Some(rows) = device.read(&name, head, 0, n)? else {
+                    break;
+                };
+                for (pos, act) in rows.into_iter().enumerate() {
+                    cache.insert(
+                        HookPoint {
+                            kind,
+                            layer,
+                            head,
+                            pos,
+                        },
+                        act,
+                    );
+                }
+            }
+        }
+    }
+    let written = write_tensors(&cache, &cfg, n, names.as_ref(), &outputs, output)?;
+    eprintln!(
+        "wrote {} activations read from the device to {}",
+        written.len(),
+        output.display()
+    );
+    Ok(())
+}
