@@ -451,7 +451,8 @@ fn blob_features(blob: &Path) -> Result<String> {
     Ok(model.features().names().join(","))
 }
 
-fn print_sizes(s: &elf_size::Sizes) {
+/// Prints the ELF's sizes as `key=value` lines.
+pub fn print_sizes(s: &elf_size::Sizes) {
     println!("flash_bytes={}", s.flash());
     println!("ram_bytes={}", s.ram());
     println!("text_bytes={}", s.text);

@@ -76,6 +76,13 @@ enum Command {
     /// The firmware in serve mode on QEMU, its UART on 127.0.0.1:PORT for `microlens device`; runs until
     /// stopped.
     Serve(serve::Args),
+    /// The serve firmware on QEMU against the host (as `cargo xtask test` runs it): `device run --hash`
+    /// and `device cache` equal the host's (int8 and f32), 10,000 corrupted frames refused.
+    ServeCheck {
+        /// An emulated board with serve mode.
+        #[arg(long, value_enum, default_value_t = boards::Board::Mps2An386)]
+        board: boards::Board,
+    },
     /// Check that the core crate builds for thumbv6m-none-eabi (Cortex-M0+).
     Thumbv6m,
     /// The core crate's tests on a 32-bit target (i686), where `usize` size arithmetic could wrap.
@@ -98,6 +105,7 @@ fn main() -> ExitCode {
         Command::Boards => matrix::table(),
         Command::Browser(args) => browser::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::ServeCheck { board } => served::check(board),
         Command::Thumbv6m => thumbv6m::check(),
         Command::Fuzz(args) => fuzz::run(args),
         Command::Core32 => core32::run(),

@@ -31,6 +31,11 @@ pub struct Args {
     pub port: Option<u16>,
 }
 
+/// Stack reserve of the serve builds: the deepest answer (a `Read`, its capture hook sending a frame from
+/// inside the forward pass) needs more than the demo: 4,928 B on the Cortex-M4F with the shipped model,
+/// plus the exception margin.
+pub const STACK_RESERVE: u32 = 5120;
+
 /// Seconds the firmware has to open its session and say it serves.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -89,7 +94,18 @@ pub fn build(board: Board, blob: &Path) -> Result<PathBuf> {
     let mut packages = toolchain.packages().to_vec();
     packages.push(system);
     ensure_packages(&packages)?;
-    firmware::build(toolchain, board, spec, blob, None, None, None, true)
+    let elf = firmware::build(
+        toolchain,
+        board,
+        spec,
+        blob,
+        None,
+        Some(STACK_RESERVE),
+        None,
+        true,
+    )?;
+    firmware::print_sizes(&crate::elf_size::read(&elf)?);
+    Ok(elf)
 }
 
 /// Starts `elf` (a serve build for `board`) on QEMU with its UART on `port` (0: a free one) and waits

@@ -50,9 +50,11 @@ pub fn check(board: Board) -> Result<()> {
             }
             Ok(())
         });
-        for line in server.lines.try_iter() {
+        let lines: Vec<String> = server.lines.try_iter().collect();
+        for line in &lines {
             println!("{line}");
         }
+        let checked = checked.and_then(|()| check_stack(&lines));
         checked.with_context(|| format!("serve mode on {} ({dtype})", board.name()))?;
         println!(
             "serve {} {dtype}: checks passed in {:.1} s on QEMU",
@@ -60,6 +62,24 @@ pub fn check(board: Board) -> Result<()> {
             started.elapsed().as_secs_f64()
         );
     }
+    Ok(())
+}
+
+/// The stack high-water mark the firmware printed (at each `Hash`) against [`serve::STACK_RESERVE`],
+/// with the exception margin of `cargo xtask firmware`.
+fn check_stack(lines: &[String]) -> Result<()> {
+    let used = lines
+        .iter()
+        .flat_map(|l| l.split_whitespace())
+        .filter_map(|w| w.strip_prefix("stack_bytes=")?.parse::<u32>().ok())
+        .max()
+        .context("the serve firmware printed no stack_bytes=")?;
+    println!("serve_stack_bytes={used}");
+    ensure!(
+        used + 112 <= serve::STACK_RESERVE,
+        "serve stack high-water mark {used} B leaves less than 112 B of the {} B reserve",
+        serve::STACK_RESERVE
+    );
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 //! serve build) as an instrument: what it runs, its logits and hash, and its own activations under
 //! TransformerLens names, read over its serial link.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
@@ -51,6 +51,9 @@ pub enum Command {
         /// Print only the device's `logits_hash=<16 hex digits>` (as `microlens run --hash`).
         #[arg(long)]
         hash: bool,
+        /// Ask only for the K largest logits of each position (1..=16), and print them.
+        #[arg(long, value_name = "K", conflicts_with_all = ["json", "hash"])]
+        top_k: Option<u8>,
     },
     /// The device's own activations for tokens, under TransformerLens names and shapes, to safetensors
     /// (as `microlens run --cache`).
@@ -77,7 +80,14 @@ pub fn run(args: Args) -> Result<()> {
     let mut device = Device::open(&args.port, args.baud, timeout)?;
     match args.command {
         Command::Info => info(&mut device),
-        Command::Run { tokens, json, hash } => run_tokens(&mut device, &tokens, json, hash),
+        Command::Run {
+            tokens,
+            top_k: Some(k),
+            ..
+        } => top_k(&mut device, &tokens, k),
+        Command::Run {
+            tokens, json, hash, ..
+        } => run_tokens(&mut device, &tokens, json, hash),
         Command::Cache {
             tokens,
             output,
@@ -138,7 +148,9 @@ fn device_tokens(device: &mut Device, text: &str) -> Result<(Vec<u8>, Vec<u32>)>
 fn run_tokens(device: &mut Device, text: &str, json: bool, hash_only: bool) -> Result<()> {
     let (_, tokens) = device_tokens(device, text)?;
     device.reset()?;
+    let received = device.traffic().0;
     let logits = device.step(&tokens)?;
+    let step_bytes = device.traffic().0 - received;
     let (positions, hash) = device.hash()?;
     ensure!(
         positions as usize == tokens.len(),
@@ -158,19 +170,47 @@ fn run_tokens(device: &mut Device, text: &str, json: bool, hash_only: bool) -> R
             println!("{out}");
         }
         (false, true) => println!("{}", hash_line(hash)),
-        (false, false) => print_table(
-            &tokens,
-            None,
-            &RunOutput {
-                logits,
-                patterns: Vec::new(),
-            },
-        ),
+        (false, false) => {
+            eprintln!(
+                "received {step_bytes} bytes of logits for {} positions",
+                tokens.len()
+            );
+            print_table(
+                &tokens,
+                None,
+                &RunOutput {
+                    logits,
+                    patterns: Vec::new(),
+                },
+            )
+        }
     }
     Ok(())
 }
 
-fn cache(device: &mut Device, text: &str, output: &PathBuf, names: Option<&str>) -> Result<()> {
+fn top_k(device: &mut Device, text: &str, k: u8) -> Result<()> {
+    let (_, tokens) = device_tokens(device, text)?;
+    device.reset()?;
+    let received = device.traffic().0;
+    let top = device.step_top_k(&tokens, k)?;
+    for (pos, (token, entries)) in tokens.iter().zip(&top).enumerate() {
+        let list: Vec<String> = entries.iter().map(|(t, v)| format!("{t}:{v:.3}")).collect();
+        println!("{pos:>4} {token:>6}  {}", list.join(" "));
+    }
+    eprintln!(
+        "received {} bytes for {} positions",
+        device.traffic().0 - received,
+        tokens.len()
+    );
+    let (positions, _) = device.hash()?;
+    ensure!(
+        positions as usize == tokens.len(),
+        "the device holds {positions} positions"
+    );
+    Ok(())
+}
+
+fn cache(device: &mut Device, text: &str, output: &Path, names: Option<&str>) -> Result<()> {
     let names = names_regex(names)?;
     let outputs = Outputs::new();
     outputs.check(output)?;
@@ -214,11 +254,19 @@ fn cache(device: &mut Device, text: &str, output: &PathBuf, names: Option<&str>)
             }
         }
     }
+    // The device's hash of the logits of the replays, as a last check that it still serves (and its
+    // stack high-water mark, which it logs).
+    let (positions, _) = device.hash()?;
+    ensure!(
+        positions as usize == n,
+        "the device holds {positions} positions, not {n}"
+    );
     let written = write_tensors(&cache, &cfg, n, names.as_ref(), &outputs, output)?;
     eprintln!(
-        "wrote {} activations read from the device to {}",
+        "wrote {} activations read from the device to {} ({} bytes received)",
         written.len(),
-        output.display()
+        output.display(),
+        device.traffic().0
     );
     Ok(())
 }

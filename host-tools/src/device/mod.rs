@@ -6,7 +6,7 @@ mod link;
 use std::io::ErrorKind as IoKind;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use microlens::hash::Fnv1a64;
 use microlens_protocol::{
     decode, ErrorKind, FrameReader, FrameWriter, Info, Output, Request, Response, MAX_FRAME,
@@ -26,6 +26,8 @@ pub struct Device {
     next: usize,
     /// The device's next position, as this client has moved it.
     pos: usize,
+    /// Bytes received and sent so far.
+    traffic: (u64, u64),
 }
 
 /// One position's values of a `Read` or `Step`.
@@ -44,11 +46,13 @@ impl Device {
             pending: Vec::new(),
             next: 0,
             pos: 0,
+            traffic: (0, 0),
         })
     }
 
     /// Sends raw bytes (tests send corrupted frames).
     pub fn send_raw(&mut self, bytes: &[u8]) -> Result<()> {
+        self.traffic.1 += bytes.len() as u64;
         self.stream
             .write_all(bytes)
             .and_then(|()| self.stream.flush())
@@ -94,6 +98,7 @@ impl Device {
                 Err(e) => bail!("{}: {e}", self.port),
             };
             self.pending.truncate(n);
+            self.traffic.0 += n as u64;
         }
     }
 
@@ -119,6 +124,11 @@ impl Device {
                 r => each(r)?,
             }
         }
+    }
+
+    /// Bytes received from and sent to the device so far.
+    pub fn traffic(&self) -> (u64, u64) {
+        self.traffic
     }
 
     /// What the device runs (its protocol version checked).
@@ -152,6 +162,34 @@ impl Device {
     pub fn restore(&mut self) -> Result<()> {
         self.pos = 0;
         self.request(&Request::Restore, unexpected).map(drop)
+    }
+
+    /// Consumes `tokens`, returning each position's `k` largest logits `(token, logit)`, largest first.
+    pub fn step_top_k(&mut self, tokens: &[u32], k: u8) -> Result<Vec<Vec<(u32, f32)>>> {
+        let mut out = Vec::with_capacity(tokens.len());
+        for chunk in tokens.chunks(MAX_STEP_TOKENS) {
+            let request = Request::Step {
+                tokens: heapless::Vec::from_slice(chunk)
+                    .map_err(|_| anyhow::anyhow!("too many tokens"))?,
+                output: Output::TopK(k),
+            };
+            let first = self.pos;
+            self.request(&request, |r| match r {
+                Response::TopK { pos, entries } if pos as usize == first + out.len() => {
+                    out.push(entries.to_vec());
+                    Ok(())
+                }
+                r => bail!("unexpected response {r:?}"),
+            })?;
+            self.pos += chunk.len();
+        }
+        ensure!(
+            out.len() == tokens.len(),
+            "{} of {} positions answered",
+            out.len(),
+            tokens.len()
+        );
+        Ok(out)
     }
 
     /// Consumes `tokens`, returning each position's logits.
