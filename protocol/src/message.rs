@@ -37,6 +37,10 @@ pub enum Request {
         start: u32,
         /// One past the last position (at most the tokens consumed).
         end: u32,
+        /// Run the output projection head by head, as TransformerLens's `use_attn_result` (and the
+        /// host's activation cache, which records `hook_result`): `hook_attn_out` and what follows
+        /// it then round as they do there. Reading `hook_result` itself implies it.
+        attn_result: bool,
     },
     /// Zero-ablates a head (its `hook_z`) from now on; empties the KV cache, as [`Request::Reset`].
     Ablate {

@@ -47,6 +47,7 @@ fn largest_requests() -> Vec<Request> {
             head: u16::MAX,
             start: u32::MAX,
             end: u32::MAX,
+            attn_result: true,
         },
         Request::Ablate {
             layer: u16::MAX,

@@ -25,6 +25,7 @@ pub fn valid_requests() -> Vec<Request> {
             head: 0,
             start: 0,
             end: 2,
+            attn_result: true,
         },
         Request::Ablate { layer: 0, head: 0 },
         Request::Restore,
@@ -101,12 +102,14 @@ pub fn corrupted(n: usize, d_vocab: u32, seed: u64) -> Vec<Vec<u8>> {
                 head: 0,
                 start: 0,
                 end: 1,
+                attn_result: true,
             }),
             15 | 16 => frame(&Request::Read {
                 name: "blocks.0.hook_resid_pre".try_into().unwrap_or_default(),
                 head: 0,
                 start: 5,
                 end: 5,
+                attn_result: true,
             }),
             _ => frame(&Request::Ablate {
                 layer: 1000,

@@ -33,23 +33,29 @@ const CORRUPTED_TIMEOUT: Duration = Duration::from_secs(120);
 /// the corrupted frames.
 pub fn check(board: Board) -> Result<()> {
     let tool = host_tool::build()?;
-    for dtype in ["i8", "f32"] {
-        let blob = BlobSource::Convert {
+    let convert = |dtype: &str| {
+        BlobSource::Convert {
             checkpoint: root().join(firmware::DEFAULT_CHECKPOINT),
             config: None,
             dtype: dtype.into(),
             options: Vec::new(),
         }
-        .resolve(Some(&tool))?;
+        .resolve(Some(&tool))
+    };
+    let reference = convert("f32")?;
+    for dtype in ["i8", "f32"] {
+        let blob = convert(dtype)?;
         let elf = serve::build(board, &blob)?;
         let started = Instant::now();
         let mut server = serve::start(board, &elf, 0)?;
-        let checked = against_host(&tool, &blob, &server, board, dtype).and_then(|()| {
-            if dtype == "i8" {
-                corrupted_frames(&mut server)?;
-            }
-            Ok(())
-        });
+        let checked = against_host(&tool, &blob, &server, board, dtype)
+            .and_then(|()| fidelity(&tool, &reference, &blob, &server))
+            .and_then(|()| {
+                if dtype == "i8" {
+                    corrupted_frames(&mut server)?;
+                }
+                Ok(())
+            });
         let lines: Vec<String> = server.lines.try_iter().collect();
         for line in &lines {
             println!("{line}");
@@ -167,6 +173,40 @@ fn against_host(
         "device cache = run --cache: {} B, byte for byte (read in {read_time:.1} s)",
         d.len()
     );
+    Ok(())
+}
+
+/// Arguments of both fidelity runs: a few short sequences (each costs a forward pass and, per head,
+/// a replay on the device).
+const FIDELITY_ARGS: [&str; 5] = ["--sequences", "3", "--seq-len", "24", "--json"];
+
+/// `device fidelity REFERENCE` against `fidelity REFERENCE BLOB`: the same report (JSON, without the
+/// two descriptions, which name the candidate's path or port).
+fn fidelity(tool: &Path, reference: &Path, blob: &Path, server: &Server) -> Result<()> {
+    let (r, b) = (
+        reference.to_str().context("path is not UTF-8")?,
+        blob.to_str().context("path is not UTF-8")?,
+    );
+    let port = server.address();
+    let mut device_args = vec!["device", "fidelity", r, "--port", &port];
+    device_args.extend(FIDELITY_ARGS);
+    let mut host_args = vec!["fidelity", r, b];
+    host_args.extend(FIDELITY_ARGS);
+    let report = |args: &[&str]| -> Result<serde_json::Value> {
+        let mut v: serde_json::Value = serde_json::from_str(&output(tool, args)?)?;
+        if let Some(o) = v.as_object_mut() {
+            o.remove("reference");
+            o.remove("candidate");
+        }
+        Ok(v)
+    };
+    let (device, host) = (report(&device_args)?, report(&host_args)?);
+    ensure!(
+        device == host,
+        "device fidelity differs from fidelity on the host:\ndevice {device}\nhost   {host}"
+    );
+    let mean_kl = &device["mean_kl"];
+    println!("device fidelity = fidelity on the host (mean KL {mean_kl})");
     Ok(())
 }
 

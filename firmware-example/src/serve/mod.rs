@@ -95,7 +95,8 @@ fn answer(
             head,
             start,
             end,
-        } => read::read(session, state, &name, head, start, end, link)
+            attn_result,
+        } => read::read(session, state, &name, head, start, end, attn_result, link)
             .map_or_else(Response::Error, |()| Response::Done),
         Request::Ablate { layer, head } => ablate(session, state, layer, head),
         Request::Restore => {

@@ -10,9 +10,11 @@ use crate::model;
 
 /// Sends the activation at one point (kind, layer, head) for positions `start..end` as it passes.
 ///
-/// It wants every kind, as the host's activation cache does, so that the forward pass takes the same
-/// path (e.g. the per-head output projection of `hook_result`) and computes the same bits.
+/// It wants its kind, and `hook_result` with `attn_result` (the per-head output projection, as the
+/// host's activation cache runs it), so that the forward pass takes the path the host's run of the same
+/// request takes and computes the same bits.
 struct Capture<'l> {
+    attn_result: bool,
     kind: HookKind,
     layer: usize,
     head: usize,
@@ -23,8 +25,8 @@ struct Capture<'l> {
 }
 
 impl Hooks for Capture<'_> {
-    fn wants(&self, _: HookKind) -> bool {
-        true
+    fn wants(&self, kind: HookKind) -> bool {
+        kind == self.kind || (self.attn_result && kind == HookKind::Result)
     }
 
     fn hook(&mut self, point: HookPoint, act: &mut [f32]) {
@@ -38,6 +40,7 @@ impl Hooks for Capture<'_> {
 
 /// Runs the consumed tokens again from position 0 with the ablations in force, sending the activation
 /// named `name` (head `head`) at positions `start..end`. The session ends where it was.
+#[allow(clippy::too_many_arguments)]
 pub fn read(
     session: &mut Session<'_, '_>,
     state: &mut State,
@@ -45,6 +48,7 @@ pub fn read(
     head: u16,
     start: u32,
     end: u32,
+    attn_result: bool,
     link: &mut Link,
 ) -> Result<(), ErrorKind> {
     let (kind, layer) = hook_name::parse(name).ok_or(ErrorKind::UnknownHook)?;
@@ -63,6 +67,7 @@ pub fn read(
         return Err(ErrorKind::PositionsOutOfRange);
     }
     let capture = Capture {
+        attn_result,
         kind,
         layer,
         head,

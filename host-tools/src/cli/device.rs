@@ -10,12 +10,15 @@ use microlens::{HookKind, HookPoint, Model};
 
 use microlens_host::device::Device;
 use microlens_host::eval::cache::{write_tensors, ActivationCache};
-use microlens_host::eval::run::{check_tokens, RunOutput};
+use microlens_host::eval::run::{check_sequences, check_tokens, RunOutput, DEFAULT_MAX_SEQ_LEN};
+use microlens_host::eval::sequences::induction_sequences;
+use microlens_host::fidelity::compare_runs;
 use microlens_host::hash::{hash_line, logits_hash};
 use microlens_host::io::output::Outputs;
 use microlens_host::io::tokens::parse_tokens;
 use microlens_host::report::run::print_table;
 
+use super::fidelity::{describe, print_report};
 use super::run::names_regex;
 
 /// Arguments.
@@ -68,6 +71,24 @@ pub enum Command {
         #[arg(long)]
         names: Option<String>,
     },
+    /// `microlens fidelity REFERENCE.mlb` with the device as the candidate: its logits and attention
+    /// patterns read over the wire, its blob read back for the weight figures.
+    Fidelity {
+        /// The reference blob (typically f32).
+        reference: PathBuf,
+        /// Number of random sequences (each a random prefix, then a random segment repeated).
+        #[arg(long, default_value_t = 20)]
+        sequences: usize,
+        /// Length of each random sequence [default: the device's context, at most 256].
+        #[arg(long)]
+        seq_len: Option<usize>,
+        /// Seed of the random sequences.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Print one JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Runs the command.
@@ -93,6 +114,21 @@ pub fn run(args: Args) -> Result<()> {
             output,
             names,
         } => cache(&mut device, &tokens, &output, names.as_deref()),
+        Command::Fidelity {
+            reference,
+            sequences,
+            seq_len,
+            seed,
+            json,
+        } => fidelity(
+            &mut device,
+            &args.port,
+            &reference,
+            sequences,
+            seq_len,
+            seed,
+            json,
+        ),
     }
 }
 
@@ -237,7 +273,7 @@ fn cache(device: &mut Device, text: &str, output: &Path, names: Option<&str>) ->
             }
             for head in 0..heads {
                 // A point the model or build lacks: none of its heads exists.
-                let Some(rows) = device.read(&name, head, 0, n)? else {
+                let Some(rows) = device.read(&name, head, (0, n), true)? else {
                     break;
                 };
                 for (pos, act) in rows.into_iter().enumerate() {
@@ -269,4 +305,70 @@ fn cache(device: &mut Device, text: &str, output: &Path, names: Option<&str>) ->
         device.traffic().0
     );
     Ok(())
+}
+
+/// The device as `fidelity`'s candidate.
+fn fidelity(
+    device: &mut Device,
+    port: &str,
+    reference: &Path,
+    sequences: usize,
+    seq_len: Option<usize>,
+    seed: u64,
+    json: bool,
+) -> Result<()> {
+    let ref_bytes = microlens_host::io::files::read_blob(reference)?;
+    let ref_model =
+        Model::from_bytes(&ref_bytes).with_context(|| reference.display().to_string())?;
+    let info = device.info()?;
+    let blob = device.blob(&info)?;
+    let candidate = Model::from_bytes(&blob).context("the device's blob")?;
+    let len = seq_len.unwrap_or((info.context as usize).min(DEFAULT_MAX_SEQ_LEN));
+    ensure!(
+        (1..=info.context as usize).contains(&len),
+        "--seq-len must be in 1..={} (the device's context)",
+        info.context
+    );
+    check_sequences("--sequences", sequences, len)?;
+    let cfg = *ref_model.config();
+    let seqs = induction_sequences(sequences, len, cfg.d_vocab, seed);
+    let report = compare_runs(
+        &ref_model,
+        &candidate,
+        &seqs,
+        |tokens| device_run(device, &cfg, tokens),
+        || eprint!("."),
+    )?;
+    eprintln!();
+    let mut c = describe(Path::new(port), &candidate);
+    c["device"] = serde_json::json!(info.board.as_str());
+    print_report(&report, json, describe(reference, &ref_model), c)
+}
+
+/// The device's logits and attention patterns (`[layer][head][query][key]`, zero above the diagonal)
+/// for `tokens` from position 0.
+fn device_run(device: &mut Device, cfg: &microlens::Config, tokens: &[u32]) -> Result<RunOutput> {
+    device.reset()?;
+    let logits = device.step(tokens)?;
+    let n = tokens.len();
+    let mut patterns = Vec::with_capacity(cfg.n_layers);
+    for layer in 0..cfg.n_layers {
+        let name = format!("blocks.{layer}.attn.hook_pattern");
+        let mut heads = Vec::with_capacity(cfg.n_heads);
+        for head in 0..cfg.n_heads {
+            let rows = device
+                .read(&name, head, (0, n), false)?
+                .with_context(|| format!("the device has no {name}"))?;
+            let square = rows
+                .into_iter()
+                .map(|mut row| {
+                    row.resize(n, 0.0);
+                    row
+                })
+                .collect();
+            heads.push(square);
+        }
+        patterns.push(heads);
+    }
+    Ok(RunOutput { logits, patterns })
 }

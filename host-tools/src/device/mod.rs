@@ -219,13 +219,15 @@ impl Device {
     }
 
     /// The activation `name` (TransformerLens name; `head` for per-head points) at positions
-    /// `start..end` of the tokens consumed; `Ok(None)` if the device's model or build has no such point.
+    /// `start..end` of the tokens consumed, the output projection head by head if `attn_result` (as
+    /// the host's activation cache runs it); `Ok(None)` if the device's model or build has no such
+    /// point.
     pub fn read(
         &mut self,
         name: &str,
         head: usize,
-        start: usize,
-        end: usize,
+        (start, end): (usize, usize),
+        attn_result: bool,
     ) -> Result<Option<Vec<Values>>> {
         let request = Request::Read {
             name: heapless::String::<MAX_NAME>::try_from(name)
@@ -233,6 +235,7 @@ impl Device {
             head: u16::try_from(head)?,
             start: u32::try_from(start)?,
             end: u32::try_from(end)?,
+            attn_result,
         };
         let mut got = Positions::new(start, end);
         self.send(&request)?;
