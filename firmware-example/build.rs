@@ -224,7 +224,8 @@ fn model_consts(manifest_dir: &Path, out: &Path, map: &str) -> Result<(), String
          pub const N_HEADS: usize = {heads};\n\
          /// Context length: the longest prompt.\n\
          pub const N_CTX: usize = {ctx};\n\
-         /// The board (its cargo feature).\n\
+         /// The board (its cargo feature): serve mode's `Info`.\n\
+         #[allow(dead_code)]\n\
          pub const BOARD: &str = env!(\"MICROLENS_BOARD\");\n\
          /// Seed of the prompt generator.\n\
          pub const SEED: u64 = {seed:#x};\n\
