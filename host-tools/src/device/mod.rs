@@ -352,3 +352,78 @@ impl Positions {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn values(pos: u32, offset: u32, width: u32, v: &[f32]) -> Response {
+        Response::Values {
+            pos,
+            offset,
+            width,
+            values: heapless::Vec::from_slice(v).unwrap(),
+        }
+    }
+
+    #[test]
+    fn chunks_outside_the_request_are_refused() {
+        let mut p = Positions::new(2, 4);
+        assert!(
+            p.add(values(1, 0, 1, &[0.0])).is_err(),
+            "position before start"
+        );
+        assert!(p.add(values(4, 0, 1, &[0.0])).is_err(), "position past end");
+        assert!(
+            p.add(values(2, 2, 3, &[0.0, 1.0])).is_err(),
+            "past the width"
+        );
+        assert!(p.add(values(2, 0, u32::MAX, &[0.0])).is_err(), "huge width");
+        assert!(p.add(Response::Done).is_err());
+        p.add(values(2, 0, 3, &[1.0, 2.0])).unwrap();
+        assert!(p.add(values(2, 0, 4, &[1.0])).is_err(), "another width");
+        p.add(values(2, 2, 3, &[3.0])).unwrap();
+        p.add(values(3, 0, 1, &[4.0])).unwrap();
+        assert_eq!(p.finish("t").unwrap(), [vec![1.0, 2.0, 3.0], vec![4.0]]);
+        let mut q = Positions::new(0, 1);
+        q.add(values(0, 0, 2, &[1.0])).unwrap();
+        assert!(q.finish("t").is_err(), "an incomplete position");
+    }
+
+    #[test]
+    fn a_silent_device_times_out_with_one_line() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = format!("tcp:{}", listener.local_addr().unwrap());
+        let mut device = Device::open(&port, 0, Duration::from_millis(200)).unwrap();
+        let _held = listener.accept().unwrap();
+        let e = device.info().unwrap_err().to_string();
+        assert!(e.contains("no answer from the device within 0.2 s"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn a_vanished_device_is_an_error() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = format!("tcp:{}", listener.local_addr().unwrap());
+        let mut device = Device::open(&port, 0, Duration::from_secs(5)).unwrap();
+        drop(listener.accept().unwrap());
+        let e = device.info().unwrap_err().to_string();
+        assert!(
+            e.contains("closed the connection") || e.contains("cannot send"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn garbage_from_the_device_is_an_error_not_a_panic() {
+        use std::io::Write;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = format!("tcp:{}", listener.local_addr().unwrap());
+        let mut device = Device::open(&port, 0, Duration::from_secs(5)).unwrap();
+        let (mut conn, _) = listener.accept().unwrap();
+        conn.write_all(&[7, 7, 7, 0]).unwrap();
+        let e = device.info().unwrap_err().to_string();
+        assert!(e.contains("bad frame"), "{e}");
+    }
+}
