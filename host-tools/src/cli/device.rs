@@ -9,7 +9,7 @@ use anyhow::{ensure, Context, Result};
 use microlens::{HookKind, HookPoint, Model};
 
 use microlens_host::device::Device;
-use microlens_host::eval::cache::{write_tensors, ActivationCache};
+use microlens_host::eval::cache::{hook_name, write_tensors, ActivationCache};
 use microlens_host::eval::run::{check_sequences, check_tokens, RunOutput, DEFAULT_MAX_SEQ_LEN};
 use microlens_host::eval::sequences::induction_sequences;
 use microlens_host::fidelity::compare_runs;
@@ -261,13 +261,7 @@ fn cache(device: &mut Device, text: &str, output: &Path, names: Option<&str>) ->
         let layers = if kind.per_layer() { cfg.n_layers } else { 1 };
         let heads = if kind.per_head() { cfg.n_heads } else { 1 };
         for layer in 0..layers {
-            let name = HookPoint {
-                kind,
-                layer,
-                head: 0,
-                pos: 0,
-            }
-            .to_string();
+            let name = hook_name(kind, layer);
             if names.as_ref().is_some_and(|re| !re.is_match(&name)) {
                 continue;
             }
@@ -353,7 +347,7 @@ fn device_run(device: &mut Device, cfg: &microlens::Config, tokens: &[u32]) -> R
     let n = tokens.len();
     let mut patterns = Vec::with_capacity(cfg.n_layers);
     for layer in 0..cfg.n_layers {
-        let name = format!("blocks.{layer}.attn.hook_pattern");
+        let name = hook_name(HookKind::Pattern, layer);
         let mut heads = Vec::with_capacity(cfg.n_heads);
         for head in 0..cfg.n_heads {
             let rows = device

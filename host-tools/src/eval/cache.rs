@@ -65,14 +65,10 @@ impl ActivationCache {
             .into_iter()
             .filter_map(|((kind, layer), points)| {
                 let width = points.iter().map(|p| self.acts[p].len()).max()?;
-                let name = HookPoint {
-                    kind,
-                    layer,
-                    head: 0,
-                    pos: 0,
-                }
-                .to_string();
-                Some((name, self.assemble(kind, layer, cfg.n_heads, n_pos, width)))
+                Some((
+                    hook_name(kind, layer),
+                    self.assemble(kind, layer, cfg.n_heads, n_pos, width),
+                ))
             })
             .collect()
     }
@@ -141,6 +137,18 @@ impl Hooks for ActivationCache {
     fn hook(&mut self, point: HookPoint, act: &mut [f32]) {
         self.acts.insert(point, act.to_vec());
     }
+}
+
+/// The TransformerLens name of `kind` at `layer` (`blocks.1.attn.hook_pattern`; `layer` ignored outside
+/// the blocks).
+pub fn hook_name(kind: HookKind, layer: usize) -> String {
+    HookPoint {
+        kind,
+        layer,
+        head: 0,
+        pos: 0,
+    }
+    .to_string()
 }
 
 /// Runs `tokens` through `model` and writes every activation whose TransformerLens name matches `names`

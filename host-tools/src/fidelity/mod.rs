@@ -240,10 +240,7 @@ pub fn compare_with<H: Hooks + Clone + Send + Sync>(
     seqs: &[Vec<u32>],
     mut progress: impl FnMut(),
 ) -> Result<Report> {
-    let cfg = *reference.config();
-    check_same_shape(&cfg, candidate.config())?;
-    let mut logits = LogitStats::default();
-    let mut patterns = PatternStats::new(cfg.n_layers, cfg.n_heads);
+    let (_, mut logits, mut patterns) = start(reference, candidate)?;
     // The host's blocked weights (the same bits), sequences in parallel chunk by chunk, each with its
     // own copy of `hooks` (they keep no state across sequences) and its metric terms computed where it
     // runs; the terms are summed in sequence order: the report does not depend on the thread count.
@@ -285,10 +282,7 @@ pub fn compare_runs(
     mut run_candidate: impl FnMut(&[u32]) -> Result<RunOutput>,
     mut progress: impl FnMut(),
 ) -> Result<Report> {
-    let cfg = *reference.config();
-    check_same_shape(&cfg, candidate.config())?;
-    let mut logits = LogitStats::default();
-    let mut patterns = PatternStats::new(cfg.n_layers, cfg.n_heads);
+    let (cfg, mut logits, mut patterns) = start(reference, candidate)?;
     let wr = HostWeights::new(reference);
     let fast_r = reference.with_host(&wr);
     for tokens in seqs {
@@ -305,6 +299,17 @@ pub fn compare_runs(
         progress();
     }
     finish(reference, candidate, seqs, logits, patterns)
+}
+
+/// The reference's config and empty sums, once the two models are known to have one shape.
+fn start(
+    reference: &Model<'_>,
+    candidate: &Model<'_>,
+) -> Result<(Config, LogitStats, PatternStats)> {
+    let cfg = *reference.config();
+    check_same_shape(&cfg, candidate.config())?;
+    let patterns = PatternStats::new(cfg.n_layers, cfg.n_heads);
+    Ok((cfg, LogitStats::default(), patterns))
 }
 
 /// The report from the summed figures and the weights.
