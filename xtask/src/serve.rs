@@ -20,7 +20,7 @@ use crate::{defmt_print, firmware, host_tool, qemu};
 /// Arguments of `cargo xtask serve`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// An emulated board with a UART driver: mps2-an385, mps2-an386, mps2-an500 or microbit.
+    /// An emulated board with a UART driver: mps2-an385, mps2-an386 or mps2-an500.
     #[arg(long, value_enum, default_value_t = Board::Mps2An386)]
     pub board: Board,
     /// The blob to serve [default: the shipped induction model as int8].
@@ -35,6 +35,9 @@ pub struct Args {
 /// inside the forward pass) needs more than the demo: 4,928 B on the Cortex-M4F with the shipped model,
 /// plus the exception margin.
 pub const STACK_RESERVE: u32 = 5120;
+
+/// The boards whose firmware has a UART driver for serve mode (the CMSDK APB UART).
+pub const SERVE_BOARDS: [Board; 3] = [Board::Mps2An385, Board::Mps2An386, Board::Mps2An500];
 
 /// Seconds the firmware has to open its session and say it serves.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -83,6 +86,13 @@ pub fn default_blob() -> Result<PathBuf> {
 
 /// Builds the serve firmware for `board` with `blob`: its ELF.
 pub fn build(board: Board, blob: &Path) -> Result<PathBuf> {
+    if !SERVE_BOARDS.contains(&board) {
+        bail!(
+            "serve mode runs on {}; {} has no UART driver yet",
+            SERVE_BOARDS.map(Board::name).join(", "),
+            board.name()
+        );
+    }
     let spec = board.spec();
     let Runs::Qemu { system, .. } = spec.runs else {
         bail!(
