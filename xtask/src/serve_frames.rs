@@ -164,3 +164,24 @@ fn with_crc(version: u8, body: &[u8]) -> Vec<u8> {
     out.push(0);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corrupted_frames_are_all_refused_and_valid_ones_accepted() {
+        let frames = corrupted(2000, 64, 7);
+        assert_eq!(frames.len(), 2000);
+        for f in &frames {
+            assert_eq!(f.last(), Some(&0));
+            assert!(!carried_out(f, 64), "{f:?}");
+        }
+        assert!(frames_in(&frames.concat()) >= 2000);
+        for req in valid_requests() {
+            assert!(carried_out(&frame(&req), 64), "{req:?}");
+        }
+        let (_, stream) = &seeds()[0];
+        assert_eq!(frames_in(stream), valid_requests().len());
+    }
+}
