@@ -49,6 +49,9 @@ enum Command {
     Fidelity(cli::fidelity::Args),
     /// Run tokens through a blob and show the top next tokens (or JSON logits and patterns).
     Run(cli::run::Args),
+    /// Drive a board in serve mode over its serial link: what it runs, its logits and hash, and its own
+    /// activations under TransformerLens names.
+    Device(cli::device::Args),
     /// Train the tiny attention-only induction model on the CPU with candle.
     TrainInduction(cli::train_induction::Args),
     /// Train the tiny fact model (subject tokens + relation token -> object, attention + MLP) for causal
@@ -127,6 +130,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cli::inspect::run(a),
         Command::Fidelity(a) => cli::fidelity::run(a),
         Command::Run(a) => cli::run::run(a),
+        Command::Device(a) => cli::device::run(a),
         Command::TrainInduction(a) => cli::train_induction::run(a),
         Command::TrainFacts(a) => cli::train_facts::run(a),
         Command::Trace(a) => cli::trace::run(a),

@@ -19,7 +19,7 @@ use crate::paths::root;
 use crate::toolchain::run_status;
 
 /// The fuzz targets (`fuzz/fuzz_targets/*.rs`).
-pub const TARGETS: [&str; 7] = [
+pub const TARGETS: [&str; 8] = [
     "blob_bytes",
     "blob_resigned",
     "config_writer",
@@ -27,6 +27,7 @@ pub const TARGETS: [&str; 7] = [
     "pth_pickle",
     "facts_file",
     "tokenizer_json",
+    "frame_decoder",
 ];
 
 /// Arguments.
@@ -190,6 +191,9 @@ fn make_seeds() -> Result<()> {
     t.extend(b"Hello world");
     seed("tokenizer_json", "fixture", &t)?;
     seed("config_writer", "empty", b"")?;
+    for (name, frames) in crate::serve_frames::seeds() {
+        seed("frame_decoder", name, &frames)?;
+    }
     Ok(())
 }
 

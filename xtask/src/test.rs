@@ -7,8 +7,9 @@
 //! emulated board checked against the host (the shipped model as int8 and as f32), two fixtures with
 //! norms and MLPs on the Cortex-M4F and M55, the shipped model as int4, f16 and W8A16 (and a fixture as
 //! int4), the byte-level model (its continuation checked too) and a ROME-edited fact model (its recall
-//! checked) on the Cortex-M4F, the real boards' builds with their sizes and budgets, and a short run of every
-//! fuzz target (built in the background beside the firmware steps). Every step runs even if an earlier one
+//! checked) on the Cortex-M4F, serve mode on the Cortex-M4F (the device's hash, activation cache and
+//! fidelity report against the host's, 10,000 corrupted frames), the real boards' builds with their
+//! sizes and budgets, and a short run of every fuzz target (built in the background beside the firmware steps). Every step runs even if an earlier one
 //! failed; the last line counts them.
 
 use std::collections::BTreeSet;
@@ -69,21 +70,26 @@ fn cargo_tree(args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The core without default features must have no `std` and no `alloc` feature anywhere in its
-/// (non-proc-macro) dependency tree.
+/// The core without default features, and the wire protocol the firmware shares with the host, must
+/// have no `std` and no `alloc` feature anywhere in their (non-proc-macro) dependency trees.
 fn no_std_no_alloc() -> Result<()> {
-    let tree = cargo_tree(&[
-        "-p",
-        "microlens",
-        "--no-default-features",
-        "-e",
-        "normal,no-proc-macro",
-    ])?;
-    let bad = std_or_alloc(&tree);
-    if !bad.is_empty() {
-        bail!("the no_std core pulls std or alloc:\n{}", bad.join("\n"));
+    for package in ["microlens", "microlens-protocol"] {
+        let tree = cargo_tree(&[
+            "-p",
+            package,
+            "--no-default-features",
+            "-e",
+            "normal,no-proc-macro",
+        ])?;
+        let bad = std_or_alloc(&tree);
+        if !bad.is_empty() {
+            bail!(
+                "the no_std {package} pulls std or alloc:\n{}",
+                bad.join("\n")
+            );
+        }
+        println!("{package} --no-default-features: no std, no alloc in its tree");
     }
-    println!("microlens --no-default-features: no std, no alloc in its tree");
     Ok(())
 }
 
@@ -262,7 +268,7 @@ fn edited_facts_on_qemu() -> Result<()> {
     firmware::run(matrix::firmware_args(Board::Mps2An386, &edited, &extra)).map(|_| ())
 }
 
-/// Seconds each fuzz target runs in CI (seven targets: about 60 s in all; the long campaigns:
+/// Seconds each fuzz target runs in CI (eight targets: about 70 s in all; the long campaigns:
 /// `cargo xtask fuzz --seconds 3600`).
 const FUZZ_SMOKE_SECONDS: u64 = 8;
 
@@ -321,7 +327,7 @@ fn steps() -> Vec<Step> {
             run: cargo(&["build", "-p", "microlens", "--no-default-features"]),
         },
         Step {
-            name: "core tree has no std/alloc".into(),
+            name: "core and protocol trees have no std/alloc".into(),
             run: Box::new(no_std_no_alloc),
         },
         Step {
@@ -368,6 +374,10 @@ fn steps() -> Vec<Step> {
             run: Box::new(edited_facts_on_qemu),
         },
     ];
+    steps.push(Step {
+        name: "serve mode on QEMU mps2-an386 (int8 and f32): device run --hash and device cache equal the host's, 10,000 corrupted frames".into(),
+        run: Box::new(|| crate::served::check(Board::Mps2An386)),
+    });
     for b in Board::ALL {
         steps.push(Step {
             name: match b.emulated() {

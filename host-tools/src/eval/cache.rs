@@ -45,6 +45,11 @@ impl ActivationCache {
         Ok((cache, logits))
     }
 
+    /// Records `act` at `point` (a device's activation read over the wire, `microlens device cache`).
+    pub fn insert(&mut self, point: HookPoint, act: Vec<f32>) {
+        self.acts.insert(point, act);
+    }
+
     /// The activation recorded at `point`.
     pub fn get(&self, point: &HookPoint) -> Option<&[f32]> {
         self.acts.get(point).map(Vec::as_slice)
@@ -60,14 +65,10 @@ impl ActivationCache {
             .into_iter()
             .filter_map(|((kind, layer), points)| {
                 let width = points.iter().map(|p| self.acts[p].len()).max()?;
-                let name = HookPoint {
-                    kind,
-                    layer,
-                    head: 0,
-                    pos: 0,
-                }
-                .to_string();
-                Some((name, self.assemble(kind, layer, cfg.n_heads, n_pos, width)))
+                Some((
+                    hook_name(kind, layer),
+                    self.assemble(kind, layer, cfg.n_heads, n_pos, width),
+                ))
             })
             .collect()
     }
@@ -138,6 +139,18 @@ impl Hooks for ActivationCache {
     }
 }
 
+/// The TransformerLens name of `kind` at `layer` (`blocks.1.attn.hook_pattern`; `layer` ignored outside
+/// the blocks).
+pub fn hook_name(kind: HookKind, layer: usize) -> String {
+    HookPoint {
+        kind,
+        layer,
+        head: 0,
+        pos: 0,
+    }
+    .to_string()
+}
+
 /// Runs `tokens` through `model` and writes every activation whose TransformerLens name matches `names`
 /// (all when `None`) to `out` as safetensors, never onto one of `outputs`' inputs. Returns the names
 /// written.
@@ -149,7 +162,21 @@ pub fn write_cache(
     out: &Path,
 ) -> Result<Vec<String>> {
     let (cache, _) = ActivationCache::record(model, tokens, HookKinds::ALL)?;
-    let mut tensors = cache.tensors(model.config(), tokens.len());
+    write_tensors(&cache, model.config(), tokens.len(), names, outputs, out)
+}
+
+/// Writes the activations of `cache` (a run of `n_pos` positions of a model of `cfg`) whose
+/// TransformerLens name matches `names` (all when `None`) to `out` as safetensors, never onto one of
+/// `outputs`' inputs. Returns the names written.
+pub fn write_tensors(
+    cache: &ActivationCache,
+    cfg: &Config,
+    n_pos: usize,
+    names: Option<&regex::Regex>,
+    outputs: &Outputs,
+    out: &Path,
+) -> Result<Vec<String>> {
+    let mut tensors = cache.tensors(cfg, n_pos);
     if let Some(re) = names {
         tensors.retain(|name, _| re.is_match(name));
     }
