@@ -35,6 +35,7 @@ mod matrix;
 mod models;
 mod paths;
 mod profile;
+mod python;
 mod qemu;
 mod reference;
 mod reproduce;

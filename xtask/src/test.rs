@@ -1,6 +1,7 @@
 //! `cargo xtask test`: every test the project has, as CI runs it (`.ci/run` calls exactly this).
 //!
-//! Formatting, clippy with warnings denied, the workspace's tests, the shipped induction model trained
+//! Formatting, clippy with warnings denied, the workspace's tests, the Python package's pytest suite
+//! (`bindings/python`, in a virtual environment it makes), the shipped induction model trained
 //! again from its recipe (byte for byte), `microlens report`'s page in headless Chromium, the core's
 //! docs with warnings denied, the core crate without `std` or `alloc`, the host tool's features against
 //! the tests' (one build for both), the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every
@@ -109,6 +110,32 @@ fn host_tool_shares_test_build() -> Result<()> {
         );
     }
     println!("microlens-host: the tool's build and the tests' resolve the same features");
+    Ok(())
+}
+
+/// `name vX` of a `cargo tree` line (`name vX [feat,feat]`).
+fn package_of(line: &str) -> &str {
+    line.split(" [").next().unwrap_or(line)
+}
+
+/// The Python extension (`bindings/python`) builds every package the tests build with the same
+/// features (its own, pyo3 and numpy, are extra), so `cargo xtask test` compiles them once.
+fn python_shares_test_build() -> Result<()> {
+    let python = cargo_tree(&["-p", "microlens-python", "-e", "normal,build"])?;
+    let tests = cargo_tree(&["-e", "normal,build,dev"])?;
+    let built: BTreeSet<&str> = tests.lines().map(package_of).collect();
+    let differ: Vec<&str> = unshared(&python, &tests)
+        .into_iter()
+        .filter(|l| built.contains(package_of(l)))
+        .collect();
+    if !differ.is_empty() {
+        bail!(
+            "the Python extension's build resolves other features than the tests' (both would be \
+             compiled; name the features in host-tools/Cargo.toml):\n{}",
+            differ.join("\n")
+        );
+    }
+    println!("microlens-python: shares the tests' build of every package they both use");
     Ok(())
 }
 
@@ -292,6 +319,11 @@ fn steps() -> Vec<Step> {
             run: cargo(&["test"]),
         },
         Step {
+            name: "Python package (bindings/python): pytest against the fixtures and the command"
+                .into(),
+            run: Box::new(crate::python::test),
+        },
+        Step {
             name: "the shipped induction model reproduces from its recipe".into(),
             run: Box::new(crate::reproduce::shipped_model),
         },
@@ -327,6 +359,10 @@ fn steps() -> Vec<Step> {
         Step {
             name: "host tool and tests share one build (same features)".into(),
             run: Box::new(host_tool_shares_test_build),
+        },
+        Step {
+            name: "Python extension and tests share one build (same features)".into(),
+            run: Box::new(python_shares_test_build),
         },
         Step {
             name: "core tests on 32-bit (i686)".into(),

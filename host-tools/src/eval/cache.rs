@@ -13,6 +13,7 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use microlens::{Config, HookKind, HookKinds, HookPoint, Hooks, Model};
 
+use crate::eval::hook_names::aliases;
 use crate::eval::run::run_with_hooks;
 use crate::import::state_dict::Tensor;
 use crate::io::output::Outputs;
@@ -138,8 +139,9 @@ impl Hooks for ActivationCache {
     }
 }
 
-/// Runs `tokens` through `model` and writes every activation whose TransformerLens name matches `names`
-/// (all when `None`) to `out` as safetensors, never onto one of `outputs`' inputs. Returns the names
+/// Runs `tokens` through `model` and writes every activation one of whose names (TransformerLens 2.x's,
+/// then 4.x's: [`aliases`]) matches `names`, under the first that matches (all, under 2.x names, when
+/// `None`) to `out` as safetensors, never onto one of `outputs`' inputs. Returns the names
 /// written.
 pub fn write_cache(
     model: &Model<'_>,
@@ -151,7 +153,13 @@ pub fn write_cache(
     let (cache, _) = ActivationCache::record(model, tokens, HookKinds::ALL)?;
     let mut tensors = cache.tensors(model.config(), tokens.len());
     if let Some(re) = names {
-        tensors.retain(|name, _| re.is_match(name));
+        tensors = tensors
+            .into_iter()
+            .filter_map(|(name, t)| {
+                let chosen = aliases(&name).into_iter().find(|n| re.is_match(n))?;
+                Some((chosen, t))
+            })
+            .collect();
     }
     if tensors.is_empty() {
         bail!("no hook name matches the --names pattern");
