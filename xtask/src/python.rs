@@ -107,7 +107,14 @@ pub fn test() -> Result<()> {
     run_status(
         Command::new(&python)
             .current_dir(root())
-            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "bindings/python/tests"])
+            .args([
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "bindings/python/tests",
+            ])
             .env("PYTHONPATH", &staging)
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env(
