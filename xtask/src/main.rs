@@ -69,6 +69,8 @@ enum Command {
     /// `microlens report`'s page and the `--html` heatmaps in headless Chromium through WebDriver: every
     /// head panel, hover, no fetch, no console error, a hostile prompt shown as text; a screenshot.
     Browser(browser::Args),
+    /// The Python package's step of `cargo xtask test` alone: build and stage it, pytest in a venv.
+    Python,
     /// Check that the core crate builds for thumbv6m-none-eabi (Cortex-M0+).
     Thumbv6m,
     /// The core crate's tests on a 32-bit target (i686), where `usize` size arithmetic could wrap.
@@ -90,6 +92,7 @@ fn main() -> ExitCode {
         Command::Firmware(args) => firmware::run(*args).map(|_| ()),
         Command::Boards => matrix::table(),
         Command::Browser(args) => browser::run(args),
+        Command::Python => python::test(),
         Command::Thumbv6m => thumbv6m::check(),
         Command::Fuzz(args) => fuzz::run(args),
         Command::Core32 => core32::run(),
