@@ -56,16 +56,7 @@ fn venv() -> Result<PathBuf> {
 /// Builds the extension with the test profile and stages the package (`target/python/microlens`):
 /// its Python files and the extension as `_native.abi3.so`. Returns the staging directory.
 pub fn stage() -> Result<PathBuf> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    run_status(Command::new(cargo).current_dir(root()).args([
-        "build",
-        "--profile",
-        "test",
-        "-p",
-        "microlens-python",
-        "-p",
-        "microlens-host",
-    ]))?;
+    crate::host_tool::build_test_profile(&["microlens-python", "microlens-host"])?;
     let staging = workspace_target_dir().join("python");
     let package = staging.join("microlens");
     let _ = fs::remove_dir_all(&package);

@@ -96,46 +96,29 @@ fn unshared<'a>(tool: &'a str, tests: &str) -> Vec<&'a str> {
     tool.into_iter().filter(|l| !tests.contains(l)).collect()
 }
 
-/// The host tool ([`host_tool::build`]) and `cargo test` (the default members) resolve the same features for
-/// every package the tool builds, so CI and the demo compile candle and the host crates once.
-fn host_tool_shares_test_build() -> Result<()> {
-    let tool = cargo_tree(&["-p", "microlens-host", "-e", "normal,build"])?;
-    let tests = cargo_tree(&["-e", "normal,build,dev"])?;
-    let differ = unshared(&tool, &tests);
-    if !differ.is_empty() {
-        bail!(
-            "the host tool's build resolves other features than the tests' (both would be \
-             compiled; name the features in host-tools/Cargo.toml):\n{}",
-            differ.join("\n")
-        );
-    }
-    println!("microlens-host: the tool's build and the tests' resolve the same features");
-    Ok(())
-}
-
 /// `name vX` of a `cargo tree` line (`name vX [feat,feat]`).
 fn package_of(line: &str) -> &str {
     line.split(" [").next().unwrap_or(line)
 }
 
-/// The Python extension (`bindings/python`) builds every package the tests build with the same
-/// features (its own, pyo3 and numpy, are extra), so `cargo xtask test` compiles them once.
-fn python_shares_test_build() -> Result<()> {
-    let python = cargo_tree(&["-p", "microlens-python", "-e", "normal,build"])?;
+/// `package`'s build (`what`) and `cargo test` (the default members) resolve the same features for
+/// every package both build (`package`'s own extra ones aside), so cargo compiles those once.
+fn shares_test_build(package: &str, what: &str) -> Result<()> {
+    let build = cargo_tree(&["-p", package, "-e", "normal,build"])?;
     let tests = cargo_tree(&["-e", "normal,build,dev"])?;
     let built: BTreeSet<&str> = tests.lines().map(package_of).collect();
-    let differ: Vec<&str> = unshared(&python, &tests)
+    let differ: Vec<&str> = unshared(&build, &tests)
         .into_iter()
         .filter(|l| built.contains(package_of(l)))
         .collect();
     if !differ.is_empty() {
         bail!(
-            "the Python extension's build resolves other features than the tests' (both would be \
-             compiled; name the features in host-tools/Cargo.toml):\n{}",
+            "{what}'s build resolves other features than the tests' (both would be compiled; name \
+             the features in host-tools/Cargo.toml):\n{}",
             differ.join("\n")
         );
     }
-    println!("microlens-python: shares the tests' build of every package they both use");
+    println!("{package}: {what} shares the tests' build of every package both use");
     Ok(())
 }
 
@@ -358,11 +341,13 @@ fn steps() -> Vec<Step> {
         },
         Step {
             name: "host tool and tests share one build (same features)".into(),
-            run: Box::new(host_tool_shares_test_build),
+            // The host tool ([`host_tool::build`]): CI and the demo compile candle and the host
+            // crates once.
+            run: Box::new(|| shares_test_build("microlens-host", "the host tool")),
         },
         Step {
             name: "Python extension and tests share one build (same features)".into(),
-            run: Box::new(python_shares_test_build),
+            run: Box::new(|| shares_test_build("microlens-python", "the Python extension")),
         },
         Step {
             name: "core tests on 32-bit (i686)".into(),
