@@ -38,6 +38,7 @@ mod matrix;
 mod models;
 mod paths;
 mod profile;
+mod python;
 mod qemu;
 mod reference;
 mod reproduce;
@@ -84,6 +85,8 @@ enum Command {
         #[arg(long, value_enum, default_value_t = boards::Board::Mps2An386)]
         board: boards::Board,
     },
+    /// The Python package's step of `cargo xtask test` alone: build and stage it, pytest in a venv.
+    Python,
     /// Check that the core crate builds for thumbv6m-none-eabi (Cortex-M0+).
     Thumbv6m,
     /// The core crate's tests on a 32-bit target (i686), where `usize` size arithmetic could wrap.
@@ -107,6 +110,7 @@ fn main() -> ExitCode {
         Command::Browser(args) => browser::run(args),
         Command::Serve(args) => serve::run(args),
         Command::ServeCheck { board } => served::check(board),
+        Command::Python => python::test(),
         Command::Thumbv6m => thumbv6m::check(),
         Command::Fuzz(args) => fuzz::run(args),
         Command::Core32 => core32::run(),
