@@ -11,3 +11,7 @@ pub const FIXTURES: [&str; 8] = [
     "rotary_adjacent_rmspre",
     "hf_gpt2",
 ];
+
+/// The LLaMA-family fixtures (gated MLP, grouped-query attention; `tests/fixtures/gen_llama.py`):
+/// the forward and cache tests run them, the per-head analyses not yet.
+pub const LLAMA_FIXTURES: [&str; 2] = ["llama_tl", "hf_llama"];

@@ -39,7 +39,7 @@ pub(crate) struct AttnWeights<'a> {
     pub w_q: Matrix<'a>,
     /// `b_Q`.
     pub b_q: Vector<'a>,
-    /// `W_K`.
+    /// `W_K`, `[n_key_value_heads * d_head, d_model]`.
     pub w_k: Matrix<'a>,
     /// `b_K`.
     pub b_k: Vector<'a>,
@@ -60,6 +60,8 @@ pub(crate) struct AttnWeights<'a> {
 /// MLP weights of one block.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct MlpWeights<'a> {
+    /// `W_gate`, `[d_mlp, d_model]`, for gated MLPs.
+    pub w_gate: Option<Matrix<'a>>,
     /// `W_in`, `[d_mlp, d_model]`.
     pub w_in: Matrix<'a>,
     /// `b_in`.
@@ -111,7 +113,12 @@ impl<'a> BlockWeights<'a> {
             None
         } else {
             let ln2 = NormWeights::load(model, id(TensorKind::Ln2W), id(TensorKind::Ln2B));
+            let w_gate = match model.config().gated_mlp {
+                true => Some(m(TensorKind::WGate)?),
+                false => None,
+            };
             let mlp = MlpWeights {
+                w_gate,
                 w_in: m(TensorKind::WIn)?,
                 b_in: v(TensorKind::BIn)?,
                 w_out: m(TensorKind::WOut)?,
