@@ -2,7 +2,7 @@
 //!
 //! Thresholds from the foundation issue: log-probs within 1e-4, attention patterns within 1e-5.
 
-use microlens::DType;
+use microlens::{Activations, DType};
 use microlens_host::convert::fold::ProcessingOptions;
 use microlens_host::convert::{convert, ConvertOptions};
 use microlens_host::eval::run::{log_softmax, run_blob};
@@ -137,6 +137,49 @@ fn folded_and_unfolded_blobs_agree_flag_by_flag() {
                 let d = max_abs_diff(&log_softmax(a), &log_softmax(b));
                 assert!(d <= 1e-5, "{name} {v:?}: log-prob diff {d}");
             }
+        }
+    }
+}
+
+/// The LLaMA-family fixtures in every storage type and activation arithmetic: each runs (gated MLP,
+/// key/value heads through the integer KV caches) and stays within its rounding's reach of
+/// TransformerLens: bounds about twice the measured differences, which are 1.5 to 2.5 times those of
+/// `rotary_rms` and `gpt2_like` in the same storage types (two rounded matrices multiply in the gate).
+#[test]
+fn llama_fixtures_run_in_every_dtype() {
+    let runs = [
+        (DType::F16, Activations::F32, 6e-3),
+        (DType::I8, Activations::I8, 0.37),
+        (DType::I8, Activations::I16, 0.19),
+        (DType::I8, Activations::I16Kv16, 0.19),
+        (DType::I8G, Activations::I16, 0.16),
+        (DType::I4, Activations::I8, 2.5),
+    ];
+    for name in LLAMA_FIXTURES {
+        let exp = expected(name);
+        for (dtype, activations, bound) in runs {
+            let opts = ConvertOptions {
+                dtype,
+                activations: Some(activations),
+                ..ConvertOptions::default()
+            };
+            let b = convert(&checkpoint(name), &opts)
+                .unwrap_or_else(|e| panic!("{name}: {e:#}"))
+                .blob;
+            let mut lp = 0.0f32;
+            for case in &exp.cases {
+                let out = run_blob(&b, &case.tokens).unwrap();
+                let ours: Vec<Vec<f32>> = out.logits.iter().map(|l| log_softmax(l)).collect();
+                lp = lp.max(max_abs_diff(
+                    ours.iter().flatten(),
+                    case.log_probs.iter().flatten(),
+                ));
+            }
+            println!("{name:9} {dtype:?} {activations:?}: log-prob diff {lp:.3e} (bound {bound})");
+            assert!(
+                lp <= bound,
+                "{name} {dtype:?} {activations:?}: {lp} > {bound}"
+            );
         }
     }
 }
