@@ -1,16 +1,17 @@
-//! A decoding session: the forward pass, one token at a time, over a KV cache. Read top to bottom.
+//! A decoding session: the forward pass, one token at a time, over a KV cache. Read top to bottom;
+//! the host's batch path ([`batch`], `std`) runs the same pass over several positions at once.
 
-use crate::components::block::{BlockWeights, NormWeights};
-use crate::components::norm::Which;
-use crate::components::{attention, embed, mlp, norm, unembed, Step};
-use crate::config::{Config, Positional};
+#[cfg(feature = "std")]
+mod batch;
+
+use crate::components::block::{self, BlockWeights};
+use crate::components::norm::{self, NormWeights};
+use crate::components::{embed, unembed, Rows, Step};
 use crate::error::Error;
-use crate::features::{MLP, ROTARY};
-use crate::hooks::{HookKind, Hooks};
+use crate::hooks::Hooks;
 use crate::kv_cache::KvCache;
-use crate::math::{add, rotary};
 use crate::model::Model;
-use crate::workspace::{row, row_ref, run_len, Workspace};
+use crate::workspace::{row_ref, Workspace};
 
 /// A model with its KV cache and workspace: feed it tokens with [`Session::step`].
 #[derive(Debug)]
@@ -44,20 +45,6 @@ impl<'a, 'b> Session<'a, 'b> {
         workspace: &'b mut [f32],
     ) -> Result<Self, Error> {
         Self::build(model, n_ctx, 1, kv, workspace)
-    }
-
-    /// A session of at most `n_ctx` positions that computes up to `rows` positions together in
-    /// [`Session::run`] (host, feature `std`): over buffers of at least [`Model::kv_cache_len_at`] and
-    /// [`Model::workspace_len_rows`] words. The same logits as [`Session::with_context`], bit for bit.
-    #[cfg(feature = "std")]
-    pub fn with_rows(
-        model: &Model<'a>,
-        n_ctx: usize,
-        rows: usize,
-        kv: &'b mut [f32],
-        workspace: &'b mut [f32],
-    ) -> Result<Self, Error> {
-        Self::build(model, n_ctx, rows, kv, workspace)
     }
 
     /// A session of at most `n_ctx` positions, `rows` of them at once (1 without `std`).
@@ -121,7 +108,7 @@ impl<'a, 'b> Session<'a, 'b> {
     /// [`Session::step`] with hooks called at every hook point of this position.
     pub fn step_with<H: Hooks>(&mut self, token: u32, hooks: &mut H) -> Result<&[f32], Error> {
         self.check(token, self.pos)?;
-        self.forward(&[token], hooks)?;
+        self.forward(&[token], Rows::ONE, hooks)?;
         let dv = self.model.config().d_vocab_out;
         Ok(row_ref(self.ws.logits, 0, dv))
     }
@@ -139,116 +126,29 @@ impl<'a, 'b> Session<'a, 'b> {
         Ok(())
     }
 
-    /// The forward pass of `tokens` (checked, at most the workspace's rows) at the next positions,
-    /// layer by layer over all of them: each component computes every position of the run before
-    /// the next component (TransformerLens's order), each position with the operations of a step of
-    /// its own. Their logits are the workspace's first `tokens.len()` rows.
+    /// The forward pass of `tokens` (checked) at the next positions, one per row of `rows` (one
+    /// position on a device, [`Rows::ONE`]; a run on the host, [`batch`]): the embedding, each block,
+    /// the final norm and the unembedding, each over every row before the next (TransformerLens's
+    /// order), each row with the operations of a step of its own. The logits are the workspace's
+    /// first rows.
     #[inline(always)]
-    fn forward<H: Hooks>(&mut self, tokens: &[u32], hooks: &mut H) -> Result<(), Error> {
-        let cfg = *self.model.config();
-        let (pos, n) = (self.pos, run_len(tokens.len().min(self.ws.rows())));
-        let ws = &mut self.ws;
-        let model = &self.model;
-        let s = &mut Step::new(model, pos, hooks);
-        let dm = cfg.d_model;
-
-        for r in 0..n {
-            s.pos = pos + r;
-            let token = tokens.get(r).copied().unwrap_or(0);
-            embed::forward(s, token as usize, ws, r);
-            rotary_angles(&cfg, s.pos, ws, r);
-        }
-
-        for layer in 0..cfg.n_layers {
-            s.layer = layer;
-            let w = BlockWeights::load(model, layer)?;
-            for r in 0..n {
-                s.pos = pos + r;
-                s.hook(HookKind::ResidPre, 0, row(ws.resid, r, dm));
-                norm::forward(s, Which::Ln1, &w.ln1, ws, r);
-            }
-            s.pos = pos;
-            attention::forward(s, &w.attn, ws, &mut self.kv, n);
-            for r in 0..n {
-                s.pos = pos + r;
-                add(row(ws.resid, r, dm), row(ws.attn_out, r, dm));
-            }
-
-            if let (Some((ln2, mlp_w)), true) = (&w.mlp, MLP) {
-                for r in 0..n {
-                    s.pos = pos + r;
-                    s.hook(HookKind::ResidMid, 0, row(ws.resid, r, dm));
-                    norm::forward(s, Which::Ln2, ln2, ws, r);
-                }
-                s.pos = pos;
-                mlp::forward(s, mlp_w, ws, n);
-                for r in 0..n {
-                    add(row(ws.resid, r, dm), row(ws.mlp_out, r, dm));
-                }
-            }
-            for r in 0..n {
-                s.pos = pos + r;
-                s.hook(HookKind::ResidPost, 0, row(ws.resid, r, dm));
-            }
-        }
-
-        let final_norm = NormWeights::final_norm(model);
-        for r in 0..n {
-            s.pos = pos + r;
-            norm::forward(s, Which::Final, &final_norm, ws, r);
-        }
-        s.pos = pos;
-        unembed::forward(s, ws, n);
-
-        self.pos += n;
-        Ok(())
-    }
-
-    /// Steps through `tokens` from the current position, handing each position's logits to `on_logits`.
-    /// The same logits, hooks and errors as calling [`Session::step_with`] in a loop: a session built
-    /// `Session::with_rows` computes up to that many positions together, layer by layer (the hooks
-    /// called layer-major, each with its own position), each position with the same operations, so
-    /// the same bits.
-    pub fn run<H: Hooks>(
+    fn forward<H: Hooks>(
         &mut self,
         tokens: &[u32],
+        rows: Rows,
         hooks: &mut H,
-        mut on_logits: impl FnMut(usize, &[f32]),
     ) -> Result<(), Error> {
-        let dv = self.model.config().d_vocab_out;
-        let mut rest = tokens;
-        while let Some(&first) = rest.first() {
-            let pos = self.pos;
-            self.check(first, pos)?;
-            // The longest run of checked tokens from here (a step-by-step loop stops at the first
-            // one it refuses, after the ones before it).
-            let limit = self.ws.rows().min(self.n_ctx - pos).min(rest.len());
-            let n = rest[..limit]
-                .iter()
-                .position(|&t| t as usize >= self.model.config().d_vocab)
-                .unwrap_or(limit);
-            self.forward(&rest[..n], hooks)?;
-            for r in 0..n {
-                on_logits(pos + r, row_ref(self.ws.logits, r, dv));
-            }
-            rest = &rest[n..];
+        let model = &self.model;
+        let (ws, kv) = (&mut self.ws, &mut self.kv);
+        let s = &mut Step::new(model, self.pos, hooks);
+        embed::forward(s, tokens, ws, rows);
+        for layer in 0..s.cfg.n_layers {
+            s.layer = layer;
+            block::forward(s, &BlockWeights::load(model, layer)?, ws, kv, rows);
         }
+        norm::forward(s, &NormWeights::final_norm(model), ws, rows);
+        unembed::forward(s, ws, rows);
+        self.pos += rows.len();
         Ok(())
-    }
-}
-
-/// The rotary sines and cosines of position `pos` into row `r` of the workspace's (rotary models only).
-fn rotary_angles(cfg: &Config, pos: usize, ws: &mut Workspace<'_>, r: usize) {
-    if let (
-        Positional::Rotary {
-            dim,
-            base,
-            adjacent_pairs,
-        },
-        true,
-    ) = (cfg.positional, ROTARY)
-    {
-        let (sin, cos) = (row(ws.rot_sin, r, dim), row(ws.rot_cos, r, dim));
-        rotary::angles(pos, dim, base, adjacent_pairs, sin, cos);
     }
 }

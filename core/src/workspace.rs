@@ -100,17 +100,6 @@ pub(crate) fn row(buf: &mut [f32], r: usize, width: usize) -> &mut [f32] {
     }
 }
 
-/// The positions of a run of `n`: `n` on the host, the constant 1 without `std` (a device computes
-/// one position per step, and its loops over a run compile to one pass).
-#[inline(always)]
-pub(crate) const fn run_len(n: usize) -> usize {
-    if cfg!(feature = "std") {
-        n
-    } else {
-        1
-    }
-}
-
 /// [`row`] of a shared buffer.
 #[inline(always)]
 pub(crate) fn row_ref(buf: &[f32], r: usize, width: usize) -> &[f32] {
@@ -185,18 +174,10 @@ impl<'b> Workspace<'b> {
         Layout::new(cfg, rows).len
     }
 
-    /// Positions computed together: 1 without `std` (a constant, so the device's loops over them
-    /// compile to one pass).
-    #[inline(always)]
+    /// Positions computed together (the host's batch path, feature `std`).
+    #[cfg(feature = "std")]
     pub(crate) fn rows(&self) -> usize {
-        #[cfg(feature = "std")]
-        {
-            self.rows
-        }
-        #[cfg(not(feature = "std"))]
-        {
-            1
-        }
+        self.rows
     }
 
     /// Carves the buffers for `rows` positions (1 without `std`) of `cfg` out of `buf`, which must

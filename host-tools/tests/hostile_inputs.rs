@@ -1459,3 +1459,20 @@ fn third10_fidelity_plots_never_land_on_its_candidate_or_tokens() {
         );
     }
 }
+
+/// A `tokenizer.json` broken inside its `decoder` (the `tokenizers` crate panics on that part's syntax
+/// errors, found by the `tokenizer_json` fuzz target): a one-line error naming the file.
+#[test]
+fn third11_a_broken_tokenizer_json_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let blob = fixture_blob(dir.path());
+    let good = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tokenizer/tokenizer.json"),
+    )
+    .unwrap();
+    let at = good.find("\"decoder\"").expect("the fixture has a decoder");
+    let broken = format!("{}\"decoder\": {{\"type\" \"ByteLevel\"}}}}", &good[..at]);
+    let tok = write(dir.path(), "tokenizer.json", broken.as_bytes());
+    let o = microlens(&["run", s(&blob), "--tokenizer", s(&tok), "--text", "ab"]);
+    assert_one_line_error(&o, "not a HuggingFace tokenizer.json");
+}

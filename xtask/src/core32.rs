@@ -10,6 +10,7 @@ use std::process::Command;
 
 use anyhow::Result;
 
+use crate::background::{self, logged};
 use crate::paths::{root, workspace_target_dir};
 use crate::toolchain::{ensure_packages, run_status, Package, Toolchain};
 
@@ -29,6 +30,29 @@ const TESTS: [&str; 5] = ["hostile", "blob", "session", "quant", "properties"];
 
 /// Builds and runs the core's tests for [`TARGET`].
 pub fn run() -> Result<()> {
+    run_status(&mut command()?)
+}
+
+/// [`run`] on a thread of its own ([`crate::background`]), the packages installed first, here;
+/// [`wait`] waits for it.
+pub fn run_in_background() -> Result<()> {
+    let mut cmd = command()?;
+    let log = workspace_target_dir().join("i686").join("xtask-core32.log");
+    background::start(BACKGROUND, log, move |file| {
+        run_status(logged(&mut cmd, Some(file))?)
+    })
+}
+
+/// The result of [`run_in_background`].
+pub fn wait() -> Result<()> {
+    background::wait(BACKGROUND)
+}
+
+/// The background job's name.
+const BACKGROUND: &str = "the core's tests on 32-bit (i686)";
+
+/// The `cargo test` of [`run`], with the packages it needs installed.
+fn command() -> Result<Command> {
     let toolchain = Toolchain::detect(TARGET, root());
     ensure_packages(toolchain.packages())?;
     ensure_packages(&[MULTILIB])?;
@@ -61,5 +85,5 @@ pub fn run() -> Result<()> {
     if toolchain == Toolchain::Debian {
         cmd.arg("-Zbuild-std");
     }
-    run_status(&mut cmd)
+    Ok(cmd)
 }

@@ -10,12 +10,11 @@
 use std::fs::File;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Mutex;
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
+use crate::background::{self, logged};
 use crate::paths::root;
 use crate::toolchain::run_status;
 
@@ -55,14 +54,6 @@ fn cargo() -> Command {
     c
 }
 
-/// Sends `cmd`'s output to `log` (a file), or leaves it inherited.
-fn logged<'a>(cmd: &'a mut Command, log: Option<&File>) -> Result<&'a mut Command> {
-    if let Some(log) = log {
-        cmd.stdout(log.try_clone()?).stderr(log.try_clone()?);
-    }
-    Ok(cmd)
-}
-
 /// Installs cargo-fuzz with `cargo install` unless `cargo fuzz` already runs.
 fn ensure_cargo_fuzz(log: Option<&File>) -> Result<()> {
     let installed = cargo()
@@ -91,47 +82,14 @@ fn build_all(log: Option<&File>) -> Result<()> {
     )?)
 }
 
-/// The build started by [`build_in_background`], until [`run`] takes it.
-static BACKGROUND: Mutex<Option<JoinHandle<Result<()>>>> = Mutex::new(None);
+/// The background job's name.
+const BACKGROUND_BUILD: &str = "the fuzz targets' instrumented build";
 
-/// Where the background build writes its output.
-fn background_log() -> PathBuf {
-    fuzz_dir().join("target").join("xtask-build.log")
-}
-
-/// Starts [`build_all`] on a thread of its own, its output in `fuzz/target/xtask-build.log`: `cargo
-/// xtask test` runs it beside the firmware steps, whose LTO builds and QEMU runs leave a core idle.
+/// Starts [`build_all`] in the background ([`crate::background`]), its output in
+/// `fuzz/target/xtask-build.log`; [`run`] waits for it.
 pub fn build_in_background() -> Result<()> {
-    let log = background_log();
-    std::fs::create_dir_all(fuzz_dir().join("target"))?;
-    let file = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-    eprintln!(
-        "xtask: building the fuzz targets in the background ({})",
-        log.display()
-    );
-    let handle = std::thread::spawn(move || build_all(Some(&file)));
-    *BACKGROUND.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
-    Ok(())
-}
-
-/// Waits for the background build if one was started; says how it went.
-fn join_background() {
-    let handle = BACKGROUND.lock().unwrap_or_else(|e| e.into_inner()).take();
-    if let Some(handle) = handle {
-        let started = Instant::now();
-        let outcome = handle
-            .join()
-            .unwrap_or_else(|_| Err(anyhow::anyhow!("the build thread panicked")));
-        eprintln!(
-            "xtask: background fuzz build {} (waited {:.0} s; its output: {})",
-            match &outcome {
-                Ok(()) => "done".to_string(),
-                Err(e) => format!("failed: {e:#}"),
-            },
-            started.elapsed().as_secs_f64(),
-            background_log().display()
-        );
-    }
+    let log = fuzz_dir().join("target").join("xtask-build.log");
+    background::start(BACKGROUND_BUILD, log, |file| build_all(Some(file)))
 }
 
 /// Fixtures and the shipped model: `(name, checkpoint)`.
@@ -344,7 +302,9 @@ pub fn run(args: Args) -> Result<()> {
         None => TARGETS.to_vec(),
     };
     // After a background build this is a no-op that cargo confirms (or the build's errors, shown here).
-    join_background();
+    if let Err(e) = background::wait(BACKGROUND_BUILD) {
+        eprintln!("xtask: {e:#}");
+    }
     build_all(None)?;
     make_seeds()?;
     let mut failed = Vec::new();

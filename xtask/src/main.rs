@@ -19,6 +19,7 @@
 //! The firmware's toolchain is chosen by itself: the rustup target when installed, otherwise Debian's Rust
 //! with `-Zbuild-std=core` (installed with apt-get when running as root); see [`toolchain`].
 
+mod background;
 mod bench_peers;
 mod blob_source;
 mod boards;

@@ -4,8 +4,7 @@
 //! attn_scale` for `j <= pos`, `g` the key/value head of `h` (`h` itself without grouped-query
 //! attention); `pattern = softmax(score)`; `z_h = sum_j pattern_j v_{j,g}`; `out = sum_h z_h W_O[h] + b_O`.
 
-use super::block::AttnWeights;
-use super::Step;
+use super::{Rows, Step};
 use crate::blob::DType;
 use crate::config::Positional;
 use crate::features;
@@ -14,7 +13,32 @@ use crate::kv_cache::KvCache;
 use crate::math::{rotary, softmax};
 use crate::quant::linear::{batched, matmul_rows, width, Input};
 use crate::weights::{Matrix, Vector};
-use crate::workspace::{row, run_len, Workspace};
+use crate::workspace::{row, Workspace};
+
+/// Attention weights of one block.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AttnWeights<'a> {
+    /// `W_Q`, `[n_heads * d_head, d_model]`.
+    pub w_q: Matrix<'a>,
+    /// `b_Q`.
+    pub b_q: Vector<'a>,
+    /// `W_K`, `[n_key_value_heads * d_head, d_model]`.
+    pub w_k: Matrix<'a>,
+    /// `b_K`.
+    pub b_k: Vector<'a>,
+    /// `W_V`.
+    pub w_v: Matrix<'a>,
+    /// `b_V`.
+    pub b_v: Vector<'a>,
+    /// `W_O`, `[d_model, n_heads * d_head]`.
+    pub w_o: Matrix<'a>,
+    /// `b_O`.
+    pub b_o: Vector<'a>,
+    /// Shortformer positional queries `W_pos W_Q`.
+    pub pos_q: Option<Matrix<'a>>,
+    /// Shortformer positional keys `W_pos W_K`.
+    pub pos_k: Option<Matrix<'a>>,
+}
 
 /// Calls `kind` once per head on `buf` (`d_head` per head: query heads, or key/value heads).
 fn per_head<H: Hooks>(s: &mut Step<'_, '_, H>, kind: HookKind, buf: &mut [f32]) {
@@ -45,12 +69,12 @@ fn add_positional(table: Option<Matrix<'_>>, pos: usize, out: &mut [f32]) {
     }
 }
 
-/// Attention of block `layer` on the normalised inputs `ws.normed` of the run's `n` positions
-/// (`s.pos` the first), writing `ws.attn_out`, in the natural phases of causal attention: the
+/// Attention of block `s.layer` on the normalised inputs `ws.normed` of the rows, writing
+/// `ws.attn_out`, in the natural phases of causal attention: the
 /// projections of every position ([`project_qkv`]), each position's keys and values into the cache
 /// ([`store`]), each position's scores, softmax and mix over the positions up to its own ([`mix`]),
-/// the output projection of every position ([`output`]). Position by position (`n = 1`) this is the
-/// device's order; a run computes each position's values with the same operations.
+/// the output projection of every position ([`output`]). One row is the device's step; a run
+/// computes each position's values with the same operations.
 ///
 /// With int8 activations, `x` is quantised once for `W_Q`, `W_K` and `W_V`, each head's query once for
 /// its scores against the int8 keys, and `z` once for `W_O`. The hooks see `f32` values everywhere:
@@ -61,13 +85,12 @@ pub(crate) fn forward<H: Hooks>(
     w: &AttnWeights<'_>,
     ws: &mut Workspace<'_>,
     kv: &mut KvCache<'_>,
-    n: usize,
+    rows: Rows,
 ) {
-    let n = run_len(n);
-    project_qkv(s, w, ws, n);
-    store(s, w, ws, kv, n);
-    mix(s, ws, kv, n);
-    output(s, w, ws, n);
+    project_qkv(s, w, ws, rows);
+    store(s, w, ws, kv, rows);
+    mix(s, ws, kv, rows);
+    output(s, w, ws, rows);
 }
 
 /// `q`, `k` and `v` of every position of the run (their hooks are [`store`]'s).
@@ -76,21 +99,22 @@ fn project_qkv<H: Hooks>(
     s: &mut Step<'_, '_, H>,
     w: &AttnWeights<'_>,
     ws: &mut Workspace<'_>,
-    n: usize,
+    rows: Rows,
 ) {
-    let (dm, da, dk, act) = (s.cfg.d_model, s.cfg.d_attn(), s.cfg.d_kv(), s.act);
+    let (dm, da, act, n) = (s.cfg.d_model, s.cfg.d_attn(), s.act, rows.len());
+    let dk = s.cfg.d_kv();
     if batched(act, n) {
         matmul_rows(&w.w_q, Some(&w.b_q), ws.normed, n, ws.q, da);
         matmul_rows(&w.w_k, Some(&w.b_k), ws.normed, n, ws.k, dk);
         matmul_rows(&w.w_v, Some(&w.b_v), ws.normed, n, ws.v, dk);
         return;
     }
-    for r in 0..n {
+    rows.each(s, |_, r| {
         let mut x = Input::new(row(ws.normed, r, dm), act, ws.quant);
         project(&w.w_q, &w.b_q, &mut x, row(ws.q, r, da));
         project(&w.w_k, &w.b_k, &mut x, row(ws.k, r, dk));
         project(&w.w_v, &w.b_v, &mut x, row(ws.v, r, dk));
-    }
+    });
 }
 
 /// Per position: the shortformer positions, `hook_q/k/v`, the rotation, then its keys and values
@@ -101,12 +125,11 @@ fn store<H: Hooks>(
     w: &AttnWeights<'_>,
     ws: &mut Workspace<'_>,
     kv: &mut KvCache<'_>,
-    n: usize,
+    rows: Rows,
 ) {
-    let (cfg, layer, first) = (s.cfg, s.layer, s.pos);
+    let (cfg, layer) = (s.cfg, s.layer);
     let (dh, da, dk) = (cfg.d_head, cfg.d_attn(), cfg.d_kv());
-    for r in 0..n {
-        s.pos = first + r;
+    rows.each(s, |s, r| {
         let (q, k, v) = (row(ws.q, r, da), row(ws.k, r, dk), row(ws.v, r, dk));
         add_positional(w.pos_q, s.pos, q);
         add_positional(w.pos_k, s.pos, k);
@@ -130,19 +153,22 @@ fn store<H: Hooks>(
             per_head(s, HookKind::RotK, k);
         }
         kv.store(layer, s.pos, k, v);
-    }
-    s.pos = first;
+    });
 }
 
 /// Per position and head: the scores over the positions up to it, the softmax, the mix into `z`.
 #[inline(always)]
-fn mix<H: Hooks>(s: &mut Step<'_, '_, H>, ws: &mut Workspace<'_>, kv: &mut KvCache<'_>, n: usize) {
-    let (cfg, activations, layer, first) = (s.cfg, s.act, s.layer, s.pos);
+fn mix<H: Hooks>(
+    s: &mut Step<'_, '_, H>,
+    ws: &mut Workspace<'_>,
+    kv: &mut KvCache<'_>,
+    rows: Rows,
+) {
+    let (cfg, activations, layer) = (s.cfg, s.act, s.layer);
     let (dh, da) = (cfg.d_head, cfg.d_attn());
     let scale = cfg.layer_attn_scale(layer);
     let wide_q = width(activations) == Some(true);
-    for r in 0..n {
-        s.pos = first + r;
+    rows.each(s, |s, r| {
         let keys = s.pos.min(cfg.n_ctx - 1) + 1;
         let (q, z) = (row(ws.q, r, da), row(ws.z, r, da));
         for (h, (q, z)) in q.chunks_exact(dh).zip(z.chunks_exact_mut(dh)).enumerate() {
@@ -164,8 +190,7 @@ fn mix<H: Hooks>(s: &mut Step<'_, '_, H>, ws: &mut Workspace<'_>, kv: &mut KvCac
             kv.mix(layer, g, row_scores, sum, z);
             s.hook(HookKind::Z, h, z);
         }
-    }
-    s.pos = first;
+    });
 }
 
 /// `attn_out = z W_O + b_O` of every position, head by head where `hook_result` is asked for.
@@ -174,16 +199,15 @@ fn output<H: Hooks>(
     s: &mut Step<'_, '_, H>,
     w: &AttnWeights<'_>,
     ws: &mut Workspace<'_>,
-    n: usize,
+    rows: Rows,
 ) {
-    let (cfg, activations, first) = (s.cfg, s.act, s.pos);
+    let (cfg, activations, n) = (s.cfg, s.act, rows.len());
     let (dh, dm, da) = (cfg.d_head, cfg.d_model, cfg.d_attn());
     let result = s.wants(HookKind::Result);
     if !result && batched(activations, n) {
         matmul_rows(&w.w_o, Some(&w.b_o), ws.z, n, ws.attn_out, dm);
     }
-    for r in 0..n {
-        s.pos = first + r;
+    rows.each(s, |s, r| {
         let attn_out = row(ws.attn_out, r, dm);
         let mut z = Input::new(row(ws.z, r, da), activations, ws.quant);
         if result {
@@ -203,6 +227,5 @@ fn output<H: Hooks>(
             project(&w.w_o, &w.b_o, &mut z, attn_out);
         }
         s.hook(HookKind::AttnOut, 0, attn_out);
-    }
-    s.pos = first;
+    });
 }

@@ -1,75 +1,48 @@
-//! The weights of one transformer block, looked up once per step.
+//! One transformer block: its weights, looked up once per step, and its forward pass
+//! `resid += attn(ln1(resid)); resid += mlp(ln2(resid))` with the residual stream's hooks.
 
+use super::attention::AttnWeights;
+use super::mlp::MlpWeights;
+use super::norm::{NormWeights, Which};
+use super::{attention, mlp, norm, Rows, Step};
 use crate::error::{Error, Inconsistency};
+use crate::features::MLP;
+use crate::hooks::{HookKind, Hooks};
+use crate::kv_cache::KvCache;
+use crate::math::add;
 use crate::model::Model;
 use crate::tensors::{TensorId, TensorKind};
-use crate::weights::{Matrix, Vector};
+use crate::workspace::{row, Workspace};
 
-/// Norm parameters (absent for parameter-free norms).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct NormWeights<'a> {
-    /// Weight `w`.
-    pub w: Option<Vector<'a>>,
-    /// Bias `b`.
-    pub b: Option<Vector<'a>>,
-}
-
-impl<'a> NormWeights<'a> {
-    /// The tensors `w` and `b` of `model`, looked up only with norms compiled in (without them
-    /// `norm::forward` reads none, and the lookups would only cost code and time).
-    pub fn load(model: &Model<'a>, w: TensorId, b: TensorId) -> Self {
-        let get = |id| crate::features::NORM.then(|| model.vector(id)).flatten();
-        NormWeights {
-            w: get(w),
-            b: get(b),
-        }
+/// Block `s.layer` on the residual stream of the rows: `hook_resid_pre`, `ln1`, attention, the
+/// residual add, then (models with MLPs) `hook_resid_mid`, `ln2`, the MLP and its add, and
+/// `hook_resid_post`; each part over every row before the next (TransformerLens's order).
+#[inline(always)]
+pub(crate) fn forward<H: Hooks>(
+    s: &mut Step<'_, '_, H>,
+    w: &BlockWeights<'_>,
+    ws: &mut Workspace<'_>,
+    kv: &mut KvCache<'_>,
+    rows: Rows,
+) {
+    let dm = s.cfg.d_model;
+    rows.each(s, |s, r| {
+        s.hook(HookKind::ResidPre, 0, row(ws.resid, r, dm))
+    });
+    norm::forward(s, &w.ln1, ws, rows);
+    attention::forward(s, &w.attn, ws, kv, rows);
+    rows.each(s, |_, r| add(row(ws.resid, r, dm), row(ws.attn_out, r, dm)));
+    if let (Some((ln2, mlp_w)), true) = (&w.mlp, MLP) {
+        rows.each(s, |s, r| {
+            s.hook(HookKind::ResidMid, 0, row(ws.resid, r, dm))
+        });
+        norm::forward(s, ln2, ws, rows);
+        mlp::forward(s, mlp_w, ws, rows);
+        rows.each(s, |_, r| add(row(ws.resid, r, dm), row(ws.mlp_out, r, dm)));
     }
-
-    /// `ln_final` of `model`.
-    pub fn final_norm(model: &Model<'a>) -> Self {
-        let id = TensorId::global;
-        NormWeights::load(model, id(TensorKind::LnFinalW), id(TensorKind::LnFinalB))
-    }
-}
-
-/// Attention weights of one block.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct AttnWeights<'a> {
-    /// `W_Q`, `[n_heads * d_head, d_model]`.
-    pub w_q: Matrix<'a>,
-    /// `b_Q`.
-    pub b_q: Vector<'a>,
-    /// `W_K`, `[n_key_value_heads * d_head, d_model]`.
-    pub w_k: Matrix<'a>,
-    /// `b_K`.
-    pub b_k: Vector<'a>,
-    /// `W_V`.
-    pub w_v: Matrix<'a>,
-    /// `b_V`.
-    pub b_v: Vector<'a>,
-    /// `W_O`, `[d_model, n_heads * d_head]`.
-    pub w_o: Matrix<'a>,
-    /// `b_O`.
-    pub b_o: Vector<'a>,
-    /// Shortformer positional queries `W_pos W_Q`.
-    pub pos_q: Option<Matrix<'a>>,
-    /// Shortformer positional keys `W_pos W_K`.
-    pub pos_k: Option<Matrix<'a>>,
-}
-
-/// MLP weights of one block.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct MlpWeights<'a> {
-    /// `W_gate`, `[d_mlp, d_model]`, for gated MLPs.
-    pub w_gate: Option<Matrix<'a>>,
-    /// `W_in`, `[d_mlp, d_model]`.
-    pub w_in: Matrix<'a>,
-    /// `b_in`.
-    pub b_in: Vector<'a>,
-    /// `W_out`, `[d_model, d_mlp]`.
-    pub w_out: Matrix<'a>,
-    /// `b_out`.
-    pub b_out: Vector<'a>,
+    rows.each(s, |s, r| {
+        s.hook(HookKind::ResidPost, 0, row(ws.resid, r, dm))
+    });
 }
 
 /// All weights of one block.
@@ -108,11 +81,21 @@ impl<'a> BlockWeights<'a> {
             pos_q: shortformer(TensorKind::PosQ),
             pos_k: shortformer(TensorKind::PosK),
         };
-        let ln1 = NormWeights::load(model, id(TensorKind::Ln1W), id(TensorKind::Ln1B));
+        let ln1 = NormWeights::load(
+            model,
+            Which::Ln1,
+            id(TensorKind::Ln1W),
+            id(TensorKind::Ln1B),
+        );
         let mlp = if model.config().attn_only() || !crate::features::MLP {
             None
         } else {
-            let ln2 = NormWeights::load(model, id(TensorKind::Ln2W), id(TensorKind::Ln2B));
+            let ln2 = NormWeights::load(
+                model,
+                Which::Ln2,
+                id(TensorKind::Ln2W),
+                id(TensorKind::Ln2B),
+            );
             let w_gate = match model.config().gated_mlp {
                 true => Some(m(TensorKind::WGate)?),
                 false => None,

@@ -1,27 +1,41 @@
 //! The MLP: `out = act(x W_in + b_in) W_out + b_out`; gated (SwiGLU with `silu`):
 //! `out = (act(x W_gate) * (x W_in) + b_in) W_out + b_out`, as TransformerLens's `GatedMLP`.
 
-use super::block::MlpWeights;
-use super::Step;
+use super::{Rows, Step};
 use crate::hooks::{HookKind, Hooks};
 use crate::math::activation;
 use crate::quant::linear::{batched, matmul_rows, Centred, Input};
-use crate::workspace::{row, run_len, Workspace};
+use crate::weights::{Matrix, Vector};
+use crate::workspace::{row, Workspace};
 
-/// MLP of the step's block on `ws.normed` of the run's `n` positions (`s.pos` the first), using
-/// `ws.mlp` (`d_mlp` per position; a gated MLP also `ws.gate`) and writing `ws.mlp_out`. With int8
-/// activations, the input and the hidden vector are each quantised per token into `ws.quant` for the
-/// integer matmuls (the input once for `W_gate` and `W_in`), the hidden vector centred on its
-/// mid-range first ([`Centred`]: it is mostly of one sign); the activation function and the gate's
-/// product run in `f32` between them, where the hooks see them.
+/// MLP weights of one block.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MlpWeights<'a> {
+    /// `W_gate`, `[d_mlp, d_model]`, for gated MLPs.
+    pub w_gate: Option<Matrix<'a>>,
+    /// `W_in`, `[d_mlp, d_model]`.
+    pub w_in: Matrix<'a>,
+    /// `b_in`.
+    pub b_in: Vector<'a>,
+    /// `W_out`, `[d_model, d_mlp]`.
+    pub w_out: Matrix<'a>,
+    /// `b_out`.
+    pub b_out: Vector<'a>,
+}
+
+/// MLP of the step's block on `ws.normed` of the rows, using `ws.mlp` (`d_mlp` per position; a gated
+/// MLP also `ws.gate`) and writing `ws.mlp_out`. With int8 activations, the input and the hidden
+/// vector are each quantised per token into `ws.quant` for the integer matmuls (the input once for
+/// `W_gate` and `W_in`), the hidden vector centred on its mid-range first ([`Centred`]: it is mostly
+/// of one sign); the activation function and the gate's product run in `f32` between them, where the
+/// hooks see them.
 pub(crate) fn forward<H: Hooks>(
     s: &mut Step<'_, '_, H>,
     w: &MlpWeights<'_>,
     ws: &mut Workspace<'_>,
-    n: usize,
+    rows: Rows,
 ) {
-    let n = run_len(n);
-    let (dm, d_mlp, act, first) = (s.cfg.d_model, s.cfg.d_mlp_or_zero(), s.act, s.pos);
+    let (dm, d_mlp, act, n) = (s.cfg.d_model, s.cfg.d_mlp_or_zero(), s.act, rows.len());
     let together = batched(act, n);
     // The matrix (and bias) giving `hook_pre`: `W_gate` (no bias) for a gated MLP, else `W_in`.
     let (w_pre, b_pre) = match &w.w_gate {
@@ -34,8 +48,7 @@ pub(crate) fn forward<H: Hooks>(
             matmul_rows(&w.w_in, None, ws.normed, n, ws.gate, d_mlp);
         }
     }
-    for r in 0..n {
-        s.pos = first + r;
+    rows.each(s, |s, r| {
         let hidden = row(ws.mlp, r, d_mlp);
         let linear = row(ws.gate, r, d_mlp);
         if !together {
@@ -48,7 +61,11 @@ pub(crate) fn forward<H: Hooks>(
         s.hook(HookKind::MlpPre, 0, hidden);
         activation::apply(s.cfg.act_fn, hidden);
         if w.w_gate.is_some() {
-            gate(s, hidden, linear);
+            s.hook(HookKind::MlpPreLinear, 0, linear);
+            hidden
+                .iter_mut()
+                .zip(linear.iter())
+                .for_each(|(h, l)| *h *= l);
             w.b_in.add_to(hidden);
         }
         s.hook(HookKind::MlpPost, 0, hidden);
@@ -57,23 +74,11 @@ pub(crate) fn forward<H: Hooks>(
             Centred::new(hidden, act, &w.w_out, ws.quant).matvec(&w.w_out, out);
             w.b_out.add_to(out);
         }
-    }
+    });
     if together {
         matmul_rows(&w.w_out, Some(&w.b_out), ws.mlp, n, ws.mlp_out, dm);
     }
-    for r in 0..n {
-        s.pos = first + r;
-        s.hook(HookKind::MlpOut, 0, row(ws.mlp_out, r, dm));
-    }
-    s.pos = first;
-}
-
-/// A gated MLP's `hook_pre_linear` on `linear` (`x W_in`), then `hidden *= linear` elementwise.
-#[inline(always)]
-fn gate<H: Hooks>(s: &mut Step<'_, '_, H>, hidden: &mut [f32], linear: &mut [f32]) {
-    s.hook(HookKind::MlpPreLinear, 0, linear);
-    hidden
-        .iter_mut()
-        .zip(linear.iter())
-        .for_each(|(h, l)| *h *= l);
+    rows.each(s, |s, r| {
+        s.hook(HookKind::MlpOut, 0, row(ws.mlp_out, r, dm))
+    });
 }

@@ -1,10 +1,12 @@
 //! A hooked norm: `ln1`, `ln2` or `ln_final` applied to the residual stream.
 
-use super::block::NormWeights;
-use super::Step;
+use super::{Rows, Step};
 use crate::config::Normalization;
 use crate::hooks::{HookKind, Hooks};
 use crate::math::norm;
+use crate::model::Model;
+use crate::tensors::{TensorId, TensorKind};
+use crate::weights::Vector;
 use crate::workspace::{row, Workspace};
 
 /// Which norm, for its hook names.
@@ -28,9 +30,55 @@ impl Which {
     }
 }
 
+/// Norm parameters (absent for parameter-free norms).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NormWeights<'a> {
+    /// Which norm (its hook names).
+    pub which: Which,
+    /// Weight `w`.
+    pub w: Option<Vector<'a>>,
+    /// Bias `b`.
+    pub b: Option<Vector<'a>>,
+}
+
+impl<'a> NormWeights<'a> {
+    /// The tensors `w` and `b` of `model`, looked up only with norms compiled in (without them
+    /// `norm::forward` reads none, and the lookups would only cost code and time).
+    pub fn load(model: &Model<'a>, which: Which, w: TensorId, b: TensorId) -> Self {
+        let get = |id| crate::features::NORM.then(|| model.vector(id)).flatten();
+        NormWeights {
+            which,
+            w: get(w),
+            b: get(b),
+        }
+    }
+
+    /// `ln_final` of `model`.
+    pub fn final_norm(model: &Model<'a>) -> Self {
+        let id = TensorId::global;
+        NormWeights::load(
+            model,
+            Which::Final,
+            id(TensorKind::LnFinalW),
+            id(TensorKind::LnFinalB),
+        )
+    }
+}
+
+/// `ws.normed = norm(ws.resid)` of each row, the norm `w.which`.
+#[inline(always)]
+pub(crate) fn forward<H: Hooks>(
+    s: &mut Step<'_, '_, H>,
+    w: &NormWeights<'_>,
+    ws: &mut Workspace<'_>,
+    rows: Rows,
+) {
+    rows.each(s, |s, r| normalize(s, w.which, w, ws, r));
+}
+
 /// `ws.normed = norm(ws.resid)` of row `r` of the run (at `s.pos`): centre (LN), `hook_scale`, divide, then `* w + b` and `hook_normalized`
 /// for LN, or `hook_normalized` then `* w` for RMS (TransformerLens 2.x's placement).
-pub(crate) fn forward<H: Hooks>(
+fn normalize<H: Hooks>(
     s: &mut Step<'_, '_, H>,
     which: Which,
     w: &NormWeights<'_>,

@@ -74,12 +74,15 @@ impl HfTokenizer {
             "{} is larger than {MAX_TOKENIZER_BYTES} bytes",
             path.display()
         );
-        let inner = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| {
+        // JSON first (serde_json bounds the nesting): `tokenizers` panics on some malformed parts.
+        let not_tokenizer = |e: serde_json::Error| {
             anyhow!(
                 "{} is not a HuggingFace tokenizer.json: {e}",
                 path.display()
             )
-        })?;
+        };
+        let json: serde_json::Value = serde_json::from_slice(bytes).map_err(not_tokenizer)?;
+        let inner: tokenizers::Tokenizer = serde_json::from_value(json).map_err(not_tokenizer)?;
         let bos = candidate_bos(&inner);
         Ok(HfTokenizer {
             inner,
