@@ -13,5 +13,5 @@ pub const FIXTURES: [&str; 8] = [
 ];
 
 /// The LLaMA-family fixtures (gated MLP, grouped-query attention; `tests/fixtures/gen_llama.py`):
-/// the forward and cache tests run them, the per-head analyses not yet.
+/// the forward, cache, composition and copying tests run them.
 pub const LLAMA_FIXTURES: [&str; 2] = ["llama_tl", "hf_llama"];

@@ -29,9 +29,9 @@ fuzz_target!(|data: &[u8]| {
     let Ok(t) = Llama2cTokenizer::from_bytes(file, vocab, Path::new("fuzz/tokenizer.bin")) else {
         return;
     };
-    if let Ok((ids, offsets)) = t.encode(text) {
-        assert_eq!(ids.len(), offsets.len());
-        assert!(offsets.iter().all(|&(a, b)| a <= b && b <= text.len()));
-        let _ = t.decode(&ids);
+    if let Ok(e) = t.encode(text) {
+        assert_eq!(e.ids.len(), e.offsets.len());
+        assert!(e.offsets.iter().all(|&(a, b)| a <= b && b <= text.len()));
+        let _ = t.decode(&e.ids);
     }
 });

@@ -729,7 +729,7 @@ fn llama2c_checkpoint(dir: &Path) -> PathBuf {
     let (dim, hidden, layers, heads, kv, vocab, seq) = (16, 24, 1, 2, 1, 448, 32);
     let mut b = 0x616b_3432u32.to_le_bytes().to_vec();
     for v in [1, dim, hidden, layers, heads, kv, vocab, seq] {
-        b.extend((v as i32).to_le_bytes());
+        b.extend(i32::to_le_bytes(v));
     }
     b.push(1);
     b.resize(256, 0);

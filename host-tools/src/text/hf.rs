@@ -109,14 +109,6 @@ impl HfTokenizer {
         &self.path
     }
 
-    /// The record a blob converted with this tokenizer holds.
-    pub fn record(&self, prepend_bos: bool) -> TokenizerRecord {
-        TokenizerRecord {
-            fnv1a64: self.fnv1a64,
-            prepend_bos,
-        }
-    }
-
     /// Refuses a tokenizer with an id a model of `d_vocab` tokens has no embedding for.
     pub fn check_vocab(&self, d_vocab: usize) -> Result<()> {
         let max = self.inner.get_vocab(true).into_values().max();
@@ -124,21 +116,6 @@ impl HfTokenizer {
             bail!(
                 "tokenizer {} has ids up to {max}, but the model's d_vocab is {d_vocab}",
                 self.path.display()
-            );
-        }
-        Ok(())
-    }
-
-    /// Refuses this tokenizer for a blob converted with another one.
-    pub fn check_record(&self, record: Option<TokenizerRecord>) -> Result<()> {
-        if let Some(r) = record {
-            ensure!(
-                r.fnv1a64 == self.fnv1a64,
-                "tokenizer {} (fnv1a64 {:016x}) is not the one the blob was converted with \
-                 (fnv1a64 {:016x})",
-                self.path.display(),
-                self.fnv1a64,
-                r.fnv1a64
             );
         }
         Ok(())

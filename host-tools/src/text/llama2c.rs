@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{ensure, Context, Result};
 
+use super::Encoded;
+
 /// llama2.c's BOS token id.
 pub const BOS: u32 = 1;
 /// The usual file name.
@@ -137,7 +139,7 @@ impl Llama2cTokenizer {
 
     /// llama2.c's `encode(text, bos = 0, eos = 0)`: the ids, each with the byte range of `text` it
     /// covers (the dummy prefix: `(0, 0)`).
-    pub fn encode(&self, text: &[u8]) -> Result<(Vec<u32>, Vec<(usize, usize)>)> {
+    pub fn encode(&self, text: &[u8]) -> Result<Encoded> {
         let mut tokens: Vec<(u32, (usize, usize))> = Vec::with_capacity(text.len() + 1);
         if !text.is_empty() {
             let space = self
@@ -194,7 +196,8 @@ impl Llama2cTokenizer {
             tokens[i] = (id, span);
             tokens.remove(i + 1);
         }
-        Ok(tokens.into_iter().unzip())
+        let (ids, offsets) = tokens.into_iter().unzip();
+        Ok(Encoded { ids, offsets })
     }
 
     /// llama2.c's `decode(prev, token)`: the bytes `token` prints after `prev` (a byte token its byte).
@@ -298,20 +301,20 @@ mod tests {
         let t = tokenizer();
         let id = |p: &str| t.id(p.as_bytes()).unwrap();
         // " ab": " a" (-0.5) beats "ab" (-4.0), then " a" + "b" merges into " ab".
-        let (ids, offsets) = t.encode(b"ab").unwrap();
-        assert_eq!(ids, vec![id(" ab")]);
-        assert_eq!(offsets, vec![(0, 2)]);
+        let e = t.encode(b"ab").unwrap();
+        assert_eq!(e.ids, vec![id(" ab")]);
+        assert_eq!(e.offsets, vec![(0, 2)]);
         // "ba": "b" + "a" is no token, " b" neither.
-        let (ids, offsets) = t.encode(b"ba").unwrap();
-        assert_eq!(ids, vec![id(" "), id("b"), id("a")]);
-        assert_eq!(offsets, vec![(0, 0), (0, 1), (1, 2)]);
+        let e = t.encode(b"ba").unwrap();
+        assert_eq!(e.ids, vec![id(" "), id("b"), id("a")]);
+        assert_eq!(e.offsets, vec![(0, 0), (0, 1), (1, 2)]);
         // "é" is a token; "ü" (C3 BC) is not: its two bytes' tokens.
-        let (ids, _) = t.encode("éü".as_bytes()).unwrap();
+        let ids = t.encode("éü".as_bytes()).unwrap().ids;
         assert_eq!(ids, vec![id(" "), id("é"), 0xC3 + 3, 0xBC + 3]);
         assert_eq!(t.decode(&ids).unwrap(), " éü".as_bytes());
         // After BOS a leading space is dropped.
         assert_eq!(t.decode(&[BOS, id(" a")]).unwrap(), b"\n<s>\na");
-        assert!(t.encode(b"").unwrap().0.is_empty());
+        assert!(t.encode(b"").unwrap().ids.is_empty());
     }
 
     /// SentencePiece's ids and text for the fixture strings (`tests/fixtures/llama2c_tokenizer`).
@@ -333,7 +336,7 @@ mod tests {
                 .iter()
                 .map(|v| v.as_u64().unwrap() as u32)
                 .collect();
-            let (ids, offsets) = t.encode(text.as_bytes()).unwrap();
+            let Encoded { ids, offsets } = t.encode(text.as_bytes()).unwrap();
             assert_eq!(ids, want, "{text:?}");
             assert_eq!(offsets.last().unwrap().1, text.len(), "{text:?}");
             // As llama2.c prints a generation: each token after the one before, starting after BOS.

@@ -106,7 +106,10 @@ impl TextTokenizer {
                     .map_err(|e| anyhow!("cannot tokenize the text: {e}"))?;
                 (e.get_ids().to_vec(), e.get_offsets().to_vec())
             }
-            TextTokenizer::Llama2c(t) => t.encode(text.as_bytes())?,
+            TextTokenizer::Llama2c(t) => {
+                let e = t.encode(text.as_bytes())?;
+                (e.ids, e.offsets)
+            }
         };
         ensure!(
             !ids.is_empty(),
