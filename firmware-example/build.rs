@@ -34,6 +34,10 @@ const BOARDS: [&str; 11] = [
 /// counter's state), an upper bound: the context cap leaves this much of the board's RAM free.
 const OTHER_STATICS: usize = 512;
 
+/// RAM serve mode's statics add (feature `serve`) beside 4 bytes per position for the consumed tokens:
+/// the frame reader and writer, the ablated heads, an upper bound.
+const SERVE_STATICS: usize = 512 + 1024 + 512;
+
 /// Vocabulary of a byte-level model (token `b` is the byte `b`).
 const BYTE_VOCAB: usize = 256;
 
@@ -73,6 +77,7 @@ fn memory_x(manifest_dir: &Path, out: &Path) -> Result<String, String> {
     let [board] = enabled[..] else {
         return Err(format!("enable exactly one board feature out of {BOARDS:?} (found {enabled:?}), e.g. --features mps2-an386"));
     };
+    println!("cargo:rustc-env=MICROLENS_BOARD={board}");
     let src = manifest_dir.join("memory").join(format!("{board}.x"));
     println!("cargo:rerun-if-changed={}", src.display());
     println!("cargo:rerun-if-env-changed=MICROLENS_STACK_RESERVE");
@@ -117,12 +122,14 @@ fn context_cap(model: &microlens::Model<'_>, map: &str) -> Result<usize, String>
         bytes_after(map, "RAM").ok_or("memory.x has no `RAM : ORIGIN = .., LENGTH = ..` line")?;
     let reserve =
         bytes_after(map, "_stack_reserve").ok_or("memory.x has no `_stack_reserve = N;` line")?;
-    let free = ram.saturating_sub(reserve + OTHER_STATICS);
+    let serve = env::var_os("CARGO_FEATURE_SERVE").is_some();
+    let free = ram.saturating_sub(reserve + OTHER_STATICS + if serve { SERVE_STATICS } else { 0 });
     // Below the model's context, the firmware also streams its prompt through a sliding window of the
     // cap: its tokens and kept keys ([`window_lens`]) share the RAM.
     let fits = |n: usize| {
         let (tokens, kept) = window_lens(model, n);
-        4 * (model.kv_cache_len_at(n) + model.workspace_len_at(n) + tokens + kept) <= free
+        let served = if serve { n } else { 0 };
+        4 * (model.kv_cache_len_at(n) + model.workspace_len_at(n) + tokens + kept + served) <= free
     };
     let cap = (1..=model.config().n_ctx).rev().find(|&n| fits(n));
     cap.ok_or_else(|| {
@@ -217,6 +224,9 @@ fn model_consts(manifest_dir: &Path, out: &Path, map: &str) -> Result<(), String
          pub const N_HEADS: usize = {heads};\n\
          /// Context length: the longest prompt.\n\
          pub const N_CTX: usize = {ctx};\n\
+         /// The board (its cargo feature): serve mode's `Info`.\n\
+         #[allow(dead_code)]\n\
+         pub const BOARD: &str = env!(\"MICROLENS_BOARD\");\n\
          /// Seed of the prompt generator.\n\
          pub const SEED: u64 = {seed:#x};\n\
          /// A token of the prompt: the narrowest unsigned integer that holds every token id.\n\

@@ -19,9 +19,14 @@
 //! The blob is chosen at build time (`MICROLENS_BLOB`, see `build.rs`); every buffer is a `static` sized
 //! exactly for it, and there is no heap. On a board whose RAM cannot hold the KV cache of the model's
 //! whole context, `build.rs` caps the session's context ([`model::N_CTX`]) and the prompt fits in it.
+//!
+//! With the feature `serve` the firmware instead answers requests on its UART after opening the session
+//! ([`serve`]): the host drives it (`microlens device`).
 
 #![no_std]
 #![no_main]
+// Serve mode leaves the demo's phases unused.
+#![cfg_attr(feature = "serve", allow(dead_code, unreachable_code))]
 
 mod board;
 mod div;
@@ -32,6 +37,8 @@ mod line;
 mod macs;
 mod prompt;
 mod scores;
+#[cfg(feature = "serve")]
+mod serve;
 mod stack;
 mod text;
 
@@ -58,7 +65,7 @@ mod model {
 const INDUCTION_THRESHOLD: f32 = 0.3;
 
 /// The model, read in place from flash.
-static BLOB: &Aligned<[u8]> = &Aligned(*include_bytes!(env!("MICROLENS_BLOB_PATH")));
+pub(crate) static BLOB: &Aligned<[u8]> = &Aligned(*include_bytes!(env!("MICROLENS_BLOB_PATH")));
 /// The KV cache, sized for the session's context ([`model::N_CTX`]); zero-initialised, so in `.bss`.
 static KV: ConstStaticCell<[f32; model::KV_LEN]> = ConstStaticCell::new([0.0; model::KV_LEN]);
 /// The forward pass's activations.
@@ -92,6 +99,9 @@ fn main() -> ! {
 fn run() -> Result<(), FirmwareError> {
     let mut counter = Counter::start().ok_or(FirmwareError::PeripheralsTaken)?;
     let session = open()?;
+    // Serve mode answers requests from here on, never returning.
+    #[cfg(feature = "serve")]
+    serve::run(session, &mut counter);
     let prompt = prompt(session.model().config());
 
     // 1. The plain forward pass: accuracy, logits hash and cost per token (the steps alone are timed).

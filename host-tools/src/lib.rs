@@ -16,6 +16,7 @@
 //! | [`fidelity`] | a quantised blob against its float reference, per model and per head | [`analysis`], [`eval`] |
 //! | [`report`] | text, JSON, plots and HTML pages of the above | [`analysis`], [`eval`], [`fidelity`], [`import`], [`io`], [`quantize`] |
 //! | [`train`] | training the tiny induction and fact models (candle) | [`eval`], [`import`], [`io`] |
+//! | [`device`] | a board in serve mode over its serial link (the wire protocol's client) | - |
 //! | [`edit`] | writing facts into a model's MLP (ROME, MEMIT) | [`eval`], [`import`], [`quantize`], [`text`], [`train`] |
 //!
 //! `io` and `import` share one type: `io::safetensors` writes `import::state_dict::Tensor`, and `import`
@@ -24,6 +25,7 @@
 
 pub mod analysis;
 pub mod convert;
+pub mod device;
 pub mod edit;
 pub mod eval;
 pub mod excerpt;

@@ -49,6 +49,9 @@ enum Command {
     Fidelity(cli::fidelity::Args),
     /// Run tokens through a blob and show the top next tokens (or JSON logits and patterns).
     Run(cli::run::Args),
+    /// Drive a board in serve mode over its serial link: what it runs, its logits and hash, and its own
+    /// activations under TransformerLens names.
+    Device(cli::device::Args),
     /// Train the tiny attention-only induction model on the CPU with candle.
     TrainInduction(cli::train_induction::Args),
     /// Train the tiny fact model (subject tokens + relation token -> object, attention + MLP) for causal
@@ -86,18 +89,6 @@ fn quiet_broken_pipe() {
     }
 }
 
-/// An error as one line: the lines of its chain (a regex error, a clap usage error) joined, any huge
-/// word (an argument quoted whole) cut to its first characters.
-fn one_line(text: &str) -> String {
-    let line = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ");
-    microlens_host::excerpt::shorten_words(&line)
-}
-
 fn main() -> ExitCode {
     quiet_broken_pipe();
     keep_freed_memory();
@@ -118,7 +109,10 @@ fn main() -> ExitCode {
             });
             let first = lines.next().unwrap_or("error: bad arguments").trim();
             let rest: Vec<&str> = lines.map(str::trim).collect();
-            eprintln!("{}", one_line(&format!("{first} {}", rest.join(" "))));
+            eprintln!(
+                "{}",
+                microlens_host::excerpt::one_line(&format!("{first} {}", rest.join(" ")))
+            );
             return ExitCode::from(2);
         }
     };
@@ -127,6 +121,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cli::inspect::run(a),
         Command::Fidelity(a) => cli::fidelity::run(a),
         Command::Run(a) => cli::run::run(a),
+        Command::Device(a) => cli::device::run(a),
         Command::TrainInduction(a) => cli::train_induction::run(a),
         Command::TrainFacts(a) => cli::train_facts::run(a),
         Command::Trace(a) => cli::trace::run(a),
@@ -140,7 +135,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", one_line(&format!("{e:#}")));
+            eprintln!(
+                "error: {}",
+                microlens_host::excerpt::one_line(&format!("{e:#}"))
+            );
             ExitCode::FAILURE
         }
     }

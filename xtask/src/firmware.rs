@@ -225,6 +225,7 @@ fn prepare(args: &Args, spec: Spec) -> Result<Built> {
             args.seed.as_deref(),
             stack_reserve,
             args.fact_prompt.as_deref(),
+            false,
         )
     })?;
     let sizes = elf_size::read(&elf)?;
@@ -332,7 +333,7 @@ fn timed<T>(step: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
 }
 
 /// The executable of a QEMU package.
-fn system_binary(package: &str) -> &'static str {
+pub fn system_binary(package: &str) -> &'static str {
     match package {
         "qemu-system-misc" => "qemu-system-riscv32",
         _ => "qemu-system-arm",
@@ -349,9 +350,11 @@ fn print_per_mac(report: &Report) {
     }
 }
 
-/// Builds the firmware for `board` with `blob` embedded; returns the ELF, copied to
-/// `target/boards/<board>-<blob stem>` so that builds for other boards and blobs leave it alone.
-fn build(
+/// Builds the firmware for `board` with `blob` embedded, in serve mode if `serve` (with every hook point
+/// compiled in); returns the ELF, copied to `target/boards/<board>-<blob stem>[-serve]` so that builds
+/// for other boards and blobs leave it alone.
+#[allow(clippy::too_many_arguments)]
+pub fn build(
     toolchain: Toolchain,
     board: Board,
     spec: Spec,
@@ -359,6 +362,7 @@ fn build(
     seed: Option<&str>,
     stack_reserve: Option<u32>,
     fact_prompt: Option<&str>,
+    serve: bool,
 ) -> Result<PathBuf> {
     let dir = firmware_dir();
     let target_dir = dir.join("target");
@@ -381,8 +385,12 @@ fn build(
             flags.join(",")
         ));
     }
+    let serve_feature = if serve { ",serve" } else { "" };
     cmd.arg("--no-default-features")
-        .args(["--features", &format!("{},{features}", board.name())])
+        .args([
+            "--features",
+            &format!("{}{serve_feature},{features}", board.name()),
+        ])
         .arg("--target-dir")
         .arg(&target_dir)
         .env("MICROLENS_BLOB", blob)
@@ -402,13 +410,22 @@ fn build(
         Some(bytes) => cmd.env("MICROLENS_STACK_RESERVE", bytes.to_string()),
         None => cmd.env_remove("MICROLENS_STACK_RESERVE"),
     };
+    if serve {
+        // Every hook point, for `Read` (the demo's config.toml compiles in only the two it uses).
+        let all: Vec<&str> = microlens::HookKind::ALL
+            .iter()
+            .map(|k| k.suffix())
+            .collect();
+        cmd.env("MICROLENS_HOOK_POINTS", all.join(","));
+    }
     run_status(&mut cmd)?;
     let built = target_dir.join(spec.target).join("release").join(BIN);
     let stem = blob.file_stem().and_then(|s| s.to_str()).unwrap_or("blob");
     let boards = target_dir.join("boards");
     std::fs::create_dir_all(&boards)
         .with_context(|| format!("cannot create {}", boards.display()))?;
-    let elf = boards.join(format!("{}-{stem}", board.name()));
+    let suffix = if serve { "-serve" } else { "" };
+    let elf = boards.join(format!("{}-{stem}{suffix}", board.name()));
     std::fs::copy(&built, &elf)
         .with_context(|| format!("cannot copy {} to {}", built.display(), elf.display()))?;
     Ok(elf)
@@ -434,7 +451,8 @@ fn blob_features(blob: &Path) -> Result<String> {
     Ok(model.features().names().join(","))
 }
 
-fn print_sizes(s: &elf_size::Sizes) {
+/// Prints the ELF's sizes as `key=value` lines.
+pub fn print_sizes(s: &elf_size::Sizes) {
     println!("flash_bytes={}", s.flash());
     println!("ram_bytes={}", s.ram());
     println!("text_bytes={}", s.text);

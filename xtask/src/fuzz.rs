@@ -19,7 +19,7 @@ use crate::paths::root;
 use crate::toolchain::run_status;
 
 /// The fuzz targets (`fuzz/fuzz_targets/*.rs`).
-pub const TARGETS: [&str; 8] = [
+pub const TARGETS: [&str; 9] = [
     "blob_bytes",
     "blob_resigned",
     "config_writer",
@@ -28,6 +28,7 @@ pub const TARGETS: [&str; 8] = [
     "facts_file",
     "tokenizer_json",
     "llama2c_files",
+    "frame_decoder",
 ];
 
 /// Arguments.
@@ -208,6 +209,9 @@ fn make_seeds() -> Result<()> {
         seed("llama2c_files", "tokenizer", &t)?;
     }
     seed("config_writer", "empty", b"")?;
+    for (name, frames) in crate::serve_frames::seeds() {
+        seed("frame_decoder", name, &frames)?;
+    }
     Ok(())
 }
 

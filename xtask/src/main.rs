@@ -8,6 +8,8 @@
 //!   accuracy, clean exit) and the board's budgets.
 //! - `cargo xtask boards`: `cargo xtask firmware` on every board (int8 and f32 on the emulated ones),
 //!   and a markdown table of what they measured.
+//! - `cargo xtask serve [--board B] [--blob X] [--port N]`: the firmware in serve mode on QEMU, its UART
+//!   on `tcp:127.0.0.1:N` for `microlens device`.
 //! - `cargo xtask profile`: a token's instructions on QEMU per function (of the firmware built last).
 //! - `cargo xtask browser [--screenshot PNG]`: `microlens report`'s page and the `--html` heatmaps in
 //!   headless Chromium through WebDriver (installed from Debian's packages).
@@ -36,9 +38,13 @@ mod matrix;
 mod models;
 mod paths;
 mod profile;
+mod python;
 mod qemu;
 mod reference;
 mod reproduce;
+mod serve;
+mod serve_frames;
+mod served;
 mod test;
 mod thumbv6m;
 mod toolchain;
@@ -69,6 +75,18 @@ enum Command {
     /// `microlens report`'s page and the `--html` heatmaps in headless Chromium through WebDriver: every
     /// head panel, hover, no fetch, no console error, a hostile prompt shown as text; a screenshot.
     Browser(browser::Args),
+    /// The firmware in serve mode on QEMU, its UART on 127.0.0.1:PORT for `microlens device`; runs until
+    /// stopped.
+    Serve(serve::Args),
+    /// The serve firmware on QEMU against the host (as `cargo xtask test` runs it): `device run --hash`
+    /// and `device cache` equal the host's (int8 and f32), 10,000 corrupted frames refused.
+    ServeCheck {
+        /// A board with serve mode: mps2-an385, mps2-an386 or mps2-an500.
+        #[arg(long, value_enum, default_value_t = boards::Board::Mps2An386)]
+        board: boards::Board,
+    },
+    /// The Python package's step of `cargo xtask test` alone: build and stage it, pytest in a venv.
+    Python,
     /// Check that the core crate builds for thumbv6m-none-eabi (Cortex-M0+).
     Thumbv6m,
     /// The core crate's tests on a 32-bit target (i686), where `usize` size arithmetic could wrap.
@@ -90,6 +108,9 @@ fn main() -> ExitCode {
         Command::Firmware(args) => firmware::run(*args).map(|_| ()),
         Command::Boards => matrix::table(),
         Command::Browser(args) => browser::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::ServeCheck { board } => served::check(board),
+        Command::Python => python::test(),
         Command::Thumbv6m => thumbv6m::check(),
         Command::Fuzz(args) => fuzz::run(args),
         Command::Core32 => core32::run(),

@@ -1,14 +1,16 @@
 //! `cargo xtask test`: every test the project has, as CI runs it (`.ci/run` calls exactly this).
 //!
-//! Formatting, clippy with warnings denied, the workspace's tests, the shipped induction model trained
+//! Formatting, clippy with warnings denied, the workspace's tests, the Python package's pytest suite
+//! (`bindings/python`, in a virtual environment it makes), the shipped induction model trained
 //! again from its recipe (byte for byte), `microlens report`'s page in headless Chromium, the core's
 //! docs with warnings denied, the core crate without `std` or `alloc`, the host tool's features against
 //! the tests' (one build for both), the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every
 //! emulated board checked against the host (the shipped model as int8 and as f32), two fixtures with
 //! norms and MLPs on the Cortex-M4F and M55, the shipped model as int4, f16 and W8A16 (and a fixture as
 //! int4), the byte-level model (its continuation checked too) and a ROME-edited fact model (its recall
-//! checked) on the Cortex-M4F, the real boards' builds with their sizes and budgets, and a short run of every
-//! fuzz target (built in the background beside the firmware steps). Every step runs even if an earlier one
+//! checked) on the Cortex-M4F, serve mode on the Cortex-M4F (the device's hash, activation cache and
+//! fidelity report against the host's, 10,000 corrupted frames), the real boards' builds with their
+//! sizes and budgets, and a short run of every fuzz target (built in the background beside the firmware steps). Every step runs even if an earlier one
 //! failed; the last line counts them.
 
 use std::collections::BTreeSet;
@@ -69,21 +71,26 @@ fn cargo_tree(args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The core without default features must have no `std` and no `alloc` feature anywhere in its
-/// (non-proc-macro) dependency tree.
+/// The core without default features, and the wire protocol the firmware shares with the host, must
+/// have no `std` and no `alloc` feature anywhere in their (non-proc-macro) dependency trees.
 fn no_std_no_alloc() -> Result<()> {
-    let tree = cargo_tree(&[
-        "-p",
-        "microlens",
-        "--no-default-features",
-        "-e",
-        "normal,no-proc-macro",
-    ])?;
-    let bad = std_or_alloc(&tree);
-    if !bad.is_empty() {
-        bail!("the no_std core pulls std or alloc:\n{}", bad.join("\n"));
+    for package in ["microlens", "microlens-protocol"] {
+        let tree = cargo_tree(&[
+            "-p",
+            package,
+            "--no-default-features",
+            "-e",
+            "normal,no-proc-macro",
+        ])?;
+        let bad = std_or_alloc(&tree);
+        if !bad.is_empty() {
+            bail!(
+                "the no_std {package} pulls std or alloc:\n{}",
+                bad.join("\n")
+            );
+        }
+        println!("{package} --no-default-features: no std, no alloc in its tree");
     }
-    println!("microlens --no-default-features: no std, no alloc in its tree");
     Ok(())
 }
 
@@ -95,20 +102,29 @@ fn unshared<'a>(tool: &'a str, tests: &str) -> Vec<&'a str> {
     tool.into_iter().filter(|l| !tests.contains(l)).collect()
 }
 
-/// The host tool ([`host_tool::build`]) and `cargo test` (the default members) resolve the same features for
-/// every package the tool builds, so CI and the demo compile candle and the host crates once.
-fn host_tool_shares_test_build() -> Result<()> {
-    let tool = cargo_tree(&["-p", "microlens-host", "-e", "normal,build"])?;
+/// `name vX` of a `cargo tree` line (`name vX [feat,feat]`).
+fn package_of(line: &str) -> &str {
+    line.split(" [").next().unwrap_or(line)
+}
+
+/// `package`'s build (`what`) and `cargo test` (the default members) resolve the same features for
+/// every package both build (`package`'s own extra ones aside), so cargo compiles those once.
+fn shares_test_build(package: &str, what: &str) -> Result<()> {
+    let build = cargo_tree(&["-p", package, "-e", "normal,build"])?;
     let tests = cargo_tree(&["-e", "normal,build,dev"])?;
-    let differ = unshared(&tool, &tests);
+    let built: BTreeSet<&str> = tests.lines().map(package_of).collect();
+    let differ: Vec<&str> = unshared(&build, &tests)
+        .into_iter()
+        .filter(|l| built.contains(package_of(l)))
+        .collect();
     if !differ.is_empty() {
         bail!(
-            "the host tool's build resolves other features than the tests' (both would be \
-             compiled; name the features in host-tools/Cargo.toml):\n{}",
+            "{what}'s build resolves other features than the tests' (both would be compiled; name \
+             the features in host-tools/Cargo.toml):\n{}",
             differ.join("\n")
         );
     }
-    println!("microlens-host: the tool's build and the tests' resolve the same features");
+    println!("{package}: {what} shares the tests' build of every package both use");
     Ok(())
 }
 
@@ -264,7 +280,7 @@ fn edited_facts_on_qemu() -> Result<()> {
     firmware::run(matrix::firmware_args(Board::Mps2An386, &edited, &extra)).map(|_| ())
 }
 
-/// Seconds each fuzz target runs in CI (seven targets: about 60 s in all; the long campaigns:
+/// Seconds each fuzz target runs in CI (eight targets: about 70 s in all; the long campaigns:
 /// `cargo xtask fuzz --seconds 3600`).
 const FUZZ_SMOKE_SECONDS: u64 = 8;
 
@@ -292,6 +308,11 @@ fn steps() -> Vec<Step> {
             // WebDriver client) would unify other features into shared dependencies (syn, smallvec)
             // and so make the host tool's build differ from the tests'.
             run: cargo(&["test"]),
+        },
+        Step {
+            name: "Python package (bindings/python): pytest against the fixtures and the command"
+                .into(),
+            run: Box::new(crate::python::test),
         },
         Step {
             name: "the shipped induction model reproduces from its recipe".into(),
@@ -323,12 +344,18 @@ fn steps() -> Vec<Step> {
             run: cargo(&["build", "-p", "microlens", "--no-default-features"]),
         },
         Step {
-            name: "core tree has no std/alloc".into(),
+            name: "core and protocol trees have no std/alloc".into(),
             run: Box::new(no_std_no_alloc),
         },
         Step {
             name: "host tool and tests share one build (same features)".into(),
-            run: Box::new(host_tool_shares_test_build),
+            // The host tool ([`host_tool::build`]): CI and the demo compile candle and the host
+            // crates once.
+            run: Box::new(|| shares_test_build("microlens-host", "the host tool")),
+        },
+        Step {
+            name: "Python extension and tests share one build (same features)".into(),
+            run: Box::new(|| shares_test_build("microlens-python", "the Python extension")),
         },
         Step {
             name: "core tests on 32-bit (i686), started in the background (a step after the firmware waits for them)".into(),
@@ -370,6 +397,10 @@ fn steps() -> Vec<Step> {
             run: Box::new(edited_facts_on_qemu),
         },
     ];
+    steps.push(Step {
+        name: "serve mode on QEMU mps2-an386 (int8 and f32): device run --hash and device cache equal the host's, 10,000 corrupted frames".into(),
+        run: Box::new(|| crate::served::check(Board::Mps2An386)),
+    });
     for b in Board::ALL {
         steps.push(Step {
             name: match b.emulated() {

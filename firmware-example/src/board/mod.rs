@@ -3,7 +3,8 @@
 //!
 //! Every board provides `exit(success) -> !`, a `Counter` with `start()` and `now()` (monotonic: the
 //! instructions executed under QEMU, the core's cycles on a real board), `print_cost_per_token(n)` and
-//! `stack_pointer()`. Boards of one family share their code: [`cortex_m`] (every Arm board), [`systick`]
+//! `stack_pointer()`; a board with serve mode (feature `serve`) also a `Uart` with `take()`,
+//! `read_byte()` and `write_byte(b)`. Boards of one family share their code: [`cortex_m`] (every Arm board), [`systick`]
 //! (every Arm board but the micro:bit), [`qemu_arm`] (Arm boards emulated by QEMU), [`probe`] (real
 //! boards on a debug probe).
 
@@ -22,6 +23,16 @@
 )))]
 compile_error!("enable a board feature, e.g. `--features mps2-an386` (see Cargo.toml)");
 
+#[cfg(all(
+    feature = "serve",
+    any(feature = "mps2-an385", feature = "mps2-an386", feature = "mps2-an500")
+))]
+mod cmsdk_uart;
+#[cfg(all(
+    feature = "serve",
+    not(any(feature = "mps2-an385", feature = "mps2-an386", feature = "mps2-an500"))
+))]
+compile_error!("serve mode needs a board with a UART driver: mps2-an385, mps2-an386 or mps2-an500");
 #[cfg(target_arch = "arm")]
 mod cortex_m;
 #[cfg(feature = "probe")]

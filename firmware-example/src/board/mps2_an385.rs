@@ -5,3 +5,6 @@ use super::systick::SysTickInstructions;
 
 /// Instructions executed, from SysTick.
 pub type Counter = SysTickInstructions<25_000_000>;
+
+#[cfg(feature = "serve")]
+pub use super::cmsdk_uart::Uart;

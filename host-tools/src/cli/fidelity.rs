@@ -11,7 +11,7 @@ use serde_json::json;
 use microlens_host::eval::emulation::{Int8Emulation, Int8Rounding};
 use microlens_host::eval::run::{check_sequences, check_tokens, DEFAULT_MAX_SEQ_LEN};
 use microlens_host::eval::sequences::induction_sequences;
-use microlens_host::fidelity::compare_with;
+use microlens_host::fidelity::{compare_with, Report};
 use microlens_host::io::output::Outputs;
 use microlens_host::io::tokens::read_token_file;
 use microlens_host::report::fidelity_plot::{write_plots, PLOTS};
@@ -63,20 +63,39 @@ fn read(path: &Path) -> Result<Vec<u8>> {
 }
 
 /// `path (dtypes of its matrices, activations)`, as JSON.
-fn describe(path: &Path, model: &Model<'_>) -> serde_json::Value {
-    let mut dtypes: Vec<&str> = model
-        .entries()
-        .filter(|e| e.kind.is_matrix())
-        .map(|e| e.dtype.name())
-        .collect();
-    dtypes.sort_unstable();
-    dtypes.dedup();
-    json!({
-        "path": path.display().to_string(),
-        "dtypes": dtypes,
-        "activations": model.activations().name(),
-        "bytes": model.blob_len(),
-    })
+pub(super) fn describe(path: &Path, model: &Model<'_>) -> serde_json::Value {
+    microlens_host::fidelity::describe(&path.display().to_string(), model)
+}
+
+/// Prints `report` as JSON (with the two descriptions as "reference" and "candidate") or as the
+/// table under one line per description.
+pub(super) fn print_report(
+    report: &Report,
+    json: bool,
+    reference: serde_json::Value,
+    candidate: serde_json::Value,
+) -> Result<()> {
+    if json {
+        let mut v = serde_json::to_value(report)?;
+        v["reference"] = reference;
+        v["candidate"] = candidate;
+        println!("{v}");
+        return Ok(());
+    }
+    for (name, d) in [("reference", &reference), ("candidate", &candidate)] {
+        println!(
+            "{name}: {} ({} bytes, matrices {}, activations {})",
+            d["path"].as_str().unwrap_or("?"),
+            d["bytes"],
+            d["dtypes"],
+            d["activations"].as_str().unwrap_or("?")
+        );
+        if let Some(note) = d["note"].as_str() {
+            println!("{note}");
+        }
+    }
+    print!("{}", report.table());
+    Ok(())
 }
 
 /// Runs the command.
@@ -140,34 +159,19 @@ pub fn run(args: Args) -> Result<()> {
         Some(dir) => write_plots(&report, cfg.n_heads, &outputs, dir)?,
         None => Vec::new(),
     };
+    let (r, mut c) = (
+        describe(&args.reference, &reference),
+        describe(&args.candidate, &candidate),
+    );
     if args.json {
-        let mut v = serde_json::to_value(&report)?;
-        v["reference"] = describe(&args.reference, &reference);
-        v["candidate"] = describe(&args.candidate, &candidate);
-        v["candidate"]["emulated_int8"] = json!(emulated);
-        println!("{v}");
-    } else {
-        let (r, c) = (
-            describe(&args.reference, &reference),
-            describe(&args.candidate, &candidate),
-        );
-        for (name, d) in [("reference", r), ("candidate", c)] {
-            println!(
-                "{name}: {} ({} bytes, matrices {}, activations {})",
-                d["path"].as_str().unwrap_or("?"),
-                d["bytes"],
-                d["dtypes"],
-                d["activations"].as_str().unwrap_or("?")
-            );
-        }
-        if !emulated.is_empty() {
-            println!(
-                "candidate run with emulated int8 roundings: {}",
-                emulated.join(", ")
-            );
-        }
-        print!("{}", report.table());
-        plots.iter().for_each(|p| println!("wrote {}", p.display()));
+        c["emulated_int8"] = json!(emulated);
+    } else if !emulated.is_empty() {
+        c["note"] = json!(format!(
+            "candidate run with emulated int8 roundings: {}",
+            emulated.join(", ")
+        ));
     }
+    print_report(&report, args.json, r, c)?;
+    plots.iter().for_each(|p| println!("wrote {}", p.display()));
     Ok(())
 }

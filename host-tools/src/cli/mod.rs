@@ -2,6 +2,7 @@
 
 pub mod circuits;
 pub mod convert;
+pub mod device;
 pub mod edit;
 pub mod eval_induction;
 pub mod fidelity;

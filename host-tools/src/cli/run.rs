@@ -39,7 +39,9 @@ pub struct Args {
     /// at every position the logits of a fresh run over the last W tokens (docs/window.md).
     #[arg(long, value_name = "W", conflicts_with = "cache")]
     pub window: Option<usize>,
-    /// With --cache: only the hook names this regular expression matches (e.g. `hook_pattern|resid`).
+    /// With --cache: only the activations one of whose names this regular expression matches (e.g.
+    /// `hook_pattern|resid`), each written under the first name that matches: TransformerLens 2.x's,
+    /// then 4.x's canonical aliases (`blocks.0.attn.q.hook_out` for `blocks.0.attn.hook_q`).
     #[arg(long, requires = "cache")]
     pub names: Option<String>,
 }
@@ -61,18 +63,7 @@ struct RunJson<'a> {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
-    let names = args
-        .names
-        .as_deref()
-        .map(|p| {
-            regex::Regex::new(p).map_err(|e| {
-                let why = e.to_string();
-                let why = why.lines().last().unwrap_or("invalid").trim().to_owned();
-                let p = microlens_host::excerpt::excerpt(p);
-                anyhow::anyhow!("--names {p:?} is not a regular expression: {why}")
-            })
-        })
-        .transpose()?;
+    let names = names_regex(args.names.as_deref())?;
     let outputs = Outputs::with_inputs([args.model.as_path()]);
     if let Some(path) = &args.cache {
         outputs.check(path)?;
@@ -134,6 +125,20 @@ pub fn run(args: Args) -> Result<()> {
         (false, false) => print_table(&tokens, input.str_tokens.as_deref(), &out),
     }
     Ok(())
+}
+
+/// The `--names` pattern, compiled (a one-line error naming it if it is not a regular expression).
+pub fn names_regex(pattern: Option<&str>) -> Result<Option<regex::Regex>> {
+    pattern
+        .map(|p| {
+            regex::Regex::new(p).map_err(|e| {
+                let why = e.to_string();
+                let why = why.lines().last().unwrap_or("invalid").trim().to_owned();
+                let p = microlens_host::excerpt::excerpt(p);
+                anyhow::anyhow!("--names {p:?} is not a regular expression: {why}")
+            })
+        })
+        .transpose()
 }
 
 /// How a window slides, in words.

@@ -13,6 +13,7 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use microlens::{Config, HookKind, HookKinds, HookPoint, Hooks, Model};
 
+use crate::eval::hook_names::aliases;
 use crate::eval::run::run_with_hooks;
 use crate::import::state_dict::Tensor;
 use crate::io::output::Outputs;
@@ -45,6 +46,11 @@ impl ActivationCache {
         Ok((cache, logits))
     }
 
+    /// Records `act` at `point` (a device's activation read over the wire, `microlens device cache`).
+    pub fn insert(&mut self, point: HookPoint, act: Vec<f32>) {
+        self.acts.insert(point, act);
+    }
+
     /// The activation recorded at `point`.
     pub fn get(&self, point: &HookPoint) -> Option<&[f32]> {
         self.acts.get(point).map(Vec::as_slice)
@@ -60,15 +66,8 @@ impl ActivationCache {
             .into_iter()
             .filter_map(|((kind, layer), points)| {
                 let width = points.iter().map(|p| self.acts[p].len()).max()?;
-                let name = HookPoint {
-                    kind,
-                    layer,
-                    head: 0,
-                    pos: 0,
-                }
-                .to_string();
                 Some((
-                    name,
+                    hook_name(kind, layer),
                     self.assemble(kind, layer, kind.heads(cfg), n_pos, width),
                 ))
             })
@@ -140,8 +139,21 @@ impl Hooks for ActivationCache {
     }
 }
 
-/// Runs `tokens` through `model` and writes every activation whose TransformerLens name matches `names`
-/// (all when `None`) to `out` as safetensors, never onto one of `outputs`' inputs. Returns the names
+/// The TransformerLens name of `kind` at `layer` (`blocks.1.attn.hook_pattern`; `layer` ignored outside
+/// the blocks).
+pub fn hook_name(kind: HookKind, layer: usize) -> String {
+    HookPoint {
+        kind,
+        layer,
+        head: 0,
+        pos: 0,
+    }
+    .to_string()
+}
+
+/// Runs `tokens` through `model` and writes every activation one of whose names (TransformerLens 2.x's,
+/// then 4.x's: [`aliases`]) matches `names`, under the first that matches (all, under 2.x names, when
+/// `None`) to `out` as safetensors, never onto one of `outputs`' inputs. Returns the names
 /// written.
 pub fn write_cache(
     model: &Model<'_>,
@@ -151,9 +163,29 @@ pub fn write_cache(
     out: &Path,
 ) -> Result<Vec<String>> {
     let (cache, _) = ActivationCache::record(model, tokens, HookKinds::ALL)?;
-    let mut tensors = cache.tensors(model.config(), tokens.len());
+    write_tensors(&cache, model.config(), tokens.len(), names, outputs, out)
+}
+
+/// Writes the activations of `cache` (a run of `n_pos` positions of a model of `cfg`) one of whose
+/// names ([`aliases`]) matches `names`, under the first that matches (all, under 2.x names, when
+/// `None`), to `out` as safetensors, never onto one of `outputs`' inputs. Returns the names written.
+pub fn write_tensors(
+    cache: &ActivationCache,
+    cfg: &Config,
+    n_pos: usize,
+    names: Option<&regex::Regex>,
+    outputs: &Outputs,
+    out: &Path,
+) -> Result<Vec<String>> {
+    let mut tensors = cache.tensors(cfg, n_pos);
     if let Some(re) = names {
-        tensors.retain(|name, _| re.is_match(name));
+        tensors = tensors
+            .into_iter()
+            .filter_map(|(name, t)| {
+                let chosen = aliases(&name).into_iter().find(|n| re.is_match(n))?;
+                Some((chosen, t))
+            })
+            .collect();
     }
     if tensors.is_empty() {
         bail!("no hook name matches the --names pattern");

@@ -18,7 +18,7 @@ use crate::analysis::{
     all_composition_scores, full_ov_copying_score, CircuitWeights, CompositionMode,
 };
 use crate::eval::metrics::{argmax, kl, log_softmax, top2};
-use crate::eval::run::{run_model, run_model_with};
+use crate::eval::run::{run_model, run_model_with, RunOutput};
 use crate::eval::sequences::repeated_positions;
 
 /// Running sums of the whole-model metrics.
@@ -240,10 +240,7 @@ pub fn compare_with<H: Hooks + Clone + Send + Sync>(
     seqs: &[Vec<u32>],
     mut progress: impl FnMut(),
 ) -> Result<Report> {
-    let cfg = *reference.config();
-    check_same_shape(&cfg, candidate.config())?;
-    let mut logits = LogitStats::default();
-    let mut patterns = PatternStats::new(cfg.n_layers, cfg.n_heads);
+    let (_, mut logits, mut patterns) = start(reference, candidate)?;
     // The host's blocked weights (the same bits), sequences in parallel chunk by chunk, each with its
     // own copy of `hooks` (they keep no state across sequences) and its metric terms computed where it
     // runs; the terms are summed in sequence order: the report does not depend on the thread count.
@@ -272,6 +269,57 @@ pub fn compare_with<H: Hooks + Clone + Send + Sync>(
             progress();
         }
     }
+    finish(reference, candidate, seqs, logits, patterns)
+}
+
+/// [`compare`] with each sequence's candidate run (logits and patterns) made by `run_candidate`, e.g.
+/// a device over its serial link; `candidate` is its blob (for the weight figures). Sequence by
+/// sequence, summed as [`compare_with`] sums them: the same report for the same runs.
+pub fn compare_runs(
+    reference: &Model<'_>,
+    candidate: &Model<'_>,
+    seqs: &[Vec<u32>],
+    mut run_candidate: impl FnMut(&[u32]) -> Result<RunOutput>,
+    mut progress: impl FnMut(),
+) -> Result<Report> {
+    let (cfg, mut logits, mut patterns) = start(reference, candidate)?;
+    let wr = HostWeights::new(reference);
+    let fast_r = reference.with_host(&wr);
+    for tokens in seqs {
+        let (r, c) = (run_model(&fast_r, tokens)?, run_candidate(tokens)?);
+        ensure!(
+            c.logits.len() == tokens.len() && c.patterns.len() == cfg.n_layers,
+            "the candidate's run has {} positions and {} layers of patterns",
+            c.logits.len(),
+            c.patterns.len()
+        );
+        logits.add_terms(&LogitStats::terms(tokens, &r.logits, &c.logits));
+        let p = patterns.terms(tokens, &r.patterns, &c.patterns);
+        patterns.add_terms(&p);
+        progress();
+    }
+    finish(reference, candidate, seqs, logits, patterns)
+}
+
+/// The reference's config and empty sums, once the two models are known to have one shape.
+fn start(
+    reference: &Model<'_>,
+    candidate: &Model<'_>,
+) -> Result<(Config, LogitStats, PatternStats)> {
+    let cfg = *reference.config();
+    check_same_shape(&cfg, candidate.config())?;
+    let patterns = PatternStats::new(cfg.n_layers, cfg.n_heads);
+    Ok((cfg, LogitStats::default(), patterns))
+}
+
+/// The report from the summed figures and the weights.
+fn finish(
+    reference: &Model<'_>,
+    candidate: &Model<'_>,
+    seqs: &[Vec<u32>],
+    logits: LogitStats,
+    patterns: PatternStats,
+) -> Result<Report> {
     let mut heads = patterns.finish();
     let composition = weight_metrics(reference, candidate, &mut heads)?;
     Ok(Report::new(seqs, logits.finish(), heads, composition))
@@ -279,6 +327,24 @@ pub fn compare_with<H: Hooks + Clone + Send + Sync>(
 
 /// Sequences run in parallel before their results are summed in order (bounds the memory held).
 const PARALLEL_CHUNK: usize = 256;
+
+/// A blob as `fidelity --json` describes it: `path` (`label`), the dtypes of its matrices, its
+/// activation arithmetic and its size in bytes.
+pub fn describe(label: &str, model: &Model<'_>) -> serde_json::Value {
+    let mut dtypes: Vec<&str> = model
+        .entries()
+        .filter(|e| e.kind.is_matrix())
+        .map(|e| e.dtype.name())
+        .collect();
+    dtypes.sort_unstable();
+    dtypes.dedup();
+    serde_json::json!({
+        "path": label,
+        "dtypes": dtypes,
+        "activations": model.activations().name(),
+        "bytes": model.blob_len(),
+    })
+}
 
 #[cfg(test)]
 mod tests {

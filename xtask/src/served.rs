@@ -1,0 +1,294 @@
+//! The serve firmware on QEMU against the host, for `cargo xtask test`: `microlens device run --hash`
+//! equals `microlens run --hash`, `device cache` equals `run --cache` byte for byte, and 10,000 random
+//! and corrupted frames are each refused (or skipped to the next delimiter) before a valid request
+//! still succeeds.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::Command;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use microlens_protocol::{decode, FrameReader, Request, Response, MAX_FRAME};
+
+use crate::blob_source::BlobSource;
+use crate::boards::Board;
+use crate::paths::{root, workspace_target_dir};
+use crate::serve::{self, Server};
+use crate::{firmware, host_tool, serve_frames};
+
+/// Corrupted frames sent to each board.
+const CORRUPTED_FRAMES: usize = 10_000;
+
+/// The tokens checked: a prefix, then a segment repeated (an induction prompt), all below 64.
+const TOKENS: &str = "5,17,3,42,8,23,61,11,30,2,47,19,36,5,17,3,42,8,23,61,11,30,2,47";
+
+/// Seconds to wait for the device's answers to the corrupted frames.
+const CORRUPTED_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The serve firmware on `board`, with the shipped model as int8 and f32: hashes, caches, and (int8)
+/// the corrupted frames.
+pub fn check(board: Board) -> Result<()> {
+    let tool = host_tool::build()?;
+    let convert = |dtype: &str| {
+        BlobSource::Convert {
+            checkpoint: root().join(firmware::DEFAULT_CHECKPOINT),
+            config: None,
+            dtype: dtype.into(),
+            options: Vec::new(),
+        }
+        .resolve(Some(&tool))
+    };
+    let reference = convert("f32")?;
+    for dtype in ["i8", "f32"] {
+        let blob = convert(dtype)?;
+        let elf = serve::build(board, &blob)?;
+        let started = Instant::now();
+        let mut server = serve::start(board, &elf, 0)?;
+        let checked = against_host(&tool, &blob, &server, board, dtype)
+            .and_then(|()| fidelity(&tool, &reference, &blob, &server))
+            .and_then(|()| {
+                if dtype == "i8" {
+                    corrupted_frames(&mut server)?;
+                }
+                Ok(())
+            });
+        let lines: Vec<String> = server.lines.try_iter().collect();
+        for line in &lines {
+            println!("{line}");
+        }
+        let checked = checked.and_then(|()| check_stack(&lines));
+        checked.with_context(|| format!("serve mode on {} ({dtype})", board.name()))?;
+        println!(
+            "serve {} {dtype}: checks passed in {:.1} s on QEMU",
+            board.name(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// The stack high-water mark the firmware printed (at each `Hash`) against [`serve::STACK_RESERVE`],
+/// with the exception margin of `cargo xtask firmware`.
+fn check_stack(lines: &[String]) -> Result<()> {
+    let used = lines
+        .iter()
+        .flat_map(|l| l.split_whitespace())
+        .filter_map(|w| w.strip_prefix("stack_bytes=")?.parse::<u32>().ok())
+        .max()
+        .context("the serve firmware printed no stack_bytes=")?;
+    println!("serve_stack_bytes={used}");
+    ensure!(
+        used + 112 <= serve::STACK_RESERVE,
+        "serve stack high-water mark {used} B leaves less than 112 B of the {} B reserve",
+        serve::STACK_RESERVE
+    );
+    Ok(())
+}
+
+/// `tool ARGS`'s stdout; fails with its stderr.
+fn output(tool: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new(tool)
+        .args(args)
+        .output()
+        .with_context(|| format!("cannot run {}", tool.display()))?;
+    if !out.status.success() {
+        bail!(
+            "microlens {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// The device's hash and cache against the host tool's on the same blob.
+fn against_host(
+    tool: &Path,
+    blob: &Path,
+    server: &Server,
+    board: Board,
+    dtype: &str,
+) -> Result<()> {
+    let port = server.address();
+    let blob_arg = blob.to_str().context("blob path is not UTF-8")?;
+    let device = output(
+        tool,
+        &[
+            "device", "run", "--port", &port, "--tokens", TOKENS, "--hash",
+        ],
+    )?;
+    let host = output(tool, &["run", blob_arg, "--tokens", TOKENS, "--hash"])?;
+    println!("device: {device}\nhost:   {host}");
+    ensure!(
+        device == host,
+        "device run --hash {device} differs from run --hash {host}"
+    );
+
+    let dir = workspace_target_dir().join("serve");
+    std::fs::create_dir_all(&dir)?;
+    let stem = format!("{}-{dtype}", board.name());
+    let (dev_cache, host_cache) = (
+        dir.join(format!("{stem}-device.safetensors")),
+        dir.join(format!("{stem}-host.safetensors")),
+    );
+    let path = |p: &Path| p.to_str().map(str::to_owned).context("path is not UTF-8");
+    let started = Instant::now();
+    output(
+        tool,
+        &[
+            "device",
+            "cache",
+            "--port",
+            &port,
+            "--tokens",
+            TOKENS,
+            "-o",
+            &path(&dev_cache)?,
+        ],
+    )?;
+    let read_time = started.elapsed().as_secs_f64();
+    output(
+        tool,
+        &[
+            "run",
+            blob_arg,
+            "--tokens",
+            TOKENS,
+            "--cache",
+            &path(&host_cache)?,
+        ],
+    )?;
+    let (d, h) = (std::fs::read(&dev_cache)?, std::fs::read(&host_cache)?);
+    ensure!(
+        d == h,
+        "device cache ({} B) differs from run --cache ({} B)",
+        d.len(),
+        h.len()
+    );
+    println!(
+        "device cache = run --cache: {} B, byte for byte (read in {read_time:.1} s)",
+        d.len()
+    );
+    Ok(())
+}
+
+/// Arguments of both fidelity runs: a few short sequences (each costs a forward pass and, per head,
+/// a replay on the device).
+const FIDELITY_ARGS: [&str; 5] = ["--sequences", "3", "--seq-len", "24", "--json"];
+
+/// `device fidelity REFERENCE` against `fidelity REFERENCE BLOB`: the same report (JSON, without the
+/// two descriptions, which name the candidate's path or port).
+fn fidelity(tool: &Path, reference: &Path, blob: &Path, server: &Server) -> Result<()> {
+    let (r, b) = (
+        reference.to_str().context("path is not UTF-8")?,
+        blob.to_str().context("path is not UTF-8")?,
+    );
+    let port = server.address();
+    let mut device_args = vec!["device", "fidelity", r, "--port", &port];
+    device_args.extend(FIDELITY_ARGS);
+    let mut host_args = vec!["fidelity", r, b];
+    host_args.extend(FIDELITY_ARGS);
+    let report = |args: &[&str]| -> Result<serde_json::Value> {
+        let mut v: serde_json::Value = serde_json::from_str(&output(tool, args)?)?;
+        if let Some(o) = v.as_object_mut() {
+            o.remove("reference");
+            o.remove("candidate");
+        }
+        Ok(v)
+    };
+    let (device, host) = (report(&device_args)?, report(&host_args)?);
+    ensure!(
+        device == host,
+        "device fidelity differs from fidelity on the host:\ndevice {device}\nhost   {host}"
+    );
+    let mean_kl = &device["mean_kl"];
+    println!("device fidelity = fidelity on the host (mean KL {mean_kl})");
+    Ok(())
+}
+
+/// Sends [`CORRUPTED_FRAMES`] bad frames; every frame the device's reader sees must be answered with an
+/// `Error`, and then a valid `Info` with its `Info`.
+fn corrupted_frames(server: &mut Server) -> Result<()> {
+    let frames = serve_frames::corrupted(CORRUPTED_FRAMES, 64, 0x5eed);
+    let bytes: Vec<u8> = frames.concat();
+    // A leading delimiter ends whatever the reader held; frames as the device's reader sees them.
+    let expected = serve_frames::frames_in(&bytes);
+    let mut stream = TcpStream::connect(("127.0.0.1", server.port)).context("connecting")?;
+    stream.set_read_timeout(Some(Duration::from_millis(500)))?;
+    let mut writer = stream.try_clone()?;
+    let (done_tx, done_rx) = mpsc::channel();
+    let sender = thread::spawn(move || {
+        let sent = writer
+            .write_all(&[0])
+            .and_then(|()| writer.write_all(&bytes));
+        let _ = done_tx.send(());
+        sent.map(|()| writer)
+    });
+    let started = Instant::now();
+    let mut reader = FrameReader::<MAX_FRAME>::new();
+    let (mut errors, mut others) = (0usize, Vec::new());
+    let mut buf = [0u8; 4096];
+    while errors + others.len() < expected {
+        if started.elapsed() > CORRUPTED_TIMEOUT {
+            bail!(
+                "{} of {expected} corrupted frames answered within {} s",
+                errors + others.len(),
+                CORRUPTED_TIMEOUT.as_secs()
+            );
+        }
+        let n = match stream.read(&mut buf) {
+            Ok(0) => bail!("the device closed the connection"),
+            Ok(n) => n,
+            Err(_) if server.running() => continue,
+            Err(e) => bail!("QEMU exited: {e}"),
+        };
+        for &b in &buf[..n] {
+            match reader.push(b) {
+                Some(Ok(body)) => match decode::<Response>(body) {
+                    Ok(Response::Error(_)) => errors += 1,
+                    other => others.push(format!("{other:?}")),
+                },
+                Some(Err(e)) => others.push(format!("bad frame from the device: {e}")),
+                None => {}
+            }
+        }
+    }
+    let _ = done_rx.recv_timeout(CORRUPTED_TIMEOUT);
+    let mut writer = sender
+        .join()
+        .map_err(|_| anyhow::anyhow!("sender panicked"))?
+        .context("sending the corrupted frames")?;
+    ensure!(
+        others.is_empty(),
+        "answers other than Error: {:?}",
+        &others[..others.len().min(5)]
+    );
+    writer.write_all(&serve_frames::frame(&Request::Info))?;
+    let info = loop {
+        let n = stream
+            .read(&mut buf)
+            .context("no answer to Info after the corrupted frames")?;
+        ensure!(n > 0, "the device closed the connection");
+        let found = buf[..n].iter().find_map(|&b| match reader.push(b) {
+            Some(Ok(body)) => Some(decode::<Response>(body)),
+            _ => None,
+        });
+        if let Some(r) = found {
+            break r;
+        }
+    };
+    ensure!(
+        matches!(info, Ok(Response::Info(_))),
+        "Info after the corrupted frames answered {info:?}"
+    );
+    ensure!(server.running(), "QEMU exited");
+    println!(
+        "{CORRUPTED_FRAMES} corrupted frames ({expected} as the device reads them): {errors} Error answers, then Info answered ({:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
