@@ -11,3 +11,7 @@ pub const FIXTURES: [&str; 8] = [
     "rotary_adjacent_rmspre",
     "hf_gpt2",
 ];
+
+/// The LLaMA-family fixtures (gated MLP, grouped-query attention; `tests/fixtures/gen_llama.py`):
+/// the forward, cache, composition and copying tests run them.
+pub const LLAMA_FIXTURES: [&str; 2] = ["llama_tl", "hf_llama"];

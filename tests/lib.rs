@@ -13,7 +13,8 @@ pub struct Case {
     pub tokens: Vec<u32>,
     /// `[pos][d_vocab_out]` log-probabilities.
     pub log_probs: Vec<Vec<f32>>,
-    /// `[layer][head][query][key]` attention patterns.
+    /// `[layer][head][query][key]` attention patterns (empty where a fixture records none).
+    #[serde(default)]
     pub patterns: Vec<Vec<Vec<Vec<f32>>>>,
 }
 

@@ -161,6 +161,12 @@ pub struct Config {
     pub scale_attn_by_inverse_layer_idx: bool,
     /// Epsilon of every norm.
     pub eps: f32,
+    /// Key/value heads per layer (`cfg.n_key_value_heads`; `n_heads` without grouped-query attention):
+    /// query head `h` reads key/value head `h / (n_heads / n_key_value_heads)`.
+    pub n_key_value_heads: usize,
+    /// Gated MLP (`cfg.gated_mlp`, SwiGLU with `silu`): `out = (act(x W_gate) * (x W_in) + b_in) W_out +
+    /// b_out`.
+    pub gated_mlp: bool,
 }
 
 impl Config {
@@ -190,6 +196,8 @@ impl Config {
             attn_scale: libm::sqrtf(d_head as f32),
             scale_attn_by_inverse_layer_idx: false,
             eps: 1e-5,
+            n_key_value_heads: n_heads,
+            gated_mlp: false,
         }
     }
 
@@ -197,6 +205,24 @@ impl Config {
     pub const fn d_attn(&self) -> usize {
         // Saturating: a config not yet validated may hold anything.
         self.n_heads.saturating_mul(self.d_head)
+    }
+
+    /// Width of all key (or value) heads side by side: `n_key_value_heads * d_head`.
+    pub const fn d_kv(&self) -> usize {
+        self.n_key_value_heads.saturating_mul(self.d_head)
+    }
+
+    /// Query heads per key/value head: `n_heads / n_key_value_heads` (1 without grouped-query attention).
+    pub const fn kv_group(&self) -> usize {
+        match self.n_key_value_heads {
+            0 => 1,
+            n => self.n_heads / n,
+        }
+    }
+
+    /// The key/value head query head `head` reads.
+    pub const fn kv_head(&self, head: usize) -> usize {
+        head / self.kv_group()
     }
 
     /// Whether the model has no MLPs.
@@ -245,6 +271,13 @@ impl Config {
             if d == 0 || d > MAX_DIM {
                 return bad("d_mlp is zero or too large");
             }
+        }
+        let kv = self.n_key_value_heads;
+        if kv == 0 || kv > self.n_heads || self.n_heads % kv != 0 {
+            return bad("n_key_value_heads must divide n_heads");
+        }
+        if self.gated_mlp && self.d_mlp.is_none() {
+            return bad("a gated MLP needs d_mlp");
         }
         if !(self.attn_scale.is_finite() && self.attn_scale != 0.0) {
             return bad("attn_scale must be finite and non-zero");

@@ -62,8 +62,10 @@ pub enum HookKind {
     Ln2Scale,
     /// `blocks.L.ln2.hook_normalized`, `[d_model]`.
     Ln2Normalized,
-    /// `blocks.L.mlp.hook_pre`, `[d_mlp]`.
+    /// `blocks.L.mlp.hook_pre`, `[d_mlp]` (gated MLPs: the gate's pre-activation `x W_gate`).
     MlpPre,
+    /// `blocks.L.mlp.hook_pre_linear`, `[d_mlp]` (gated MLPs only: `x W_in`, before `b_in`).
+    MlpPreLinear,
     /// `blocks.L.mlp.hook_post`, `[d_mlp]`.
     MlpPost,
     /// `blocks.L.hook_mlp_out`, `[d_model]`.
@@ -80,7 +82,7 @@ pub enum HookKind {
 
 impl HookKind {
     /// Every kind, in the order a forward step meets them.
-    pub const ALL: [HookKind; 25] = [
+    pub const ALL: [HookKind; 26] = [
         HookKind::Embed,
         HookKind::PosEmbed,
         HookKind::ResidPre,
@@ -100,6 +102,7 @@ impl HookKind {
         HookKind::Ln2Scale,
         HookKind::Ln2Normalized,
         HookKind::MlpPre,
+        HookKind::MlpPreLinear,
         HookKind::MlpPost,
         HookKind::MlpOut,
         HookKind::ResidPost,
@@ -136,6 +139,17 @@ impl HookKind {
         )
     }
 
+    /// How many heads the point is called for under `cfg`: the key/value heads for `hook_k`, `hook_v`
+    /// and `hook_rot_k` (as TransformerLens caches them with grouped-query attention), the query heads
+    /// for the other per-head points, one for the rest.
+    pub const fn heads(self, cfg: &crate::config::Config) -> usize {
+        match self {
+            HookKind::K | HookKind::V | HookKind::RotK => cfg.n_key_value_heads,
+            _ if self.per_head() => cfg.n_heads,
+            _ => 1,
+        }
+    }
+
     /// The name after `blocks.L.` (or the whole name outside the blocks).
     pub const fn suffix(self) -> &'static str {
         match self {
@@ -158,6 +172,7 @@ impl HookKind {
             HookKind::Ln2Scale => "ln2.hook_scale",
             HookKind::Ln2Normalized => "ln2.hook_normalized",
             HookKind::MlpPre => "mlp.hook_pre",
+            HookKind::MlpPreLinear => "mlp.hook_pre_linear",
             HookKind::MlpPost => "mlp.hook_post",
             HookKind::MlpOut => "hook_mlp_out",
             HookKind::ResidPost => "hook_resid_post",

@@ -42,11 +42,13 @@ enum Store<'b> {
     },
 }
 
-/// Keys and values of past positions.
+/// Keys and values of past positions, per key/value head (the `head` of its methods: with grouped-query
+/// attention, query head `h` reads key/value head [`Config::kv_head`]).
 #[derive(Debug)]
 pub struct KvCache<'b> {
     store: Store<'b>,
     n_ctx: usize,
+    /// Key/value heads (`n_key_value_heads`).
     n_heads: usize,
     d_head: usize,
 }
@@ -58,22 +60,22 @@ fn take<'b, T>(rest: &mut &'b mut [T], n: usize) -> &'b mut [T] {
 }
 
 impl<'b> KvCache<'b> {
-    /// `f32` words a full-context cache needs. `f32`: `2 * n_layers * n_ctx * d_attn`. int8: the values
-    /// packed four per word, `ceil(2 * n_layers * n_ctx * d_attn / 4)`, plus `2 * n_layers * n_ctx *
-    /// n_heads` scales: a quarter of the `f32` cache plus `4 / d_head` bytes per value; int16: the values
-    /// two per word and the same scales. `usize::MAX` (a
-    /// length no buffer has) where that overflows, as it can on 32-bit targets.
+    /// `f32` words a full-context cache needs, `d_kv = n_key_value_heads * d_head` wide per position and
+    /// side. `f32`: `2 * n_layers * n_ctx * d_kv`. int8: the values packed four per word, `ceil(2 *
+    /// n_layers * n_ctx * d_kv / 4)`, plus `2 * n_layers * n_ctx * n_key_value_heads` scales: a quarter
+    /// of the `f32` cache plus `4 / d_head` bytes per value; int16: the values two per word and the same
+    /// scales. `usize::MAX` (a length no buffer has) where that overflows, as it can on 32-bit targets.
     pub const fn len(cfg: &Config, activations: Activations) -> usize {
         let positions = cfg.n_ctx;
         let per_side = cfg
             .n_layers
             .saturating_mul(positions)
-            .saturating_mul(cfg.d_attn());
+            .saturating_mul(cfg.d_kv());
         let both = per_side.saturating_mul(2);
         let scales = cfg
             .n_layers
             .saturating_mul(positions)
-            .saturating_mul(cfg.n_heads)
+            .saturating_mul(cfg.n_key_value_heads)
             .saturating_mul(2);
         let len = match activations {
             Activations::F32 => both,
@@ -107,7 +109,7 @@ impl<'b> KvCache<'b> {
             });
         }
         // `needed` fits, so every product below does.
-        let per_side = cfg.n_layers * cfg.n_ctx * cfg.d_attn();
+        let per_side = cfg.n_layers * cfg.n_ctx * cfg.d_kv();
         let mut rest = &mut buf[..needed];
         let store = match activations {
             Activations::F32 => Store::F32 {
@@ -115,7 +117,7 @@ impl<'b> KvCache<'b> {
                 v: take(&mut rest, per_side),
             },
             Activations::I8 | Activations::I16 | Activations::I16Kv16 => {
-                let n_scales = cfg.n_layers * cfg.n_ctx * cfg.n_heads;
+                let n_scales = cfg.n_layers * cfg.n_ctx * cfg.n_key_value_heads;
                 let k_scale = take(&mut rest, n_scales);
                 let v_scale = take(&mut rest, n_scales);
                 let mut values: &mut [i8] = bytemuck::cast_slice_mut(rest);
@@ -134,7 +136,7 @@ impl<'b> KvCache<'b> {
         Ok(KvCache {
             store,
             n_ctx: cfg.n_ctx,
-            n_heads: cfg.n_heads,
+            n_heads: cfg.n_key_value_heads,
             d_head: cfg.d_head,
         })
     }
@@ -163,7 +165,7 @@ impl<'b> KvCache<'b> {
         (layer * self.n_heads + head) * self.n_ctx
     }
 
-    /// Stores the keys and values of all heads (`n_heads * d_head` each) at `pos` of `layer`; an int8
+    /// Stores the keys and values of all key/value heads (`d_kv` each) at `pos` of `layer`; an int8
     /// cache quantises each head's key and value with its own scale `max|x| / 127`.
     pub(crate) fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         let (dh, n_ctx) = (self.d_head, self.n_ctx.max(1));

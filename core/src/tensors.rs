@@ -27,13 +27,14 @@ pub enum TensorKind {
     WQ,
     /// `blocks.L.attn.b_Q` as `[1, n_heads * d_head]`.
     BQ,
-    /// `blocks.L.attn.W_K`.
+    /// `blocks.L.attn.W_K` as `[n_key_value_heads * d_head, d_model]` (TransformerLens's `_W_K` with
+    /// grouped-query attention).
     WK,
-    /// `blocks.L.attn.b_K`.
+    /// `blocks.L.attn.b_K` as `[1, n_key_value_heads * d_head]` (`_b_K`).
     BK,
-    /// `blocks.L.attn.W_V`.
+    /// `blocks.L.attn.W_V`, as `W_K` (`_W_V`).
     WV,
-    /// `blocks.L.attn.b_V`.
+    /// `blocks.L.attn.b_V`, as `b_K` (`_b_V`).
     BV,
     /// `blocks.L.attn.W_O` as `[d_model, n_heads * d_head]`.
     WO,
@@ -41,12 +42,14 @@ pub enum TensorKind {
     BO,
     /// Shortformer only: `W_pos @ W_Q`, the positional part of every query, `[n_ctx, n_heads * d_head]`.
     PosQ,
-    /// Shortformer only: `W_pos @ W_K`, `[n_ctx, n_heads * d_head]`.
+    /// Shortformer only: `W_pos @ W_K`, `[n_ctx, n_key_value_heads * d_head]`.
     PosK,
     /// `blocks.L.ln2.w`.
     Ln2W,
     /// `blocks.L.ln2.b`.
     Ln2B,
+    /// Gated MLPs only: `blocks.L.mlp.W_gate` as `[d_mlp, d_model]`.
+    WGate,
     /// `blocks.L.mlp.W_in` as `[d_mlp, d_model]`.
     WIn,
     /// `blocks.L.mlp.b_in`.
@@ -66,7 +69,7 @@ pub enum TensorKind {
 }
 
 /// Per-layer kinds, in blob order.
-pub(crate) const LAYER_KINDS: [TensorKind; 18] = [
+pub(crate) const LAYER_KINDS: [TensorKind; 19] = [
     TensorKind::Ln1W,
     TensorKind::Ln1B,
     TensorKind::WQ,
@@ -81,6 +84,7 @@ pub(crate) const LAYER_KINDS: [TensorKind; 18] = [
     TensorKind::PosK,
     TensorKind::Ln2W,
     TensorKind::Ln2B,
+    TensorKind::WGate,
     TensorKind::WIn,
     TensorKind::BIn,
     TensorKind::WOut,
@@ -98,8 +102,8 @@ pub(crate) const TAIL_KINDS: [TensorKind; 4] = [
 
 impl TensorKind {
     /// Every kind, in declaration (and postcard variant) order: the head, layer and tail kinds.
-    pub const ALL: [TensorKind; 24] = {
-        let mut all = [TensorKind::WE; 24];
+    pub const ALL: [TensorKind; 25] = {
+        let mut all = [TensorKind::WE; 25];
         let mut i = 0;
         while i < all.len() {
             let (h, l) = (HEAD_KINDS.len(), LAYER_KINDS.len());
@@ -140,6 +144,7 @@ impl TensorKind {
                 | TensorKind::WO
                 | TensorKind::PosQ
                 | TensorKind::PosK
+                | TensorKind::WGate
                 | TensorKind::WIn
                 | TensorKind::WOut
                 | TensorKind::WU
@@ -159,21 +164,25 @@ impl TensorKind {
             TensorKind::Ln2W => mlp && norm.has_weight(),
             TensorKind::Ln2B => mlp && norm.has_bias(),
             TensorKind::WIn | TensorKind::BIn | TensorKind::WOut | TensorKind::BOut => mlp,
+            TensorKind::WGate => mlp && cfg.gated_mlp,
             _ => true,
         }
     }
 
     /// Shape `[rows, cols]` in a blob for `cfg`.
     pub fn shape(self, cfg: &Config) -> [usize; 2] {
-        let (d, a, m) = (cfg.d_model, cfg.d_attn(), cfg.d_mlp_or_zero());
+        let (d, a, m, kv) = (cfg.d_model, cfg.d_attn(), cfg.d_mlp_or_zero(), cfg.d_kv());
         match self {
             TensorKind::WE => [cfg.d_vocab, d],
             TensorKind::WPos => [cfg.n_ctx, d],
-            TensorKind::WQ | TensorKind::WK | TensorKind::WV => [a, d],
-            TensorKind::BQ | TensorKind::BK | TensorKind::BV => [1, a],
+            TensorKind::WQ => [a, d],
+            TensorKind::WK | TensorKind::WV => [kv, d],
+            TensorKind::BQ => [1, a],
+            TensorKind::BK | TensorKind::BV => [1, kv],
             TensorKind::WO => [d, a],
-            TensorKind::PosQ | TensorKind::PosK => [cfg.n_ctx, a],
-            TensorKind::WIn => [m, d],
+            TensorKind::PosQ => [cfg.n_ctx, a],
+            TensorKind::PosK => [cfg.n_ctx, kv],
+            TensorKind::WGate | TensorKind::WIn => [m, d],
             TensorKind::BIn => [1, m],
             TensorKind::WOut => [d, m],
             TensorKind::WU => [cfg.d_vocab_out, d],
@@ -208,6 +217,7 @@ impl TensorKind {
             TensorKind::PosK => ("blocks.", ".attn.pos_K"),
             TensorKind::Ln2W => ("blocks.", ".ln2.w"),
             TensorKind::Ln2B => ("blocks.", ".ln2.b"),
+            TensorKind::WGate => ("blocks.", ".mlp.W_gate"),
             TensorKind::WIn => ("blocks.", ".mlp.W_in"),
             TensorKind::BIn => ("blocks.", ".mlp.b_in"),
             TensorKind::WOut => ("blocks.", ".mlp.W_out"),

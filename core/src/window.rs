@@ -60,7 +60,7 @@ pub struct Window<'w, 'a, 'b> {
     /// The last `width` tokens, token `t` at `t % width`.
     tokens: &'w mut [u32],
     /// [`WindowMode::Restore`]: the last `width` tokens' unrotated keys then values of layer 0
-    /// (`2 * d_attn` words each), token `t` at `t % width`.
+    /// (`2 * d_kv` words each), token `t` at `t % width`.
     kept: &'w mut [f32],
     width: usize,
     seen: usize,
@@ -69,10 +69,10 @@ pub struct Window<'w, 'a, 'b> {
 
 impl<'w, 'a, 'b> Window<'w, 'a, 'b> {
     /// `f32` words of the keys and values buffer a window of `width` tokens needs for `cfg`: `2 * width *
-    /// n_heads * d_head` in [`WindowMode::Restore`], 0 otherwise (saturating).
+    /// n_key_value_heads * d_head` in [`WindowMode::Restore`], 0 otherwise (saturating).
     pub const fn kept_len(cfg: &Config, width: usize) -> usize {
         match WindowMode::of(cfg) {
-            WindowMode::Restore => width.saturating_mul(cfg.d_attn()).saturating_mul(2),
+            WindowMode::Restore => width.saturating_mul(cfg.d_kv()).saturating_mul(2),
             WindowMode::ReEncode => 0,
         }
     }
@@ -176,10 +176,10 @@ impl<'w, 'a, 'b> Window<'w, 'a, 'b> {
         self.seen += 1;
         match self.mode {
             WindowMode::Restore if RESTORE => {
-                let d_attn = self.session.model().config().d_attn();
-                let at = (t % w) * 2 * d_attn;
-                let kept = self.kept.get_mut(at..at + 2 * d_attn).unwrap_or(&mut []);
-                let mut keep = Keep { kept, d_attn };
+                let d_kv = self.session.model().config().d_kv();
+                let at = (t % w) * 2 * d_kv;
+                let kept = self.kept.get_mut(at..at + 2 * d_kv).unwrap_or(&mut []);
+                let mut keep = Keep { kept, d_kv };
                 self.session.step_with(token, &mut (hooks, &mut keep))
             }
             _ => self.session.step_with(token, hooks),
@@ -192,7 +192,7 @@ impl<'w, 'a, 'b> Window<'w, 'a, 'b> {
     fn restore(&mut self, t: usize) {
         let w = self.width;
         let cfg = *self.session.model().config();
-        let d_attn = cfg.d_attn();
+        let d_kv = cfg.d_kv();
         let Positional::Rotary {
             dim,
             base,
@@ -203,14 +203,14 @@ impl<'w, 'a, 'b> Window<'w, 'a, 'b> {
         };
         let (ws, kv) = self.session.parts();
         for p in 0..w - 1 {
-            let at = ((t - (w - 1) + p) % w) * 2 * d_attn;
-            let Some(kept) = self.kept.get(at..at + 2 * d_attn) else {
+            let at = ((t - (w - 1) + p) % w) * 2 * d_kv;
+            let Some(kept) = self.kept.get(at..at + 2 * d_kv) else {
                 return;
             };
-            let (k, v) = kept.split_at(d_attn);
+            let (k, v) = kept.split_at(d_kv);
             let (sin, cos) = (row(ws.rot_sin, 0, dim), row(ws.rot_cos, 0, dim));
             rotary::angles(p, dim, base, adjacent_pairs, sin, cos);
-            let key = row(ws.k, 0, d_attn);
+            let key = row(ws.k, 0, d_kv);
             key.iter_mut().zip(k).for_each(|(dst, src)| *dst = *src);
             for head in key.chunks_exact_mut(cfg.d_head) {
                 rotary::rotate(head, sin, cos, adjacent_pairs);
@@ -222,10 +222,10 @@ impl<'w, 'a, 'b> Window<'w, 'a, 'b> {
 }
 
 /// Keeps layer 0's keys (before rotation) and values of the current token, as the hooks before it
-/// left them: `kept = [k (d_attn) | v (d_attn)]`.
+/// left them: `kept = [k (d_kv) | v (d_kv)]`.
 struct Keep<'k> {
     kept: &'k mut [f32],
-    d_attn: usize,
+    d_kv: usize,
 }
 
 impl Hooks for Keep<'_> {
@@ -236,7 +236,7 @@ impl Hooks for Keep<'_> {
     fn hook(&mut self, point: HookPoint, act: &mut [f32]) {
         let side = match point.kind {
             HookKind::K => 0,
-            HookKind::V => self.d_attn,
+            HookKind::V => self.d_kv,
             _ => return,
         };
         if point.layer != 0 {

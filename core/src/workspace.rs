@@ -20,6 +20,8 @@ struct Layout {
     n_ctx: usize,
     /// MLP hidden activations.
     d_mlp: usize,
+    /// Gated MLPs' second hidden vector (`x W_in`): `d_mlp`, else 0.
+    d_gate: usize,
     /// Logits.
     d_vocab_out: usize,
     /// Rotary sines and cosines.
@@ -48,12 +50,17 @@ impl Layout {
         };
         let widest = max(max(cfg.d_model, cfg.d_attn()), cfg.d_mlp_or_zero());
         let quant = widest.div_ceil(4).saturating_mul(3);
+        let d_gate = match cfg.gated_mlp {
+            true => cfg.d_mlp_or_zero(),
+            false => 0,
+        };
         // Saturating (a config not validated may hold anything): `usize::MAX` is a length no buffer has.
         let per_row = cfg
             .d_model
             .saturating_mul(4)
             .saturating_add(cfg.d_attn().saturating_mul(4))
             .saturating_add(cfg.d_mlp_or_zero())
+            .saturating_add(d_gate)
             .saturating_add(cfg.d_vocab_out)
             .saturating_add(rotary.saturating_mul(2));
         let len = per_row
@@ -67,6 +74,7 @@ impl Layout {
             d_attn: cfg.d_attn(),
             n_ctx: cfg.n_ctx,
             d_mlp: cfg.d_mlp_or_zero(),
+            d_gate,
             d_vocab_out: cfg.d_vocab_out,
             rotary,
             quant,
@@ -119,9 +127,9 @@ pub struct Workspace<'b> {
     pub(crate) normed: &'b mut [f32],
     /// Queries of all heads.
     pub(crate) q: &'b mut [f32],
-    /// Keys of all heads at the current position.
+    /// Keys of all key/value heads at the current position (`d_kv` of its `d_attn` words per row).
     pub(crate) k: &'b mut [f32],
-    /// Values of all heads at the current position.
+    /// Values of all key/value heads at the current position (likewise).
     pub(crate) v: &'b mut [f32],
     /// Mixed values of all heads.
     pub(crate) z: &'b mut [f32],
@@ -131,8 +139,10 @@ pub struct Workspace<'b> {
     pub(crate) head_out: &'b mut [f32],
     /// Attention output.
     pub(crate) attn_out: &'b mut [f32],
-    /// MLP hidden activations.
+    /// MLP hidden activations (gated MLPs: the gate's, then the product).
     pub(crate) mlp: &'b mut [f32],
+    /// Gated MLPs' linear hidden activations `x W_in` (empty otherwise).
+    pub(crate) gate: &'b mut [f32],
     /// MLP output.
     pub(crate) mlp_out: &'b mut [f32],
     /// Logits.
@@ -204,6 +214,7 @@ impl<'b> Workspace<'b> {
             head_out: take(&mut rest, l.d_model),
             attn_out: take(&mut rest, n(l.d_model)),
             mlp: take(&mut rest, n(l.d_mlp)),
+            gate: take(&mut rest, n(l.d_gate)),
             mlp_out: take(&mut rest, n(l.d_model)),
             logits: take(&mut rest, n(l.d_vocab_out)),
             rot_sin: take(&mut rest, n(l.rotary)),

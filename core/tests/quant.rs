@@ -106,6 +106,7 @@ fn matrix_of(t: &microlens::blob::TensorData, cfg: &Config) -> OwnedModel {
     cfg.d_model = t.shape[1];
     cfg.d_head = 1;
     cfg.n_heads = 1;
+    cfg.n_key_value_heads = 1;
     let tensors: Vec<_> = microlens::tensors::Catalogue::new(&cfg)
         .ids()
         .map(|id| {

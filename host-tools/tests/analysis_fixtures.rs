@@ -1,5 +1,6 @@
 //! Composition and copying scores against TransformerLens 2.18's on the fixtures: the processed blob
-//! against TransformerLens's processed model, the unprocessed blob against the unprocessed one.
+//! against TransformerLens's processed model, the unprocessed blob against the unprocessed one (the
+//! LLaMA fixtures too: a head's `W_K`/`W_V` are its key/value head's, as TransformerLens repeats them).
 
 mod common;
 
@@ -19,7 +20,7 @@ fn max_diff(a: &[f64], b: &[f64]) -> f64 {
 
 #[test]
 fn composition_scores_match_transformer_lens() {
-    for name in common::FIXTURES {
+    for name in common::FIXTURES.into_iter().chain(common::LLAMA_FIXTURES) {
         let expected = common::expected(name);
         for (processed, key) in [(false, "unprocessed"), (true, "processed")] {
             let blob = common::blob(name, processed);
@@ -37,7 +38,7 @@ fn composition_scores_match_transformer_lens() {
 
 #[test]
 fn copying_scores_match_transformer_lens() {
-    for name in common::FIXTURES {
+    for name in common::FIXTURES.into_iter().chain(common::LLAMA_FIXTURES) {
         let expected = common::expected(name);
         for (processed, key) in [(false, "unprocessed"), (true, "processed")] {
             let blob = common::blob(name, processed);

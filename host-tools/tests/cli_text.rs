@@ -721,3 +721,110 @@ fn circuits_by_text_equal_circuits_by_ids_on_the_repeated_sequence() {
         "n_ctx = 32",
     );
 }
+
+/// A llama2.c version 1 checkpoint (`dim 16, hidden 24, 1 layer, 2 heads, 1 key/value head, vocab
+/// 448 (the fixture tokenizer.bin's), 32 positions, classifier shared with the embedding`) with seeded
+/// weights, `tokenizer.bin` beside it; returns the checkpoint.
+fn llama2c_checkpoint(dir: &Path) -> PathBuf {
+    let (dim, hidden, layers, heads, kv, vocab, seq) = (16, 24, 1, 2, 1, 448, 32);
+    let mut b = 0x616b_3432u32.to_le_bytes().to_vec();
+    for v in [1, dim, hidden, layers, heads, kv, vocab, seq] {
+        b.extend(i32::to_le_bytes(v));
+    }
+    b.push(1);
+    b.resize(256, 0);
+    let kv_dim = kv * dim / heads;
+    let norms = [layers * dim, layers * dim, dim];
+    let matrices = [
+        vocab * dim,
+        layers * dim * dim,
+        layers * kv_dim * dim,
+        layers * kv_dim * dim,
+        layers * dim * dim,
+        layers * hidden * dim,
+        layers * dim * hidden,
+        layers * hidden * dim,
+    ];
+    let mut state = 11u64;
+    for (i, n) in norms.into_iter().chain(matrices).enumerate() {
+        for _ in 0..n {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let u = (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            let v = if i < norms.len() { 1.0 + 0.2 * u } else { u };
+            b.extend(v.to_le_bytes());
+        }
+    }
+    let ckpt_dir = dir.join("llama2c");
+    std::fs::create_dir_all(&ckpt_dir).unwrap();
+    let ckpt = ckpt_dir.join("model.bin");
+    std::fs::write(&ckpt, b).unwrap();
+    let tokenizer = repo("tests/fixtures/llama2c_tokenizer/tokenizer.bin");
+    std::fs::copy(tokenizer, ckpt_dir.join("tokenizer.bin")).unwrap();
+    ckpt
+}
+
+#[test]
+fn llama2c_checkpoint_and_tokenizer_read_and_generate_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = llama2c_checkpoint(dir.path());
+    let blob = dir.path().join("m.mlb");
+    let said = ok(microlens(&["convert", s(&ckpt), "-o", s(&blob)]));
+    assert!(
+        said.contains("config from the llama2.c checkpoint") && said.contains("BOS 1"),
+        "{said}"
+    );
+    let golden: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo("tests/fixtures/llama2c_tokenizer/golden.json")).unwrap(),
+    )
+    .unwrap();
+    let tok = ckpt.with_file_name("tokenizer.bin");
+    for case in golden["cases"].as_array().unwrap() {
+        let text = case["text"].as_str().unwrap();
+        let want: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
+        let by_text = ok(microlens(&[
+            "run",
+            s(&blob),
+            "--text",
+            text,
+            "--tokenizer",
+            s(&tok),
+            "--json",
+        ]));
+        // llama2.c's generation starts at BOS (id 1): the default here too.
+        let by_ids = ok(microlens(&[
+            "run",
+            s(&blob),
+            "--tokens",
+            &ids(&[&[1], &want[..]].concat()),
+            "--tokenizer",
+            s(&tok),
+            "--json",
+        ]));
+        assert_eq!(by_text, by_ids, "{text:?}");
+    }
+    // tokenizer.bin beside the blob is found by itself; generate decodes its continuation.
+    std::fs::copy(&tok, dir.path().join("tokenizer.bin")).unwrap();
+    let g: Value = serde_json::from_str(&ok(microlens(&[
+        "generate",
+        s(&blob),
+        "--text",
+        "Once upon a time",
+        "--max-new-tokens",
+        "4",
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(g["tokens"].as_array().unwrap().len(), 4);
+    assert!(g["text"].is_string());
+    // A tokenizer of another vocabulary size is one clear line.
+    let other = dir.path().join("other.bin");
+    let mut bytes = std::fs::read(&tok).unwrap();
+    bytes.truncate(bytes.len() - 3);
+    std::fs::write(&other, bytes).unwrap();
+    one_line_error(
+        &microlens(&["run", s(&blob), "--text", "a", "--tokenizer", s(&other)]),
+        "tokenizer.bin",
+    );
+}

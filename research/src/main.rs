@@ -381,9 +381,9 @@ fn int8_weight_error_by_tensor() {
                 .map(|(t, q)| {
                     let take = pick(t.id.kind)
                         || (!t.id.kind.is_matrix()
-                            && from
-                                .iter()
-                                .any(|m| bias_of(m.id) == Some(t.id) && pick(m.id.kind)));
+                            && from.iter().any(|m| {
+                                bias_of(m.id, reference.config()) == Some(t.id) && pick(m.id.kind)
+                            }));
                     if take {
                         q.clone()
                     } else {

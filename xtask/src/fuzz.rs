@@ -19,7 +19,7 @@ use crate::paths::root;
 use crate::toolchain::run_status;
 
 /// The fuzz targets (`fuzz/fuzz_targets/*.rs`).
-pub const TARGETS: [&str; 8] = [
+pub const TARGETS: [&str; 9] = [
     "blob_bytes",
     "blob_resigned",
     "config_writer",
@@ -27,6 +27,7 @@ pub const TARGETS: [&str; 8] = [
     "pth_pickle",
     "facts_file",
     "tokenizer_json",
+    "llama2c_files",
     "frame_decoder",
 ];
 
@@ -125,6 +126,9 @@ fn seed(target: &str, name: &str, bytes: &[u8]) -> Result<()> {
 
 /// The seed corpus: every checkpoint converted to every dtype (with nearest rounding, which is quick),
 /// for both blob targets; the checkpoints, `.pth` files, configs and token lists for the host parsers.
+/// The vocabulary of the fixture `tokenizer.bin` (`tests/fixtures/llama2c_tokenizer`).
+const LLAMA2C_TOKENIZER_VOCAB: u16 = 448;
+
 fn make_seeds() -> Result<()> {
     let microlens = crate::host_tool::build()?;
     let tmp = fuzz_dir().join("target").join("seed-blobs");
@@ -190,6 +194,20 @@ fn make_seeds() -> Result<()> {
     t.extend(std::fs::read(&tokenizer).context("reading the fixture tokenizer.json")?);
     t.extend(b"Hello world");
     seed("tokenizer_json", "fixture", &t)?;
+    for version in 0..3 {
+        let bin = root().join(format!("tests/fixtures/hf_llama/llama2c_v{version}.bin"));
+        let mut b = vec![0u8];
+        b.extend(std::fs::read(&bin).context("reading a llama2.c fixture")?);
+        seed("llama2c_files", &format!("v{version}"), &b)?;
+    }
+    let tokenizer = root().join("tests/fixtures/llama2c_tokenizer/tokenizer.bin");
+    if let Ok(bytes) = std::fs::read(&tokenizer) {
+        let vocab = LLAMA2C_TOKENIZER_VOCAB.to_le_bytes();
+        let mut t = vec![1u8, vocab[0], vocab[1], 11];
+        t.extend(bytes);
+        t.extend(b"Hello world");
+        seed("llama2c_files", "tokenizer", &t)?;
+    }
     seed("config_writer", "empty", b"")?;
     for (name, frames) in crate::serve_frames::seeds() {
         seed("frame_decoder", name, &frames)?;

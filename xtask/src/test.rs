@@ -130,11 +130,13 @@ fn shares_test_build(package: &str, what: &str) -> Result<()> {
 
 /// Fixtures whose int8 paths the shipped attention-only model does not reach, run on QEMU for the
 /// device-equals-host hash: LayerNorm with a GELU MLP (the centred hidden input), RMSNorm with rotary
-/// and a SiLU MLP, and sinusoidal positions (computed on the device in software `f64`). They are random
-/// models (no accuracy to ask for) with deeper stacks.
-const QEMU_FIXTURES: [&str; 3] = ["gpt2_like", "rotary_rms", "sinusoidal"];
+/// and a SiLU MLP, sinusoidal positions (computed on the device in software `f64`), and a LLaMA-shaped
+/// model (gated MLP, two key/value heads for four query heads). They are random models (no accuracy to
+/// ask for) with deeper stacks.
+const QEMU_FIXTURES: [&str; 4] = ["gpt2_like", "rotary_rms", "sinusoidal", "llama_tl"];
 
-/// Stack reserve for [`QEMU_FIXTURES`] (their high-water marks on the M4F: 1,912, 2,520 and 2,224 B).
+/// Stack reserve for [`QEMU_FIXTURES`] (their high-water marks on the M4F: 1,912, 2,520, 2,224 and
+/// 2,440 B).
 const FIXTURE_STACK_RESERVE: &str = "2800";
 
 /// `cargo xtask firmware` arguments for a fixture: random models, so no accuracy to ask for, and

@@ -11,6 +11,7 @@ use microlens_host::convert::{config_path, convert_loaded, with_kv, ConvertOptio
 use microlens_host::import::state_dict::Tensor;
 use microlens_host::import::{self, tl_config, RawTensor};
 use microlens_host::text::hf::{for_checkpoint, with_record};
+use microlens_host::text::TextTokenizer;
 use numpy::PyReadonlyArrayDyn;
 use pyo3::prelude::*;
 
@@ -137,9 +138,9 @@ pub fn convert(
             (None, None) => bail!("no checkpoint given"),
         };
         let mut c = convert_loaded(sd, &cfg, &opts)?;
-        if let Some((t, prepend_bos)) = &tokenizer {
-            t.check_vocab(c.config.d_vocab)?;
-            c.blob = with_record(std::mem::take(&mut c.blob), Some(t.record(*prepend_bos)))?;
+        if let Some((path, prepend_bos)) = &tokenizer {
+            let t = TextTokenizer::load(path, c.config.d_vocab)?;
+            c.blob = with_record(std::mem::take(&mut c.blob), t.record(*prepend_bos))?;
         }
         Model::new(c.blob)
     })

@@ -13,9 +13,10 @@ use crate::error::Error;
 
 /// First four bytes of every blob.
 pub const MAGIC: [u8; 4] = *b"MLNS";
-/// Format version this crate writes and reads: 2 stores `I8` matrices in quads of rows
-/// ([`super::quads`]; version 1 stored them row-major).
-pub const VERSION: u16 = 2;
+/// Format version this crate writes and reads: 3 adds grouped-query attention and gated MLPs to the
+/// config (`n_key_value_heads`, `gated_mlp`) and `W_gate` to the tensor kinds; 2 stored `I8` matrices in
+/// quads of rows ([`super::quads`]) as 3 does; version 1 stored them row-major.
+pub const VERSION: u16 = 3;
 /// Preamble size in bytes.
 pub const PREAMBLE_LEN: usize = 20;
 

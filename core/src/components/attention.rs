@@ -1,7 +1,8 @@
 //! Causal multi-head attention for the current position, over the KV cache.
 //!
-//! `q_h = x W_Q[h] + b_Q[h]` (likewise k, v); `score_j = q_h . k_{j,h} / attn_scale` for `j <= pos`;
-//! `pattern = softmax(score)`; `z_h = sum_j pattern_j v_{j,h}`; `out = sum_h z_h W_O[h] + b_O`.
+//! `q_h = x W_Q[h] + b_Q[h]` (likewise k, v for each key/value head); `score_j = q_h . k_{j,g} /
+//! attn_scale` for `j <= pos`, `g` the key/value head of `h` (`h` itself without grouped-query
+//! attention); `pattern = softmax(score)`; `z_h = sum_j pattern_j v_{j,g}`; `out = sum_h z_h W_O[h] + b_O`.
 
 use super::{Rows, Step};
 use crate::blob::DType;
@@ -21,7 +22,7 @@ pub(crate) struct AttnWeights<'a> {
     pub w_q: Matrix<'a>,
     /// `b_Q`.
     pub b_q: Vector<'a>,
-    /// `W_K`.
+    /// `W_K`, `[n_key_value_heads * d_head, d_model]`.
     pub w_k: Matrix<'a>,
     /// `b_K`.
     pub b_k: Vector<'a>,
@@ -39,7 +40,7 @@ pub(crate) struct AttnWeights<'a> {
     pub pos_k: Option<Matrix<'a>>,
 }
 
-/// Calls `kind` once per head on `buf` (`n_heads * d_head` wide).
+/// Calls `kind` once per head on `buf` (`d_head` per head: query heads, or key/value heads).
 fn per_head<H: Hooks>(s: &mut Step<'_, '_, H>, kind: HookKind, buf: &mut [f32]) {
     if s.wants(kind) {
         for (h, slice) in buf.chunks_exact_mut(s.cfg.d_head).enumerate() {
@@ -101,17 +102,18 @@ fn project_qkv<H: Hooks>(
     rows: Rows,
 ) {
     let (dm, da, act, n) = (s.cfg.d_model, s.cfg.d_attn(), s.act, rows.len());
+    let dk = s.cfg.d_kv();
     if batched(act, n) {
         matmul_rows(&w.w_q, Some(&w.b_q), ws.normed, n, ws.q, da);
-        matmul_rows(&w.w_k, Some(&w.b_k), ws.normed, n, ws.k, da);
-        matmul_rows(&w.w_v, Some(&w.b_v), ws.normed, n, ws.v, da);
+        matmul_rows(&w.w_k, Some(&w.b_k), ws.normed, n, ws.k, dk);
+        matmul_rows(&w.w_v, Some(&w.b_v), ws.normed, n, ws.v, dk);
         return;
     }
     rows.each(s, |_, r| {
         let mut x = Input::new(row(ws.normed, r, dm), act, ws.quant);
         project(&w.w_q, &w.b_q, &mut x, row(ws.q, r, da));
-        project(&w.w_k, &w.b_k, &mut x, row(ws.k, r, da));
-        project(&w.w_v, &w.b_v, &mut x, row(ws.v, r, da));
+        project(&w.w_k, &w.b_k, &mut x, row(ws.k, r, dk));
+        project(&w.w_v, &w.b_v, &mut x, row(ws.v, r, dk));
     });
 }
 
@@ -126,9 +128,9 @@ fn store<H: Hooks>(
     rows: Rows,
 ) {
     let (cfg, layer) = (s.cfg, s.layer);
-    let (dh, da) = (cfg.d_head, cfg.d_attn());
+    let (dh, da, dk) = (cfg.d_head, cfg.d_attn(), cfg.d_kv());
     rows.each(s, |s, r| {
-        let (q, k, v) = (row(ws.q, r, da), row(ws.k, r, da), row(ws.v, r, da));
+        let (q, k, v) = (row(ws.q, r, da), row(ws.k, r, dk), row(ws.v, r, dk));
         add_positional(w.pos_q, s.pos, q);
         add_positional(w.pos_k, s.pos, k);
         per_head(s, HookKind::Q, q);
@@ -144,9 +146,8 @@ fn store<H: Hooks>(
         ) = (cfg.positional, features::ROTARY)
         {
             let (sin, cos) = (row(ws.rot_sin, r, dim), row(ws.rot_cos, r, dim));
-            for (q, k) in q.chunks_exact_mut(dh).zip(k.chunks_exact_mut(dh)) {
-                rotary::rotate(q, sin, cos, adjacent_pairs);
-                rotary::rotate(k, sin, cos, adjacent_pairs);
+            for head in q.chunks_exact_mut(dh).chain(k.chunks_exact_mut(dh)) {
+                rotary::rotate(head, sin, cos, adjacent_pairs);
             }
             per_head(s, HookKind::RotQ, q);
             per_head(s, HookKind::RotK, k);
@@ -171,7 +172,8 @@ fn mix<H: Hooks>(
         let keys = s.pos.min(cfg.n_ctx - 1) + 1;
         let (q, z) = (row(ws.q, r, da), row(ws.z, r, da));
         for (h, (q, z)) in q.chunks_exact(dh).zip(z.chunks_exact_mut(dh)).enumerate() {
-            let mut max = kv.scores(layer, h, q, wide_q, ws.quant, scale, ws.scores, keys);
+            let g = cfg.kv_head(h);
+            let mut max = kv.scores(layer, g, q, wide_q, ws.quant, scale, ws.scores, keys);
             let row_scores = &mut ws.scores[..keys];
             if s.wants(HookKind::AttnScores) {
                 s.hook(HookKind::AttnScores, h, row_scores);
@@ -185,7 +187,7 @@ fn mix<H: Hooks>(
                 s.hook(HookKind::Pattern, h, row_scores);
                 sum = 1.0;
             }
-            kv.mix(layer, h, row_scores, sum, z);
+            kv.mix(layer, g, row_scores, sum, z);
             s.hook(HookKind::Z, h, z);
         }
     });

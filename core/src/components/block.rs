@@ -96,7 +96,12 @@ impl<'a> BlockWeights<'a> {
                 id(TensorKind::Ln2W),
                 id(TensorKind::Ln2B),
             );
+            let w_gate = match model.config().gated_mlp {
+                true => Some(m(TensorKind::WGate)?),
+                false => None,
+            };
             let mlp = MlpWeights {
+                w_gate,
                 w_in: m(TensorKind::WIn)?,
                 b_in: v(TensorKind::BIn)?,
                 w_out: m(TensorKind::WOut)?,

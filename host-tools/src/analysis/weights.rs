@@ -10,7 +10,9 @@ use crate::import::state_dict::Tensor;
 /// A dense `f64` matrix.
 pub type Mat = nalgebra::DMatrix<f64>;
 
-/// One attention head's matrices (right-multiplying, as TransformerLens's `W_Q[h]` etc.).
+/// One attention head's matrices (right-multiplying, as TransformerLens's `W_Q[h]` etc.; with grouped-query
+/// attention `W_K` and `W_V` are those of the head's key/value head, as TransformerLens's `W_K` property
+/// repeats them).
 #[derive(Clone, Debug, PartialEq)]
 pub struct HeadWeights {
     /// `W_Q[h]`, `[d_model, d_head]`.
@@ -75,8 +77,8 @@ impl CircuitWeights {
                 (0..cfg.n_heads)
                     .map(|h| HeadWeights {
                         w_q: head_slice(&q, h),
-                        w_k: head_slice(&k, h),
-                        w_v: head_slice(&v, h),
+                        w_k: head_slice(&k, cfg.kv_head(h)),
+                        w_v: head_slice(&v, cfg.kv_head(h)),
                         w_o: head_slice(&o, h),
                     })
                     .collect(),

@@ -9,15 +9,18 @@ use microlens::{Activations, DType, Normalization, Positional};
 
 use microlens_host::convert::fold::ProcessingOptions;
 use microlens_host::convert::{config_path, convert_into, inputs, with_kv, ConvertOptions};
+use microlens_host::import::llama2c::is_llama2c;
 use microlens_host::import::tl_config::normalization_name;
 use microlens_host::quantize::calibration::{Source, DEFAULT_SEED, DEFAULT_SEQUENCES};
 use microlens_host::quantize::{CalibrationInputs, GptqOptions, Rounding};
 use microlens_host::text::hf::{for_checkpoint, with_record};
+use microlens_host::text::TextTokenizer;
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Checkpoint: safetensors (TransformerLens or HF GPT-2 names) or a TransformerLens .pth state dict.
+    /// Checkpoint: safetensors (TransformerLens, HF GPT-2 or HF Llama names), a TransformerLens .pth state
+    /// dict, or a llama2.c .bin (legacy, version 1 or 2; its config is in the file).
     pub checkpoint: PathBuf,
     /// Output blob (.mlb).
     #[arg(short, long)]
@@ -26,8 +29,8 @@ pub struct Args {
     /// the checkpoint.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// The checkpoint's tokenizer (a HuggingFace tokenizer.json), recorded in the blob by its hash
-    /// [default: tokenizer.json beside the checkpoint, if there is one].
+    /// The checkpoint's tokenizer (a HuggingFace tokenizer.json or llama2.c's tokenizer.bin), recorded in
+    /// the blob by its hash [default: tokenizer.json, else tokenizer.bin, beside the checkpoint].
     #[arg(long, value_name = "FILE", conflicts_with = "no_tokenizer")]
     pub tokenizer: Option<PathBuf>,
     /// Record no tokenizer, even with a tokenizer.json beside the checkpoint.
@@ -265,13 +268,15 @@ pub fn run(args: Args) -> Result<()> {
         false => for_checkpoint(&args.checkpoint, args.tokenizer.as_deref(), &config)?,
     };
     let mut outputs = inputs(&args.checkpoint, &opts);
-    if let Some((t, _)) = &tokenizer {
-        outputs.input(t.path());
+    if let Some((path, _)) = &tokenizer {
+        outputs.input(path);
     }
+    let mut loaded = None;
     let c = convert_into(outputs, &args.checkpoint, &args.output, &opts, |c| {
-        if let Some((t, prepend_bos)) = &tokenizer {
-            t.check_vocab(c.config.d_vocab)?;
-            c.blob = with_record(std::mem::take(&mut c.blob), Some(t.record(*prepend_bos)))?;
+        if let Some((path, prepend_bos)) = &tokenizer {
+            let t = TextTokenizer::load(path, c.config.d_vocab)?;
+            c.blob = with_record(std::mem::take(&mut c.blob), t.record(*prepend_bos))?;
+            loaded = Some((t, *prepend_bos));
         }
         Ok(())
     })?;
@@ -286,13 +291,16 @@ pub fn run(args: Args) -> Result<()> {
             _ => String::new(),
         },
         activations.name(),
-        config.display()
+        match is_llama2c(&args.checkpoint) {
+            true => "the llama2.c checkpoint".into(),
+            false => config.display().to_string(),
+        }
     );
-    if let Some((t, prepend_bos)) = &tokenizer {
+    if let Some((t, prepend_bos)) = &loaded {
         println!(
             "tokenizer: {} (fnv1a64 {:016x}, BOS {}, default_prepend_bos {prepend_bos})",
-            t.path().display(),
-            t.fnv1a64(),
+            t.describe(),
+            t.record(true).map_or(0, |r| r.fnv1a64),
             t.bos().map_or("none".to_string(), |b| b.to_string())
         );
     }

@@ -86,9 +86,17 @@ fn missing_unexpected_and_misshapen_tensors_are_named() {
 
 #[test]
 fn unsupported_config_options_are_named() {
-    refused(|_, json| json["gated_mlp"] = true.into(), "gated_mlp");
+    // Options the checkpoint does not match: the tensor they need is named.
+    refused(
+        |_, json| json["gated_mlp"] = true.into(),
+        "blocks.0.mlp.W_gate",
+    );
     refused(
         |_, json| json["n_key_value_heads"] = 1.into(),
+        "blocks.0.attn.W_K",
+    );
+    refused(
+        |_, json| json["n_key_value_heads"] = 2.into(),
         "n_key_value_heads",
     );
     refused(|_, json| json["act_fn"] = "swiglu".into(), "act_fn");

@@ -2,7 +2,7 @@
 //! TL step, applied in TL's order: `fold_layer_norm`, `center_writing_weights`, `center_unembed`,
 //! `fold_value_biases`. Every step preserves the log-probs exactly (up to rounding); arithmetic is `f64`.
 
-use anyhow::Result;
+use anyhow::{ensure, Result};
 use microlens::blob::Processing;
 use microlens::{Config, Normalization, Positional, TensorId, TensorKind};
 
@@ -61,6 +61,11 @@ pub fn process_weights(
     let original = cfg.normalization;
     let mut out = *cfg;
     let fold_ln = opts.fold_ln && original.has_weight();
+    ensure!(
+        !(fold_ln && original.has_bias() && cfg.gated_mlp && !cfg.attn_only()),
+        "fold_ln of a LayerNorm before a gated MLP is not exact (ln2's bias would have to pass through \
+         the gate): convert with --no-fold-ln"
+    );
     if fold_ln {
         let lnpre = original.centers();
         fold_layer_norm(sd, cfg, lnpre, lnpre)?;
@@ -171,14 +176,13 @@ pub fn fold_layer_norm(
             center_weights,
         )?;
         if !cfg.attn_only() {
+            let ln2 = (name(TensorKind::Ln2W, l), name(TensorKind::Ln2B, l));
+            if cfg.gated_mlp {
+                // `W_gate` takes the scale alone (TL: no bias, no centring); `ln2` stays until `W_in`.
+                scale_gate(sd, &ln2.0, &name(TensorKind::WGate, l))?;
+            }
             let mlp = [(name(TensorKind::WIn, l), name(TensorKind::BIn, l))];
-            fold_norm(
-                sd,
-                (name(TensorKind::Ln2W, l), name(TensorKind::Ln2B, l)),
-                &mlp,
-                fold_biases,
-                center_weights,
-            )?;
+            fold_norm(sd, ln2, &mlp, fold_biases, center_weights)?;
         }
     }
     let unembed = [("unembed.W_U".to_string(), "unembed.b_U".to_string())];
@@ -189,6 +193,20 @@ pub fn fold_layer_norm(
         fold_biases,
         center_weights,
     )
+}
+
+/// `W_gate <- diag(w) W_gate` for the norm weight `w` (named `norm_w`, left in `sd`).
+fn scale_gate(sd: &mut StateDict, norm_w: &str, gate: &str) -> Result<()> {
+    let Ok(w) = sd.get(norm_w).map(|t| t.data.clone()) else {
+        return Ok(());
+    };
+    let gate = sd.get_mut(gate)?;
+    let n = gate.shape.last().copied().unwrap_or(1).max(1);
+    for (row, &w) in gate.data.chunks_exact_mut(n).zip(&w) {
+        row.iter_mut()
+            .for_each(|x| *x = (*x as f64 * w as f64) as f32);
+    }
+    Ok(())
 }
 
 /// `x -= mean(x)` over the last axis of `t`, row by row.
@@ -227,17 +245,20 @@ pub fn center_unembed(sd: &mut StateDict) -> Result<()> {
     Ok(())
 }
 
-/// TL's `fold_value_biases`: `b_O += sum_h b_V[h] @ W_O[h]`, `b_V = 0` (exact since pattern rows sum to 1).
+/// TL's `fold_value_biases`: `b_O += sum_h b_V[h] @ W_O[h]`, `b_V = 0` (exact since pattern rows sum to 1);
+/// with grouped-query attention head `h` reads the value bias of its key/value head.
 pub fn fold_value_biases(sd: &mut StateDict, cfg: &Config) -> Result<()> {
-    let m = cfg.d_model;
+    let (m, d) = (cfg.d_model, cfg.d_head);
     for l in 0..cfg.n_layers {
         let b_v = sd.get(&name(TensorKind::BV, l))?.data.clone();
         let w_o = &sd.get(&name(TensorKind::WO, l))?.data;
         let extra: Vec<f64> = (0..m)
             .map(|c| {
-                b_v.iter()
-                    .enumerate()
-                    .map(|(hi, &b)| b as f64 * w_o[hi * m + c] as f64)
+                (0..cfg.d_attn())
+                    .map(|hi| {
+                        let b = b_v[cfg.kv_head(hi / d) * d + hi % d];
+                        b as f64 * w_o[hi * m + c] as f64
+                    })
                     .sum()
             })
             .collect();

@@ -12,6 +12,7 @@ use crate::convert::fold::{process_weights, ProcessingOptions};
 use crate::convert::shortformer;
 use crate::import;
 use crate::import::layout::{check_tl_shape, tl_to_blob};
+use crate::import::llama2c;
 use crate::import::state_dict::StateDict;
 use crate::import::tl_config;
 use crate::io::output::Outputs;
@@ -124,9 +125,7 @@ pub fn convert(checkpoint: &Path, opts: &ConvertOptions) -> Result<Conversion> {
     opts.plan()?;
     std::fs::metadata(checkpoint)
         .with_context(|| format!("cannot read checkpoint {}", checkpoint.display()))?;
-    let cfg = tl_config::load(&config_path(checkpoint, opts))?.config;
-    let sd = import::load(checkpoint, &cfg)
-        .with_context(|| format!("checkpoint {}", checkpoint.display()))?;
+    let (cfg, sd) = load(checkpoint, opts)?;
     convert_loaded(sd, &cfg, opts)
 }
 
@@ -149,6 +148,23 @@ pub fn convert_loaded(sd: StateDict, cfg: &Config, opts: &ConvertOptions) -> Res
     let blob = requantize_with(&model, plan, encoder.activations(), &rounding)?;
     Model::from_bytes(&blob).context("the written blob does not read back")?;
     Ok(Conversion { blob, ..float })
+}
+
+/// The config and TL state dict of a checkpoint: a llama2.c `.bin` holds its own config, any other
+/// checkpoint is read with its config file.
+fn load(checkpoint: &Path, opts: &ConvertOptions) -> Result<(Config, StateDict)> {
+    let in_checkpoint = || format!("checkpoint {}", checkpoint.display());
+    if llama2c::is_llama2c(checkpoint) {
+        let m = llama2c::read_file(checkpoint)?;
+        let sd = m
+            .weights
+            .into_state_dict(&m.config)
+            .with_context(in_checkpoint)?;
+        return Ok((m.config, sd));
+    }
+    let cfg = tl_config::load(&config_path(checkpoint, opts))?.config;
+    let sd = import::load(checkpoint, &cfg).with_context(in_checkpoint)?;
+    Ok((cfg, sd))
 }
 
 /// A matrix encoder with the lookup tables' encoder and the activation arithmetic the options ask for.
@@ -208,10 +224,13 @@ pub fn convert_state_dict(
     })
 }
 
-/// The files a conversion reads: the checkpoint, its config and GPTQ's calibration token file.
+/// The files a conversion reads: the checkpoint, its config (none for llama2.c) and GPTQ's
+/// calibration token file.
 pub fn inputs(checkpoint: &Path, opts: &ConvertOptions) -> Outputs {
-    let config = config_path(checkpoint, opts);
-    let mut outputs = Outputs::with_inputs([checkpoint, config.as_path()]);
+    let mut outputs = Outputs::with_inputs([checkpoint]);
+    if !llama2c::is_llama2c(checkpoint) {
+        outputs.input(&config_path(checkpoint, opts));
+    }
     if let Rounding::Gptq(gptq) = opts.rounding() {
         if let Source::File(tokens) = &gptq.source {
             outputs.input(tokens);

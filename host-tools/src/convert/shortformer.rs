@@ -12,15 +12,16 @@ use microlens::{Config, TensorId, TensorKind};
 
 use crate::import::state_dict::{StateDict, Tensor};
 
-/// Adds `blocks.L.attn.pos_Q` and `pos_K` (`[n_ctx, n_heads, d_head]`) computed from the (unprocessed)
-/// `W_pos`, `W_Q` and `W_K` in `sd`. Must run before any processing.
+/// Adds `blocks.L.attn.pos_Q` (`[n_ctx, n_heads, d_head]`) and `pos_K` (`[n_ctx, n_key_value_heads,
+/// d_head]`) computed from the (unprocessed) `W_pos`, `W_Q` and `W_K` in `sd`. Must run before any
+/// processing.
 pub fn add_positional_tables(sd: &mut StateDict, cfg: &Config) -> Result<()> {
-    let (m, h, d) = (cfg.d_model, cfg.n_heads, cfg.d_head);
+    let (m, d) = (cfg.d_model, cfg.d_head);
     let w_pos = sd.get("pos_embed.W_pos")?.data.clone();
     for l in 0..cfg.n_layers {
-        for (w, table) in [
-            (TensorKind::WQ, TensorKind::PosQ),
-            (TensorKind::WK, TensorKind::PosK),
+        for (w, table, h) in [
+            (TensorKind::WQ, TensorKind::PosQ, cfg.n_heads),
+            (TensorKind::WK, TensorKind::PosK, cfg.n_key_value_heads),
         ] {
             let w = &sd.get(&TensorId::layer(w, l).to_string())?.data;
             let mut out = Tensor::zeros(vec![cfg.n_ctx, h, d]);

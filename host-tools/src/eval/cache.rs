@@ -68,19 +68,19 @@ impl ActivationCache {
                 let width = points.iter().map(|p| self.acts[p].len()).max()?;
                 Some((
                     hook_name(kind, layer),
-                    self.assemble(kind, layer, cfg.n_heads, n_pos, width),
+                    self.assemble(kind, layer, kind.heads(cfg), n_pos, width),
                 ))
             })
             .collect()
     }
 
-    /// The tensor of one `(kind, layer)`: `[pos, head, width]` for per-head vectors, `[head, query, key]`
-    /// for attention rows, `[pos, width]` otherwise.
+    /// The tensor of one `(kind, layer)` of `heads` heads ([`HookKind::heads`]): `[pos, head, width]`
+    /// for per-head vectors, `[head, query, key]` for attention rows, `[pos, width]` otherwise.
     fn assemble(
         &self,
         kind: HookKind,
         layer: usize,
-        n_heads: usize,
+        heads: usize,
         n_pos: usize,
         width: usize,
     ) -> Tensor {
@@ -98,8 +98,8 @@ impl ActivationCache {
             } else {
                 0.0
             };
-            let mut data = vec![fill; n_heads * n_pos * n_pos];
-            for h in 0..n_heads {
+            let mut data = vec![fill; heads * n_pos * n_pos];
+            for h in 0..heads {
                 for q in 0..n_pos {
                     if let Some(row) = get(h, q) {
                         let start = (h * n_pos + q) * n_pos;
@@ -108,11 +108,10 @@ impl ActivationCache {
                 }
             }
             return Tensor {
-                shape: vec![n_heads, n_pos, n_pos],
+                shape: vec![heads, n_pos, n_pos],
                 data,
             };
         }
-        let heads = if kind.per_head() { n_heads } else { 1 };
         let mut data = vec![0.0; n_pos * heads * width];
         for pos in 0..n_pos {
             for h in 0..heads {
@@ -123,7 +122,7 @@ impl ActivationCache {
             }
         }
         let shape = if kind.per_head() {
-            vec![n_pos, n_heads, width]
+            vec![n_pos, heads, width]
         } else {
             vec![n_pos, width]
         };

@@ -189,9 +189,14 @@ impl Hooks for Int8Emulation<'_, '_> {
                 let z = slot(&mut self.z, pos, d_attn).clone();
                 self.input_error(TensorKind::WO, l, &z, 0, act)
             }
-            HookKind::MlpPre => {
+            HookKind::MlpPre | HookKind::MlpPreLinear => {
+                // A gated MLP's `hook_pre` is `W_gate`'s output, `hook_pre_linear` `W_in`'s.
+                let kind = match (p.kind, self.model.config().gated_mlp) {
+                    (HookKind::MlpPre, true) => TensorKind::WGate,
+                    _ => TensorKind::WIn,
+                };
                 let x = core::mem::take(slot(&mut self.input, pos, 0));
-                self.input_error(TensorKind::WIn, l, &x, 0, act);
+                self.input_error(kind, l, &x, 0, act);
                 self.input[pos] = x;
             }
             HookKind::MlpPost => *slot(&mut self.hidden, pos, 0) = act.to_vec(),

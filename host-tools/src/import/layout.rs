@@ -2,8 +2,9 @@
 //!
 //! TL right-multiplies (`y = x @ W`, `W_Q` is `[n_heads, d_model, d_head]`); a blob stores every matrix
 //! out-major (`[outputs, inputs]`, see `microlens::tensors`). Every conversion is either the identity or a
-//! batch of transposes: `W_Q/W_K/W_V` transpose each head (`[h, m, d] -> [h, d, m] = [h*d, m]`), `W_O`
-//! transposes `[h*d, m] -> [m, h*d]`, `W_in`, `W_out` and `W_U` transpose their one matrix.
+//! batch of transposes: `W_Q/W_K/W_V` transpose each head (`[h, m, d] -> [h, d, m] = [h*d, m]`; `W_K`
+//! and `W_V` have `n_key_value_heads` heads, TL's `_W_K`/`_W_V` with grouped-query attention), `W_O`
+//! transposes `[h*d, m] -> [m, h*d]`, `W_gate`, `W_in`, `W_out` and `W_U` transpose their one matrix.
 //! The shortformer tables `pos_Q`/`pos_K` have no TL counterpart; their TL-style shape here is
 //! `[n_ctx, n_heads, d_head]`, like `hook_q` (`q[pos, head, :]`).
 
@@ -15,15 +16,18 @@ use crate::import::state_dict::{StateDict, Tensor};
 
 /// TL shape of a tensor of `kind` for `cfg` (derived from the blob shape `kind.shape(cfg)`).
 pub fn tl_shape(kind: TensorKind, cfg: &Config) -> Vec<usize> {
-    let (m, h, d) = (cfg.d_model, cfg.n_heads, cfg.d_head);
+    let (m, h, d, kv) = (cfg.d_model, cfg.n_heads, cfg.d_head, cfg.n_key_value_heads);
     let [rows, cols] = kind.shape(cfg);
     match kind {
-        TensorKind::WQ | TensorKind::WK | TensorKind::WV => vec![h, m, d],
-        TensorKind::BQ | TensorKind::BK | TensorKind::BV => vec![h, d],
+        TensorKind::WQ => vec![h, m, d],
+        TensorKind::WK | TensorKind::WV => vec![kv, m, d],
+        TensorKind::BQ => vec![h, d],
+        TensorKind::BK | TensorKind::BV => vec![kv, d],
         TensorKind::WO => vec![h, d, m],
-        TensorKind::PosQ | TensorKind::PosK => vec![cfg.n_ctx, h, d],
+        TensorKind::PosQ => vec![cfg.n_ctx, h, d],
+        TensorKind::PosK => vec![cfg.n_ctx, kv, d],
         TensorKind::WE | TensorKind::WPos => vec![rows, cols],
-        TensorKind::WIn | TensorKind::WOut | TensorKind::WU => vec![cols, rows],
+        TensorKind::WGate | TensorKind::WIn | TensorKind::WOut | TensorKind::WU => vec![cols, rows],
         _ => vec![cols],
     }
 }
@@ -33,9 +37,10 @@ pub fn tl_shape(kind: TensorKind, cfg: &Config) -> Vec<usize> {
 fn tl_transpose(kind: TensorKind, cfg: &Config) -> Option<[usize; 3]> {
     let (m, a, f) = (cfg.d_model, cfg.d_attn(), cfg.d_mlp_or_zero());
     match kind {
-        TensorKind::WQ | TensorKind::WK | TensorKind::WV => Some([cfg.n_heads, m, cfg.d_head]),
+        TensorKind::WQ => Some([cfg.n_heads, m, cfg.d_head]),
+        TensorKind::WK | TensorKind::WV => Some([cfg.n_key_value_heads, m, cfg.d_head]),
         TensorKind::WO => Some([1, a, m]),
-        TensorKind::WIn => Some([1, m, f]),
+        TensorKind::WGate | TensorKind::WIn => Some([1, m, f]),
         TensorKind::WOut => Some([1, f, m]),
         TensorKind::WU => Some([1, m, cfg.d_vocab_out]),
         _ => None,

@@ -1,10 +1,13 @@
-//! Checkpoints: safetensors or PyTorch `.pth` files, with TransformerLens or HF GPT-2 names, all read into
+//! Checkpoints: safetensors or PyTorch `.pth` files, with TransformerLens, HF GPT-2 or HF Llama names, or
+//! llama2.c `.bin` files ([`llama2c`]), all read into
 //! one TL-named [`StateDict`] of `f32` tensors and checked against the config (missing tensors, shapes,
 //! NaN/Inf, unexpected tensors), each error naming the tensor. The TransformerLens config ([`tl_config`])
 //! and TL shapes <-> blob layout ([`layout`]) live here too.
 
 mod hf_gpt2;
 pub mod layout;
+pub mod llama;
+pub mod llama2c;
 mod pickle_check;
 mod pth;
 mod safetensors;
@@ -92,11 +95,27 @@ pub fn state_dict(raw: BTreeMap<String, RawTensor>, cfg: &Config) -> Result<Stat
     ensure!(!raw.is_empty(), "no tensors found");
     let sd = if hf_gpt2::is_hf_gpt2(raw.keys()) {
         hf_gpt2::to_tl(floats(raw, hf_gpt2::is_buffer)?, cfg)?
+    } else if llama::is_hf_llama(raw.keys()) {
+        llama::to_tl(floats(raw, llama::is_buffer)?, cfg)?
     } else {
-        floats(raw, is_tl_buffer)?.into_iter().collect()
+        floats(raw, is_tl_buffer)?
+            .into_iter()
+            .map(|(name, t)| (tl_gqa_name(name), t))
+            .collect()
     };
     validate(&sd, cfg)?;
     Ok(sd)
+}
+
+/// TransformerLens's names of grouped-query attention's key/value parameters (`attn._W_K`, `_b_K`,
+/// `_W_V`, `_b_V`) as this crate names them (`attn.W_K`, ..., with `n_key_value_heads` heads).
+fn tl_gqa_name(name: String) -> String {
+    match name.rsplit_once(".attn._") {
+        Some((block, leaf)) if ["W_K", "b_K", "W_V", "b_V"].contains(&leaf) => {
+            format!("{block}.attn.{leaf}")
+        }
+        _ => name,
+    }
 }
 
 /// Buffers a TransformerLens state dict carries that are not parameters (`mask`, `IGNORE`, rotary tables).

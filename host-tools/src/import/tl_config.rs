@@ -1,4 +1,4 @@
-//! Model configs from JSON: a TransformerLens `cfg.to_dict()` dump or an HF GPT-2 `config.json`, mapped to
+//! Model configs from JSON: a TransformerLens `cfg.to_dict()` dump or an HF GPT-2 or Llama `config.json`, mapped to
 //! a [`microlens::Config`] that describes the checkpoint as it is (before any weight processing).
 //!
 //! TransformerLens semantics: a missing key or `null` takes TL's default, except `normalization_type`,
@@ -18,6 +18,8 @@ pub enum ConfigFormat {
     TransformerLens,
     /// An HF `GPT2Config` `config.json`.
     HfGpt2,
+    /// An HF `LlamaConfig` `config.json` (`model_type: "llama"`).
+    HfLlama,
 }
 
 /// A config read from a file: the architecture and the schema it came in.
@@ -29,7 +31,7 @@ pub struct ImportedConfig {
     pub format: ConfigFormat,
 }
 
-/// Reads and maps a config file (TL or HF GPT-2, detected from its keys).
+/// Reads and maps a config file (TL, HF GPT-2 or HF Llama, detected from its keys).
 pub fn load(path: &Path) -> Result<ImportedConfig> {
     let text = crate::io::files::read_text(path, crate::io::files::TextKind::Config)
         .context("cannot read config")?;
@@ -46,8 +48,10 @@ pub fn parse(json: &Value) -> Result<ImportedConfig> {
     let model_type = obj.get("model_type").and_then(Value::as_str);
     let (config, format) = if model_type == Some("gpt2") || obj.contains_key("n_embd") {
         (from_hf_gpt2(obj)?, ConfigFormat::HfGpt2)
+    } else if model_type == Some("llama") {
+        (from_hf_llama(obj)?, ConfigFormat::HfLlama)
     } else if let Some(other) = model_type {
-        bail!("HF model_type `{other}` is not supported (only gpt2)");
+        bail!("HF model_type `{other}` is not supported (gpt2 or llama)");
     } else {
         (from_tl(obj)?, ConfigFormat::TransformerLens)
     };
@@ -169,9 +173,7 @@ pub fn positional_name(positional: Positional) -> &'static str {
 /// Options whose non-default values change the computation in ways the core cannot follow.
 fn refuse_unsupported(obj: &Map<String, Value>) -> Result<()> {
     let flags = [
-        ("gated_mlp", "gated MLPs"),
         ("parallel_attn_mlp", "parallel attention and MLP"),
-        ("final_rms", "an RMSNorm ln_final in a LayerNorm model"),
         ("use_local_attn", "local (windowed) attention"),
         ("post_embedding_ln", "a LayerNorm after the embedding"),
         ("use_qk_norm", "query/key norms"),
@@ -187,13 +189,16 @@ fn refuse_unsupported(obj: &Map<String, Value>) -> Result<()> {
             return Err(unsupported(key, &Value::Bool(true), what));
         }
     }
-    for (key, what) in [
-        ("n_key_value_heads", "grouped-query attention"),
-        ("num_experts", "mixture-of-experts MLPs"),
-    ] {
-        if let Some(v) = get(obj, key) {
-            return Err(unsupported(key, v, what));
-        }
+    if let Some(v) = get(obj, "num_experts") {
+        return Err(unsupported("num_experts", v, "mixture-of-experts MLPs"));
+    }
+    let rms = matches!(string(obj, "normalization_type")?, Some("RMS" | "RMSPre"));
+    if flag(obj, "final_rms", false)? && !rms {
+        return Err(unsupported(
+            "final_rms",
+            &Value::Bool(true),
+            "an RMSNorm ln_final in a LayerNorm model",
+        ));
     }
     for (key, what) in [
         ("attn_scores_soft_cap", "attention-score softcapping"),
@@ -287,6 +292,8 @@ pub fn from_tl(obj: &Map<String, Value>) -> Result<Config> {
         attn_scale: attn_scale as f32,
         scale_attn_by_inverse_layer_idx: flag(obj, "scale_attn_by_inverse_layer_idx", false)?,
         eps: number(obj, "eps")?.unwrap_or(1e-5) as f32,
+        n_key_value_heads: integer(obj, "n_key_value_heads")?.unwrap_or(n_heads),
+        gated_mlp: !attn_only && flag(obj, "gated_mlp", false)?,
     })
 }
 
@@ -323,6 +330,54 @@ pub fn from_hf_gpt2(obj: &Map<String, Value>) -> Result<Config> {
         attn_scale: attn_scale as f32,
         scale_attn_by_inverse_layer_idx: flag(obj, "scale_attn_by_inverse_layer_idx", false)?,
         eps: number(obj, "layer_norm_epsilon")?.unwrap_or(1e-5) as f32,
+        n_key_value_heads: n_heads,
+        gated_mlp: false,
+    })
+}
+
+/// Maps an HF `LlamaConfig` `config.json` as TL's `convert_hf_model_config` does for
+/// `LlamaForCausalLM`: RMS, rotary over whole heads in halves (NeoX) with `rope_theta`, gated MLP,
+/// `n_ctx = max_position_embeddings`. Options whose computation differs are refused.
+pub fn from_hf_llama(obj: &Map<String, Value>) -> Result<Config> {
+    let d_model = required(obj, "hidden_size")?;
+    let n_heads = required(obj, "num_attention_heads")?;
+    if n_heads == 0 || d_model % n_heads != 0 {
+        bail!("config option `hidden_size` ({d_model}) is not a multiple of `num_attention_heads` ({n_heads})");
+    }
+    let d_head = d_model / n_heads;
+    if let Some(h) = integer(obj, "head_dim")?.filter(|&h| h != d_head) {
+        bail!("config option `head_dim: {h}` is not supported: microlens needs hidden_size / num_attention_heads ({d_head})");
+    }
+    for key in ["attention_bias", "mlp_bias"] {
+        if flag(obj, key, false)? {
+            return Err(unsupported(key, &Value::Bool(true), "Llama biases"));
+        }
+    }
+    if let Some(v) = get(obj, "rope_scaling") {
+        return Err(unsupported("rope_scaling", v, "scaled rotary positions"));
+    }
+    let d_vocab = required(obj, "vocab_size")?;
+    Ok(Config {
+        n_layers: required(obj, "num_hidden_layers")?,
+        d_model,
+        n_heads,
+        d_head,
+        d_vocab,
+        d_vocab_out: d_vocab,
+        n_ctx: required(obj, "max_position_embeddings")?,
+        d_mlp: Some(required(obj, "intermediate_size")?),
+        act_fn: parse_act_fn(string(obj, "hidden_act")?.unwrap_or("silu"))?,
+        normalization: Normalization::RMS,
+        positional: Positional::Rotary {
+            dim: d_head,
+            base: number(obj, "rope_theta")?.unwrap_or(10000.0) as f32,
+            adjacent_pairs: false,
+        },
+        attn_scale: (d_head as f32).sqrt(),
+        scale_attn_by_inverse_layer_idx: false,
+        eps: number(obj, "rms_norm_eps")?.unwrap_or(1e-6) as f32,
+        n_key_value_heads: integer(obj, "num_key_value_heads")?.unwrap_or(n_heads),
+        gated_mlp: true,
     })
 }
 
@@ -398,8 +453,8 @@ mod tests {
     #[test]
     fn tl_refusals_name_the_option() {
         for (extra, option) in [
-            (r#", "gated_mlp": true"#, "gated_mlp"),
-            (r#", "n_key_value_heads": 2"#, "n_key_value_heads"),
+            (r#", "final_rms": true"#, "final_rms"),
+            (r#", "n_key_value_heads": 3"#, "n_key_value_heads"),
             (r#", "attn_scores_soft_cap": 50.0"#, "attn_scores_soft_cap"),
             (r#", "attention_dir": "bidirectional""#, "attention_dir"),
             (r#", "act_fn": "xielu""#, "act_fn"),
@@ -431,5 +486,32 @@ mod tests {
             (8, Some(128), 24, ActFn::GeluNew)
         );
         assert!(c.scale_attn_by_inverse_layer_idx);
+    }
+
+    #[test]
+    fn tl_llama_options_and_hf_llama_mapping() {
+        let c = tl(r#", "gated_mlp": true, "n_key_value_heads": 2, "n_heads": 4, "normalization_type": "RMS", "final_rms": true"#)
+            .unwrap()
+            .config;
+        assert_eq!((c.n_key_value_heads, c.gated_mlp), (2, true));
+        let json = r#"{"model_type": "llama", "hidden_size": 32, "intermediate_size": 48,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 64,
+            "max_position_embeddings": 16, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+            "hidden_act": "silu", "tie_word_embeddings": false, "attention_bias": false}"#;
+        let imported = parse(&serde_json::from_str(json).unwrap()).unwrap();
+        let c = imported.config;
+        assert_eq!(imported.format, ConfigFormat::HfLlama);
+        assert_eq!(
+            (c.d_head, c.d_mlp, c.n_ctx, c.n_key_value_heads, c.act_fn),
+            (8, Some(48), 16, 2, ActFn::Silu)
+        );
+        assert_eq!(c.normalization, Normalization::RMS);
+        assert!(c.gated_mlp);
+        let biased = json.replace(r#""attention_bias": false"#, r#""attention_bias": true"#);
+        let err = format!(
+            "{:#}",
+            parse(&serde_json::from_str(&biased).unwrap()).unwrap_err()
+        );
+        assert!(err.contains("attention_bias"), "{err}");
     }
 }

@@ -124,6 +124,24 @@ pub fn read_blob(path: &Path) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// A file whose first bytes declare its length: up to `head` bytes are read, `declared` turns them
+/// into the total length, then the rest is read up to it plus one byte (so trailing data reaches the
+/// parser, which reports it).
+pub fn read_declared(
+    path: &Path,
+    head: usize,
+    declared: impl Fn(&[u8]) -> Result<usize>,
+) -> Result<Vec<u8>> {
+    let mut f = open(path)?;
+    let mut bytes = read_at_most((&mut f).take(head as u64), head as u64, path)?;
+    let total = declared(&bytes).with_context(|| path.display().to_string())?;
+    let rest = total.saturating_sub(bytes.len()) as u64 + 1;
+    f.take(rest)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(bytes)
+}
+
 /// A checkpoint: a `.pth` (zip) must be a regular file (its directory is at its end); a safetensors file
 /// is read as far as its header declares (8-byte length, JSON header, then the data its offsets name).
 pub fn read_checkpoint(path: &Path) -> Result<Vec<u8>> {

@@ -52,7 +52,7 @@ impl MatrixInput {
         Some(match id.kind {
             TensorKind::WQ | TensorKind::WK | TensorKind::WV => MatrixInput::Attn(l),
             TensorKind::WO => MatrixInput::Z(l),
-            TensorKind::WIn => MatrixInput::MlpIn(l),
+            TensorKind::WGate | TensorKind::WIn => MatrixInput::MlpIn(l),
             TensorKind::WOut => MatrixInput::MlpHidden(l),
             TensorKind::WU => MatrixInput::Unembed,
             _ => return None,

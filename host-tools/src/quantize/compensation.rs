@@ -19,7 +19,7 @@ use anyhow::{anyhow, ensure, Context, Result};
 use microlens::blob::{Activations, TensorData};
 use microlens::tensors::Catalogue;
 use microlens::weights::Matrix;
-use microlens::{DType, Model, TensorId, TensorKind};
+use microlens::{Config, DType, Model, TensorId, TensorKind};
 use nalgebra::{DMatrix, DVector};
 
 use super::calibration::{record, CalibrationInputs, InputPrecision, MatrixInput};
@@ -104,14 +104,15 @@ fn compensate(x: &DMatrix<f64>, xq: &DMatrix<f64>) -> Result<Compensation> {
     })
 }
 
-/// The bias added to the output of matrix `id`.
-pub fn bias_of(id: TensorId) -> Option<TensorId> {
+/// The bias added to the output of matrix `id` in a model of `cfg` (a gated MLP adds `b_in` after
+/// the gate's product, to no matrix's output).
+pub fn bias_of(id: TensorId, cfg: &Config) -> Option<TensorId> {
     let kind = match id.kind {
         TensorKind::WQ => TensorKind::BQ,
         TensorKind::WK => TensorKind::BK,
         TensorKind::WV => TensorKind::BV,
         TensorKind::WO => TensorKind::BO,
-        TensorKind::WIn => TensorKind::BIn,
+        TensorKind::WIn if !cfg.gated_mlp => TensorKind::BIn,
         TensorKind::WOut => TensorKind::BOut,
         TensorKind::WU => TensorKind::BU,
         _ => return None,
@@ -315,7 +316,7 @@ pub fn compensated_tensors_with(
                     gptq::encode_gptq(id, id.shape(&cfg), &values, dtype, &solver, &gptq::I4_CLIPS)?
                 }
             };
-            if let (Some(c), Some(b)) = (&comp, bias_of(id)) {
+            if let (Some(c), Some(b)) = (&comp, bias_of(id, &cfg)) {
                 done.insert(key(b), compensated_bias(model, b, &w, &t, c)?);
             }
             done.insert(key(id), t);

@@ -6,7 +6,7 @@ use anyhow::{bail, Result};
 use microlens::Model;
 
 use super::bytes::BYTE_VOCAB;
-use super::hf::{HfTokenizer, FILE_NAME};
+use super::hf::FILE_NAME;
 use super::TextTokenizer;
 
 /// A model's tokenizer and its BOS default.
@@ -46,21 +46,22 @@ impl TextSide {
 }
 
 /// The tokenizer of the model in `blob_path`: `explicit` (`--tokenizer FILE`), else, when the blob
-/// records one, `tokenizer.json` beside the blob, else the byte tokenizer for a byte-level model
-/// (`d_vocab` 256 and no tokenizer recorded). A tokenizer other than the one the blob records, or with
-/// ids beyond `d_vocab`, is refused.
+/// records one, `tokenizer.json` (else llama2.c's `tokenizer.bin`) beside the blob, else the byte
+/// tokenizer for a byte-level model (`d_vocab` 256 and no tokenizer recorded). A tokenizer other than
+/// the one the blob records, or with ids beyond `d_vocab`, is refused.
 pub fn for_model(model: &Model<'_>, explicit: Option<&Path>, blob_path: &Path) -> Result<TextSide> {
     let record = model.tokenizer();
     let d_vocab = model.config().d_vocab;
-    let beside = blob_path.with_file_name(FILE_NAME);
-    let path =
-        explicit.or_else(|| (record.is_some() && beside.is_file()).then_some(beside.as_path()));
+    let beside = [FILE_NAME, super::llama2c::FILE_NAME]
+        .map(|n| blob_path.with_file_name(n))
+        .into_iter()
+        .find(|p| record.is_some() && p.is_file());
+    let path = explicit.or(beside.as_deref());
     let tokenizer = match path {
         Some(p) => {
-            let t = HfTokenizer::load(p)?;
+            let t = TextTokenizer::load(p, d_vocab)?;
             t.check_record(record)?;
-            t.check_vocab(d_vocab)?;
-            Some(TextTokenizer::Hf(Box::new(t)))
+            Some(t)
         }
         None if record.is_none() && d_vocab == BYTE_VOCAB => Some(TextTokenizer::Bytes),
         None => None,

@@ -109,14 +109,6 @@ impl HfTokenizer {
         &self.path
     }
 
-    /// The record a blob converted with this tokenizer holds.
-    pub fn record(&self, prepend_bos: bool) -> TokenizerRecord {
-        TokenizerRecord {
-            fnv1a64: self.fnv1a64,
-            prepend_bos,
-        }
-    }
-
     /// Refuses a tokenizer with an id a model of `d_vocab` tokens has no embedding for.
     pub fn check_vocab(&self, d_vocab: usize) -> Result<()> {
         let max = self.inner.get_vocab(true).into_values().max();
@@ -124,21 +116,6 @@ impl HfTokenizer {
             bail!(
                 "tokenizer {} has ids up to {max}, but the model's d_vocab is {d_vocab}",
                 self.path.display()
-            );
-        }
-        Ok(())
-    }
-
-    /// Refuses this tokenizer for a blob converted with another one.
-    pub fn check_record(&self, record: Option<TokenizerRecord>) -> Result<()> {
-        if let Some(r) = record {
-            ensure!(
-                r.fnv1a64 == self.fnv1a64,
-                "tokenizer {} (fnv1a64 {:016x}) is not the one the blob was converted with \
-                 (fnv1a64 {:016x})",
-                self.path.display(),
-                self.fnv1a64,
-                r.fnv1a64
             );
         }
         Ok(())
@@ -176,19 +153,22 @@ fn candidate_bos(tok: &tokenizers::Tokenizer) -> Option<u32> {
     BOS_CANDIDATES.iter().find_map(|t| tok.token_to_id(t))
 }
 
-/// The tokenizer `convert` records for `checkpoint`: `explicit`, else `tokenizer.json` beside the
-/// checkpoint, else none; with TransformerLens's `default_prepend_bos` from the `config` JSON (true
-/// when it does not say, as in TransformerLens).
+/// The tokenizer file `convert` records for `checkpoint`: `explicit`, else `tokenizer.json` beside the
+/// checkpoint, else llama2.c's `tokenizer.bin` beside it, else none; with TransformerLens's
+/// `default_prepend_bos` from the `config` JSON (true when it does not say, as in TransformerLens).
 pub fn for_checkpoint(
     checkpoint: &Path,
     explicit: Option<&Path>,
     config: &Path,
-) -> Result<Option<(HfTokenizer, bool)>> {
-    let beside = checkpoint.with_file_name(FILE_NAME);
-    let Some(path) = explicit.or_else(|| beside.is_file().then_some(beside.as_path())) else {
-        return Ok(None);
+) -> Result<Option<(PathBuf, bool)>> {
+    let beside = [FILE_NAME, super::llama2c::FILE_NAME].map(|n| checkpoint.with_file_name(n));
+    let path = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => match beside.into_iter().find(|p| p.is_file()) {
+            Some(p) => p,
+            None => return Ok(None),
+        },
     };
-    let tokenizer = HfTokenizer::load(path)?;
     let prepend_bos = match read_bounded(config, MAX_CONFIG_BYTES) {
         Ok(bytes) => serde_json::from_slice::<serde_json::Value>(&bytes)
             .ok()
@@ -196,5 +176,5 @@ pub fn for_checkpoint(
             .unwrap_or(true),
         Err(_) => true,
     };
-    Ok(Some((tokenizer, prepend_bos)))
+    Ok(Some((path, prepend_bos)))
 }

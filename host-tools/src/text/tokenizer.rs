@@ -1,10 +1,14 @@
 //! One tokenizer for every command: a HuggingFace tokenizer or the byte tokenizer, with
 //! TransformerLens's `to_tokens` (one BOS first when asked, never two) and `to_str_tokens`.
 
+use std::path::Path;
+
 use anyhow::{anyhow, bail, ensure, Result};
+use microlens::blob::TokenizerRecord;
 
 use super::bytes;
 use super::hf::HfTokenizer;
+use super::llama2c::{self, Llama2cTokenizer};
 
 /// A tokenizer of text for a model.
 #[derive(Debug)]
@@ -13,6 +17,8 @@ pub enum TextTokenizer {
     Bytes,
     /// A HuggingFace `tokenizer.json`.
     Hf(Box<HfTokenizer>),
+    /// llama2.c's `tokenizer.bin`.
+    Llama2c(Box<Llama2cTokenizer>),
 }
 
 /// Tokens of a text, each with the byte range of the text it covers (`(0, 0)` for a BOS token added).
@@ -25,11 +31,52 @@ pub struct Encoded {
 }
 
 impl TextTokenizer {
+    /// A tokenizer file for a model of `d_vocab` tokens: llama2.c's `tokenizer.bin` (a `.bin` file,
+    /// read for exactly `d_vocab` tokens) or a HuggingFace `tokenizer.json` (ids below `d_vocab`).
+    pub fn load(path: &Path, d_vocab: usize) -> Result<Self> {
+        if path.extension().is_some_and(|e| e == "bin") {
+            return Ok(TextTokenizer::Llama2c(Box::new(Llama2cTokenizer::load(
+                path, d_vocab,
+            )?)));
+        }
+        let t = HfTokenizer::load(path)?;
+        t.check_vocab(d_vocab)?;
+        Ok(TextTokenizer::Hf(Box::new(t)))
+    }
+
+    /// The record a blob converted with this tokenizer file holds (`None` for the byte tokenizer).
+    pub fn record(&self, prepend_bos: bool) -> Option<TokenizerRecord> {
+        let fnv1a64 = match self {
+            TextTokenizer::Bytes => return None,
+            TextTokenizer::Hf(t) => t.fnv1a64(),
+            TextTokenizer::Llama2c(t) => t.fnv1a64(),
+        };
+        Some(TokenizerRecord {
+            fnv1a64,
+            prepend_bos,
+        })
+    }
+
+    /// Refuses this tokenizer for a blob converted with another one.
+    pub fn check_record(&self, record: Option<TokenizerRecord>) -> Result<()> {
+        if let (Some(r), Some(mine)) = (record, self.record(true)) {
+            ensure!(
+                r.fnv1a64 == mine.fnv1a64,
+                "{} (fnv1a64 {:016x}) is not the one the blob was converted with (fnv1a64 {:016x})",
+                self.describe(),
+                mine.fnv1a64,
+                r.fnv1a64
+            );
+        }
+        Ok(())
+    }
+
     /// The BOS token's id, if the tokenizer has one.
     pub fn bos(&self) -> Option<u32> {
         match self {
             TextTokenizer::Bytes => None,
             TextTokenizer::Hf(t) => t.bos(),
+            TextTokenizer::Llama2c(_) => Some(llama2c::BOS),
         }
     }
 
@@ -38,6 +85,7 @@ impl TextTokenizer {
         match self {
             TextTokenizer::Bytes => "the byte tokenizer".into(),
             TextTokenizer::Hf(t) => format!("tokenizer {}", t.path().display()),
+            TextTokenizer::Llama2c(t) => format!("tokenizer {}", t.path().display()),
         }
     }
 
@@ -57,6 +105,10 @@ impl TextTokenizer {
                     .encode(text, false)
                     .map_err(|e| anyhow!("cannot tokenize the text: {e}"))?;
                 (e.get_ids().to_vec(), e.get_offsets().to_vec())
+            }
+            TextTokenizer::Llama2c(t) => {
+                let e = t.encode(text.as_bytes())?;
+                (e.ids, e.offsets)
             }
         };
         ensure!(
@@ -99,6 +151,7 @@ impl TextTokenizer {
                 .inner()
                 .decode(ids, false)
                 .map_err(|e| anyhow!("cannot decode tokens: {e}")),
+            TextTokenizer::Llama2c(t) => Ok(String::from_utf8_lossy(&t.decode(ids)?).into_owned()),
         }
     }
 

@@ -14,7 +14,10 @@ include!("../../../tests/fixture_names.rs");
 
 /// Fixtures with TransformerLens caches (all but `hf_gpt2`).
 pub fn with_cache() -> impl Iterator<Item = &'static str> {
-    FIXTURES.into_iter().filter(|&n| n != "hf_gpt2")
+    FIXTURES
+        .into_iter()
+        .chain(LLAMA_FIXTURES)
+        .filter(|&n| !n.starts_with("hf_"))
 }
 
 /// `tests/fixtures/<name>`.
