@@ -12,6 +12,7 @@ use anyhow::{bail, Result};
 
 use crate::boards::Runs;
 use crate::firmware::system_binary;
+use crate::paths::on_path;
 use crate::qemu::{self, Ending};
 use crate::toolchain::{ensure_packages, run_status};
 use crate::{defmt_print, elf_size};
@@ -50,6 +51,9 @@ pub fn run(args: Args) -> Result<()> {
             bail!("{failed}")
         }
         Runs::Probe { chip } => {
+            if !on_path("probe-rs") {
+                bail!("probe-rs is not on PATH: `cargo install probe-rs-tools`, then plug in the board's probe");
+            }
             eprintln!("xtask: probe-rs run --chip {chip} {}", args.elf.display());
             run_status(
                 Command::new("probe-rs")
