@@ -12,7 +12,7 @@ use crate::device::Report;
 use crate::paths::{firmware_dir, root};
 use crate::reference;
 use crate::toolchain::{ensure_packages, Toolchain};
-use crate::{defmt_print, host_tool};
+use crate::{defmt_print, firmware, host_tool};
 
 /// The blob the firmware embeds when `MICROLENS_BLOB` is unset (its `build.rs`'s `DEFAULT_BLOB`).
 const DEFAULT_BLOB: &str = "model/induction-2l-i8.mlb";
@@ -45,8 +45,8 @@ pub fn default_blob_is_current() -> Result<()> {
     Ok(())
 }
 
-/// `cargo run --release --features <board>` in `firmware-example/` (with `-Zbuild-std=core` on Debian's
-/// toolchain), without `MICROLENS_BLOB`: the run must succeed and its `logits_hash=` equal the host's
+/// `cargo run --release --features <board>` in `firmware-example/` (with the board's target and rustflags
+/// beyond it, and `-Zbuild-std=core` on Debian's toolchain), without `MICROLENS_BLOB`: the run must succeed and its `logits_hash=` equal the host's
 /// for the default blob on the device's prompt (what `microlens run --hash` prints).
 pub fn check(board: Board) -> Result<()> {
     let spec = board.spec();
@@ -60,7 +60,8 @@ pub fn check(board: Board) -> Result<()> {
     ensure_packages(&packages)?;
     defmt_print::ensure()?;
     let mut cmd = toolchain.cargo("run", spec.target, &dir);
-    cmd.args(["--features", board.name()])
+    cmd.args(firmware::board_rustflags(spec))
+        .args(["--features", board.name()])
         .env_remove("MICROLENS_BLOB")
         .env_remove("MICROLENS_SEED")
         .env_remove("MICROLENS_STACK_RESERVE")
