@@ -12,20 +12,18 @@ use crate::device::Report;
 use crate::paths::{firmware_dir, root};
 use crate::reference;
 use crate::toolchain::{ensure_packages, Toolchain};
-use crate::{defmt_print, firmware, host_tool};
+use crate::{defmt_print, firmware, host_tool, models};
 
 /// The blob the firmware embeds when `MICROLENS_BLOB` is unset (its `build.rs`'s `DEFAULT_BLOB`).
 const DEFAULT_BLOB: &str = "model/induction-2l-i8.mlb";
 
-/// The shipped checkpoint the default blob is converted from.
-const SHIPPED_CHECKPOINT: &str = "firmware-example/model/induction-2l.safetensors";
-
-/// Fails unless the firmware's default blob equals `microlens convert` of the shipped checkpoint as
-/// int8 now (so a change to the converter or the checkpoint cannot leave it stale).
+/// Fails unless the firmware's default blob equals `microlens convert` of the default shipped
+/// checkpoint ([`models::SHIPPED`]'s first) as int8 now, so that a change to the converter or the
+/// checkpoint cannot leave it stale.
 pub fn default_blob_is_current() -> Result<()> {
     let tool = host_tool::build()?;
     let fresh = BlobSource::Convert {
-        checkpoint: root().join(SHIPPED_CHECKPOINT),
+        checkpoint: root().join(models::SHIPPED[0].checkpoint),
         config: None,
         dtype: "i8".into(),
         options: Vec::new(),
