@@ -4,6 +4,18 @@
 /// Characters of an argument quoted in an error.
 pub const MAX_QUOTED: usize = 40;
 
+/// An error as one line: the lines of its chain (a regex error, a clap usage error) joined, any huge
+/// word (an argument quoted whole) cut to its first characters.
+pub fn one_line(text: &str) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    shorten_words(&line)
+}
+
 /// Words longer than this in an error line are shortened by [`shorten_words`].
 pub const MAX_WORD: usize = 256;
 

@@ -89,18 +89,6 @@ fn quiet_broken_pipe() {
     }
 }
 
-/// An error as one line: the lines of its chain (a regex error, a clap usage error) joined, any huge
-/// word (an argument quoted whole) cut to its first characters.
-fn one_line(text: &str) -> String {
-    let line = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ");
-    microlens_host::excerpt::shorten_words(&line)
-}
-
 fn main() -> ExitCode {
     quiet_broken_pipe();
     keep_freed_memory();
@@ -121,7 +109,10 @@ fn main() -> ExitCode {
             });
             let first = lines.next().unwrap_or("error: bad arguments").trim();
             let rest: Vec<&str> = lines.map(str::trim).collect();
-            eprintln!("{}", one_line(&format!("{first} {}", rest.join(" "))));
+            eprintln!(
+                "{}",
+                microlens_host::excerpt::one_line(&format!("{first} {}", rest.join(" ")))
+            );
             return ExitCode::from(2);
         }
     };
@@ -144,7 +135,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", one_line(&format!("{e:#}")));
+            eprintln!(
+                "error: {}",
+                microlens_host::excerpt::one_line(&format!("{e:#}"))
+            );
             ExitCode::FAILURE
         }
     }

@@ -17,14 +17,21 @@ pub fn build() -> Result<PathBuf> {
 /// Builds the workspace package `package` with the `test` profile and returns the path of its binary
 /// `bin`.
 pub fn build_package(package: &str, bin: &str) -> Result<PathBuf> {
-    eprintln!("xtask: cargo build --profile test -p {package}");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    run_status(Command::new(cargo).current_dir(root()).args([
-        "build",
-        "--profile",
-        "test",
-        "-p",
-        package,
-    ]))?;
+    build_test_profile(&[package])?;
     Ok(workspace_target_dir().join("debug").join(bin))
+}
+
+/// `cargo build --profile test -p P ...` of the workspace `packages` (artifacts in `target/debug`).
+pub fn build_test_profile(packages: &[&str]) -> Result<()> {
+    eprintln!(
+        "xtask: cargo build --profile test -p {}",
+        packages.join(" -p ")
+    );
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root()).args(["build", "--profile", "test"]);
+    packages.iter().for_each(|p| {
+        cmd.args(["-p", p]);
+    });
+    run_status(&mut cmd)
 }

@@ -42,6 +42,7 @@ mod matrix;
 mod models;
 mod paths;
 mod profile;
+mod python;
 mod qemu;
 mod reference;
 mod reproduce;
@@ -89,6 +90,8 @@ enum Command {
         #[arg(long, value_enum, default_value_t = boards::Board::Mps2An386)]
         board: boards::Board,
     },
+    /// The Python package's step of `cargo xtask test` alone: build and stage it, pytest in a venv.
+    Python,
     /// Run a firmware ELF built by `cargo build` in firmware-example/ (cargo's runner there): on QEMU with
     /// its defmt log decoded (emulated boards), or flashed with `probe-rs run --chip CHIP` (real boards).
     Runner(runner::Args),
@@ -122,6 +125,7 @@ fn main() -> ExitCode {
         Command::Browser(args) => browser::run(args),
         Command::Serve(args) => serve::run(args),
         Command::ServeCheck { board } => served::check(board),
+        Command::Python => python::test(),
         Command::Runner(args) => runner::run(args),
         Command::CargoRun { board } => cargo_run::check(board),
         Command::Thumbv6m => thumbv6m::check(),

@@ -1,6 +1,7 @@
 //! `cargo xtask test`: every test the project has, as CI runs it (`.ci/run` calls exactly this).
 //!
-//! Formatting, clippy with warnings denied, the workspace's tests, the shipped induction model trained
+//! Formatting, clippy with warnings denied, the workspace's tests, the Python package's pytest suite
+//! (`bindings/python`, in a virtual environment it makes), the shipped induction model trained
 //! again from its recipe (byte for byte), `microlens report`'s page in headless Chromium, the core's
 //! docs with warnings denied, the core crate without `std` or `alloc`, the host tool's features against
 //! the tests' (one build for both), the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every
@@ -102,20 +103,29 @@ fn unshared<'a>(tool: &'a str, tests: &str) -> Vec<&'a str> {
     tool.into_iter().filter(|l| !tests.contains(l)).collect()
 }
 
-/// The host tool ([`host_tool::build`]) and `cargo test` (the default members) resolve the same features for
-/// every package the tool builds, so CI and the demo compile candle and the host crates once.
-fn host_tool_shares_test_build() -> Result<()> {
-    let tool = cargo_tree(&["-p", "microlens-host", "-e", "normal,build"])?;
+/// `name vX` of a `cargo tree` line (`name vX [feat,feat]`).
+fn package_of(line: &str) -> &str {
+    line.split(" [").next().unwrap_or(line)
+}
+
+/// `package`'s build (`what`) and `cargo test` (the default members) resolve the same features for
+/// every package both build (`package`'s own extra ones aside), so cargo compiles those once.
+fn shares_test_build(package: &str, what: &str) -> Result<()> {
+    let build = cargo_tree(&["-p", package, "-e", "normal,build"])?;
     let tests = cargo_tree(&["-e", "normal,build,dev"])?;
-    let differ = unshared(&tool, &tests);
+    let built: BTreeSet<&str> = tests.lines().map(package_of).collect();
+    let differ: Vec<&str> = unshared(&build, &tests)
+        .into_iter()
+        .filter(|l| built.contains(package_of(l)))
+        .collect();
     if !differ.is_empty() {
         bail!(
-            "the host tool's build resolves other features than the tests' (both would be \
-             compiled; name the features in host-tools/Cargo.toml):\n{}",
+            "{what}'s build resolves other features than the tests' (both would be compiled; name \
+             the features in host-tools/Cargo.toml):\n{}",
             differ.join("\n")
         );
     }
-    println!("microlens-host: the tool's build and the tests' resolve the same features");
+    println!("{package}: {what} shares the tests' build of every package both use");
     Ok(())
 }
 
@@ -299,6 +309,11 @@ fn steps() -> Vec<Step> {
             run: cargo(&["test"]),
         },
         Step {
+            name: "Python package (bindings/python): pytest against the fixtures and the command"
+                .into(),
+            run: Box::new(crate::python::test),
+        },
+        Step {
             name: "the shipped induction model reproduces from its recipe".into(),
             run: Box::new(crate::reproduce::shipped_model),
         },
@@ -333,7 +348,13 @@ fn steps() -> Vec<Step> {
         },
         Step {
             name: "host tool and tests share one build (same features)".into(),
-            run: Box::new(host_tool_shares_test_build),
+            // The host tool ([`host_tool::build`]): CI and the demo compile candle and the host
+            // crates once.
+            run: Box::new(|| shares_test_build("microlens-host", "the host tool")),
+        },
+        Step {
+            name: "Python extension and tests share one build (same features)".into(),
+            run: Box::new(|| shares_test_build("microlens-python", "the Python extension")),
         },
         Step {
             name: "core tests on 32-bit (i686), started in the background (a step after the firmware waits for them)".into(),

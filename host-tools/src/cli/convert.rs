@@ -3,12 +3,12 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, ensure, Result};
+use anyhow::{ensure, Result};
 use microlens::blob::Processing;
 use microlens::{Activations, DType, Normalization, Positional};
 
 use microlens_host::convert::fold::ProcessingOptions;
-use microlens_host::convert::{config_path, convert_into, inputs, ConvertOptions};
+use microlens_host::convert::{config_path, convert_into, inputs, with_kv, ConvertOptions};
 use microlens_host::import::tl_config::normalization_name;
 use microlens_host::quantize::calibration::{Source, DEFAULT_SEED, DEFAULT_SEQUENCES};
 use microlens_host::quantize::{CalibrationInputs, GptqOptions, Rounding};
@@ -146,11 +146,7 @@ fn activations(args: &Args) -> Result<Option<Activations>> {
         ActivationsName::I8 => Activations::I8,
         ActivationsName::I16 => Activations::I16,
     });
-    Ok(match (asked, args.kv) {
-        (asked, None) | (asked @ Some(Activations::I16), Some(KvName::I8)) => asked,
-        (Some(Activations::I16), Some(KvName::I16)) => Some(Activations::I16Kv16),
-        (_, Some(_)) => bail!("--kv needs --activations i16"),
-    })
+    with_kv(asked, args.kv.map(|kv| kv == KvName::I16))
 }
 
 /// The values of `--rounding`.

@@ -64,19 +64,7 @@ fn read(path: &Path) -> Result<Vec<u8>> {
 
 /// `path (dtypes of its matrices, activations)`, as JSON.
 pub(super) fn describe(path: &Path, model: &Model<'_>) -> serde_json::Value {
-    let mut dtypes: Vec<&str> = model
-        .entries()
-        .filter(|e| e.kind.is_matrix())
-        .map(|e| e.dtype.name())
-        .collect();
-    dtypes.sort_unstable();
-    dtypes.dedup();
-    json!({
-        "path": path.display().to_string(),
-        "dtypes": dtypes,
-        "activations": model.activations().name(),
-        "bytes": model.blob_len(),
-    })
+    microlens_host::fidelity::describe(&path.display().to_string(), model)
 }
 
 /// Prints `report` as JSON (with the two descriptions as "reference" and "candidate") or as the

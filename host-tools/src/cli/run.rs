@@ -39,7 +39,9 @@ pub struct Args {
     /// at every position the logits of a fresh run over the last W tokens (docs/window.md).
     #[arg(long, value_name = "W", conflicts_with = "cache")]
     pub window: Option<usize>,
-    /// With --cache: only the hook names this regular expression matches (e.g. `hook_pattern|resid`).
+    /// With --cache: only the activations one of whose names this regular expression matches (e.g.
+    /// `hook_pattern|resid`), each written under the first name that matches: TransformerLens 2.x's,
+    /// then 4.x's canonical aliases (`blocks.0.attn.q.hook_out` for `blocks.0.attn.hook_q`).
     #[arg(long, requires = "cache")]
     pub names: Option<String>,
 }

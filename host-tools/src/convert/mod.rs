@@ -7,8 +7,8 @@ mod pipeline;
 pub mod shortformer;
 
 pub use pipeline::{
-    config_path, convert, convert_into, convert_state_dict, convert_to_file, inputs, Conversion,
-    ConvertOptions,
+    config_path, convert, convert_into, convert_loaded, convert_state_dict, convert_to_file,
+    inputs, with_kv, Conversion, ConvertOptions,
 };
 
 #[cfg(test)]

@@ -108,9 +108,31 @@ impl ConvertOptions {
     }
 }
 
+/// The activation arithmetic of `--activations` (`asked`) and `--kv` (`kv_i16`: an int16 KV cache or
+/// an int8 one), `None` for the dtype's default; a KV cache needs `i16` activations.
+pub fn with_kv(asked: Option<Activations>, kv_i16: Option<bool>) -> Result<Option<Activations>> {
+    Ok(match (asked, kv_i16) {
+        (asked, None) | (asked @ Some(Activations::I16), Some(false)) => asked,
+        (Some(Activations::I16), Some(true)) => Some(Activations::I16Kv16),
+        (_, Some(_)) => anyhow::bail!("--kv needs --activations i16"),
+    })
+}
+
 /// Converts a checkpoint file to blob bytes (nothing is written). GPTQ rounding converts to `f32` first,
 /// calibrates on that model and re-encodes its matrices.
 pub fn convert(checkpoint: &Path, opts: &ConvertOptions) -> Result<Conversion> {
+    opts.plan()?;
+    std::fs::metadata(checkpoint)
+        .with_context(|| format!("cannot read checkpoint {}", checkpoint.display()))?;
+    let cfg = tl_config::load(&config_path(checkpoint, opts))?.config;
+    let sd = import::load(checkpoint, &cfg)
+        .with_context(|| format!("checkpoint {}", checkpoint.display()))?;
+    convert_loaded(sd, &cfg, opts)
+}
+
+/// [`convert`] of a state dict already read (TL names and shapes, unprocessed) of `cfg`; `opts.config`
+/// is not read.
+pub fn convert_loaded(sd: StateDict, cfg: &Config, opts: &ConvertOptions) -> Result<Conversion> {
     let plan = opts.plan()?;
     let encoder = WithActivations {
         encoder: encoder_for(opts.dtype)?,
@@ -118,16 +140,11 @@ pub fn convert(checkpoint: &Path, opts: &ConvertOptions) -> Result<Conversion> {
         activations: opts.activations()?,
     };
     let encoder = &encoder;
-    std::fs::metadata(checkpoint)
-        .with_context(|| format!("cannot read checkpoint {}", checkpoint.display()))?;
-    let cfg = tl_config::load(&config_path(checkpoint, opts))?.config;
-    let sd = import::load(checkpoint, &cfg)
-        .with_context(|| format!("checkpoint {}", checkpoint.display()))?;
     let rounding = opts.rounding();
     if rounding == Rounding::Nearest || opts.dtype == DType::F32 {
-        return convert_state_dict(sd, &cfg, &opts.processing, encoder);
+        return convert_state_dict(sd, cfg, &opts.processing, encoder);
     }
-    let float = convert_state_dict(sd, &cfg, &opts.processing, &F32Encoder)?;
+    let float = convert_state_dict(sd, cfg, &opts.processing, &F32Encoder)?;
     let model = Model::from_bytes(&float.blob).context("the written blob does not read back")?;
     let blob = requantize_with(&model, plan, encoder.activations(), &rounding)?;
     Model::from_bytes(&blob).context("the written blob does not read back")?;

@@ -13,6 +13,7 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use microlens::{Config, HookKind, HookKinds, HookPoint, Hooks, Model};
 
+use crate::eval::hook_names::aliases;
 use crate::eval::run::run_with_hooks;
 use crate::import::state_dict::Tensor;
 use crate::io::output::Outputs;
@@ -151,8 +152,9 @@ pub fn hook_name(kind: HookKind, layer: usize) -> String {
     .to_string()
 }
 
-/// Runs `tokens` through `model` and writes every activation whose TransformerLens name matches `names`
-/// (all when `None`) to `out` as safetensors, never onto one of `outputs`' inputs. Returns the names
+/// Runs `tokens` through `model` and writes every activation one of whose names (TransformerLens 2.x's,
+/// then 4.x's: [`aliases`]) matches `names`, under the first that matches (all, under 2.x names, when
+/// `None`) to `out` as safetensors, never onto one of `outputs`' inputs. Returns the names
 /// written.
 pub fn write_cache(
     model: &Model<'_>,
@@ -165,9 +167,9 @@ pub fn write_cache(
     write_tensors(&cache, model.config(), tokens.len(), names, outputs, out)
 }
 
-/// Writes the activations of `cache` (a run of `n_pos` positions of a model of `cfg`) whose
-/// TransformerLens name matches `names` (all when `None`) to `out` as safetensors, never onto one of
-/// `outputs`' inputs. Returns the names written.
+/// Writes the activations of `cache` (a run of `n_pos` positions of a model of `cfg`) one of whose
+/// names ([`aliases`]) matches `names`, under the first that matches (all, under 2.x names, when
+/// `None`), to `out` as safetensors, never onto one of `outputs`' inputs. Returns the names written.
 pub fn write_tensors(
     cache: &ActivationCache,
     cfg: &Config,
@@ -178,7 +180,13 @@ pub fn write_tensors(
 ) -> Result<Vec<String>> {
     let mut tensors = cache.tensors(cfg, n_pos);
     if let Some(re) = names {
-        tensors.retain(|name, _| re.is_match(name));
+        tensors = tensors
+            .into_iter()
+            .filter_map(|(name, t)| {
+                let chosen = aliases(&name).into_iter().find(|n| re.is_match(n))?;
+                Some((chosen, t))
+            })
+            .collect();
     }
     if tensors.is_empty() {
         bail!("no hook name matches the --names pattern");

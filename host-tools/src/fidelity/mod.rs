@@ -328,6 +328,24 @@ fn finish(
 /// Sequences run in parallel before their results are summed in order (bounds the memory held).
 const PARALLEL_CHUNK: usize = 256;
 
+/// A blob as `fidelity --json` describes it: `path` (`label`), the dtypes of its matrices, its
+/// activation arithmetic and its size in bytes.
+pub fn describe(label: &str, model: &Model<'_>) -> serde_json::Value {
+    let mut dtypes: Vec<&str> = model
+        .entries()
+        .filter(|e| e.kind.is_matrix())
+        .map(|e| e.dtype.name())
+        .collect();
+    dtypes.sort_unstable();
+    dtypes.dedup();
+    serde_json::json!({
+        "path": label,
+        "dtypes": dtypes,
+        "activations": model.activations().name(),
+        "bytes": model.blob_len(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -326,6 +326,37 @@ pub fn from_hf_gpt2(obj: &Map<String, Value>) -> Result<Config> {
     })
 }
 
+/// `cfg` as TransformerLens's `cfg.to_dict()` JSON would have it.
+pub fn to_tl_json(cfg: &Config) -> serde_json::Value {
+    let norm = match cfg.normalization {
+        Normalization::None => serde_json::Value::Null,
+        n => normalization_name(n).into(),
+    };
+    let mut v = serde_json::json!({
+        "n_layers": cfg.n_layers, "d_model": cfg.d_model, "n_ctx": cfg.n_ctx, "d_head": cfg.d_head,
+        "n_heads": cfg.n_heads, "d_mlp": cfg.d_mlp, "d_vocab": cfg.d_vocab, "d_vocab_out": cfg.d_vocab_out,
+        "act_fn": cfg.d_mlp.map(|_| act_fn_name(cfg.act_fn)), "attn_only": cfg.attn_only(),
+        "normalization_type": norm, "eps": cfg.eps, "attn_scale": cfg.attn_scale as f64,
+        "dtype": "torch.float32", "device": "cpu", "positional_embedding_type": "standard",
+    });
+    match cfg.positional {
+        Positional::Standard => {}
+        Positional::Shortformer => v["positional_embedding_type"] = "shortformer".into(),
+        Positional::Sinusoidal => v["positional_embedding_type"] = "sinusoidal".into(),
+        Positional::Rotary {
+            dim,
+            base,
+            adjacent_pairs,
+        } => {
+            v["positional_embedding_type"] = "rotary".into();
+            v["rotary_dim"] = dim.into();
+            v["rotary_base"] = (base as f64).into();
+            v["rotary_adjacent_pairs"] = adjacent_pairs.into();
+        }
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

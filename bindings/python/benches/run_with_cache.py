@@ -1,0 +1,146 @@
+"""`run_with_cache` of the shipped model (`firmware-example/model/induction-2l`) on 64 sequences x 64
+tokens with every hook: the `microlens` package beside TransformerLens's own `run_with_cache` on the
+CPU, 1 and 2 threads, in one run; then the peak RSS of a `names_filter` of one hook against all hooks.
+
+TransformerLens is 2.x's `HookedTransformer` of the shipped checkpoint, or, where only 4.x is installed,
+a `TransformerBridge` in compatibility mode booted from a random HF GPT-2 of the same width, depth,
+heads, context and vocabulary (GPT-2 has MLPs, d_mlp = 4 d_model: more work than the attention-only
+model microlens runs). Each figure is the median of `--runs` timed runs after one warm-up, each
+measurement in a fresh process (`RAYON_NUM_THREADS`, `torch.set_num_threads`). Prints a markdown
+table. `cargo xtask bench-peers --python P` runs it with the package staged; never in CI.
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+CHECKPOINT = ROOT / "firmware-example" / "model" / "induction-2l.safetensors"
+CONFIG = ROOT / "firmware-example" / "model" / "induction-2l.json"
+BATCH, SEQ = 64, 64
+
+
+def tokens():
+    import numpy as np
+
+    cfg = json.loads(CONFIG.read_text())
+    half = np.random.default_rng(0).integers(0, cfg["d_vocab"], size=(BATCH, SEQ // 2))
+    return np.concatenate([half, half], axis=1)
+
+
+def median(runs, f):
+    f()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def microlens_model():
+    import microlens
+
+    return microlens.convert(CHECKPOINT)
+
+
+def tl_model():
+    """TransformerLens's model of the shipped checkpoint (2.x), or a bridge of the same shape (4.x)."""
+    cfg = json.loads(CONFIG.read_text())
+    try:
+        from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+        keys = HookedTransformerConfig.__dataclass_fields__
+        tl_cfg = HookedTransformerConfig(**{k: v for k, v in cfg.items() if k in keys and k not in
+                                            ("dtype", "device", "n_params")})
+        from safetensors.torch import load_file
+
+        model = HookedTransformer(tl_cfg).eval()
+        model.load_state_dict(load_file(str(CHECKPOINT)), strict=False)
+        return model, "2.x HookedTransformer, the shipped model"
+    except ImportError:
+        from transformers import GPT2Config, GPT2LMHeadModel
+        from transformer_lens.model_bridge import TransformerBridge
+
+        gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=cfg["n_layers"], n_embd=cfg["d_model"],
+                                          n_head=cfg["n_heads"], n_positions=cfg["n_ctx"],
+                                          vocab_size=cfg["d_vocab"])).eval()
+        path = tempfile.mkdtemp()
+        gpt2.save_pretrained(path)
+        bridge = TransformerBridge.boot_transformers(path, device="cpu")
+        bridge.enable_compatibility_mode()
+        return bridge, "4.x TransformerBridge, an HF GPT-2 of the same size"
+
+
+def measure(who, threads, runs):
+    t = tokens()
+    if who == "microlens":
+        model = microlens_model()
+        secs = median(runs, lambda: model.run_with_cache(t))
+        what = "microlens"
+    else:
+        import torch
+
+        torch.set_num_threads(threads)
+        model, what = tl_model()
+        tt = torch.from_numpy(t)
+        with torch.inference_mode():
+            secs = median(runs, lambda: model.run_with_cache(tt))
+    print(json.dumps({"what": what, "tokens_per_s": BATCH * SEQ / secs}))
+
+
+def rss(names):
+    model = microlens_model()
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    _, cache = model.run_with_cache(tokens(), names_filter=None if names == "all" else names)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"kib": peak, "added_kib": peak - base, "arrays": len(cache)}))
+
+
+def child(args, threads):
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    out = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--measure", choices=["microlens", "tl"])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--rss")
+    a = p.parse_args()
+    if a.measure:
+        return measure(a.measure, a.threads, a.runs)
+    if a.rss:
+        return rss(a.rss)
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    isa = "AVX-512" if " avx512f" in flags else "AVX2" if " avx2" in flags else "no AVX2"
+    print(f"run_with_cache, {BATCH} x {SEQ} tokens, every hook; CPU with {isa}, {os.cpu_count()} cores\n")
+    print("| threads | microlens tokens/s | TransformerLens tokens/s | ratio | TransformerLens |")
+    print("|---|---|---|---|---|")
+    for threads in (1, 2):
+        ours = child(["--measure", "microlens", "--runs", str(a.runs)], threads)
+        theirs = child(["--measure", "tl", "--runs", str(a.runs), "--threads", str(threads)], threads)
+        if "error" in theirs:
+            print(f"| {threads} | {ours['tokens_per_s']:,.0f} | skipped: {theirs['error']} | | |")
+            continue
+        ratio = ours["tokens_per_s"] / theirs["tokens_per_s"]
+        print(f"| {threads} | {ours['tokens_per_s']:,.0f} | {theirs['tokens_per_s']:,.0f} | "
+              f"{ratio:.2f}x | {theirs['what']} |")
+    one, every = child(["--rss", "blocks.1.attn.hook_pattern"], 2), child(["--rss", "all"], 2)
+    print(f"\npeak RSS (microlens, 2 threads): names_filter of one hook {one['kib'] / 1024:.0f} MiB "
+          f"(+{one['added_kib'] / 1024:.0f} MiB for the run), every hook ({every['arrays']} arrays) "
+          f"{every['kib'] / 1024:.0f} MiB (+{every['added_kib'] / 1024:.0f} MiB)")
+
+
+if __name__ == "__main__":
+    main()
