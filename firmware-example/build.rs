@@ -3,13 +3,13 @@
 //! (the model's `n_ctx`, or less on a small board such as the micro:bit).
 //!
 //! Environment:
-//! - `MICROLENS_BLOB` (required): path of the blob to embed (`cargo xtask firmware` sets it); relative
-//!   paths are taken from this crate's directory.
+//! - `MICROLENS_BLOB` (optional): path of the blob to embed (`cargo xtask firmware` sets it); relative
+//!   paths are taken from this crate's directory. Unset: [`DEFAULT_BLOB`], the shipped int8 model.
 //! - `MICROLENS_SEED` (optional): seed of the prompt generator, decimal or `0x` hex.
 //! - `MICROLENS_STACK_RESERVE` (optional): the stack reserve in bytes, instead of the board's
-//!   `_stack_reserve` (for models other than the shipped one, whose stacks are deeper, and for the
-//!   shipped model's integer builds on mps2-an386, whose stacks are shallower: `cargo xtask firmware`
-//!   sets it).
+//!   `_stack_reserve` (plus [`FULL_STACK_EXTRA`] with the `full` feature): for models other than the
+//!   shipped one, whose stacks are deeper, and for the shipped model's integer builds on mps2-an386,
+//!   whose stacks are shallower (`cargo xtask firmware` sets it).
 
 use std::env;
 use std::fs;
@@ -38,8 +38,18 @@ const OTHER_STATICS: usize = 512;
 /// the frame reader and writer, the ablated heads, an upper bound.
 const SERVE_STATICS: usize = 512 + 1024 + 512;
 
+/// Stack the `full` build (every capability, as plain `cargo build`/`cargo run` makes it) needs beyond
+/// the board's `_stack_reserve`, which is sized for a build with only its blob's capabilities (`cargo
+/// xtask firmware`'s): its dispatch over every storage type keeps more on the stack (the shipped int8
+/// model: 2,144 B on the Cortex-M4F, against 1,840 B reserved).
+const FULL_STACK_EXTRA: usize = 1024;
+
 /// Vocabulary of a byte-level model (token `b` is the byte `b`).
 const BYTE_VOCAB: usize = 256;
+
+/// The blob embedded when `MICROLENS_BLOB` is not set: the shipped induction model, int8
+/// (`microlens convert model/induction-2l.safetensors --dtype i8`; `cargo xtask test` checks it is current).
+const DEFAULT_BLOB: &str = "model/induction-2l-i8.mlb";
 
 /// Seed of the prompt generator when `MICROLENS_SEED` is not set.
 const DEFAULT_SEED: u64 = 0x6d69_6372_6f6c_656e;
@@ -78,14 +88,25 @@ fn memory_x(manifest_dir: &Path, out: &Path) -> Result<String, String> {
         return Err(format!("enable exactly one board feature out of {BOARDS:?} (found {enabled:?}), e.g. --features mps2-an386"));
     };
     println!("cargo:rustc-env=MICROLENS_BOARD={board}");
+    // The board as a linker symbol too, `_microlens_board_<name>` (`-` as `_`), which the runner
+    // (`cargo xtask runner ELF`) reads from the ELF to pick QEMU's machine or probe-rs's chip.
+    let board_symbol = format!("_microlens_board_{} = 1;\n", board.replace('-', "_"));
     let src = manifest_dir.join("memory").join(format!("{board}.x"));
     println!("cargo:rerun-if-changed={}", src.display());
     println!("cargo:rerun-if-env-changed=MICROLENS_STACK_RESERVE");
-    let map = fs::read_to_string(&src).map_err(|e| format!("{}: {e}", src.display()))?;
-    let map = match env::var("MICROLENS_STACK_RESERVE") {
-        Ok(bytes) => with_stack_reserve(&map, &bytes)
+    let map =
+        fs::read_to_string(&src).map_err(|e| format!("{}: {e}", src.display()))? + &board_symbol;
+    let full = env::var_os("CARGO_FEATURE_FULL").is_some();
+    let map = match (
+        env::var("MICROLENS_STACK_RESERVE"),
+        bytes_after(&map, "_stack_reserve"),
+    ) {
+        (Ok(bytes), _) => with_stack_reserve(&map, &bytes)
             .map_err(|e| format!("MICROLENS_STACK_RESERVE={bytes}: {e} ({})", src.display()))?,
-        Err(_) => map,
+        (Err(_), Some(reserve)) if full => {
+            with_stack_reserve(&map, &(reserve + FULL_STACK_EXTRA).to_string())?
+        }
+        (Err(_), _) => map,
     };
     fs::write(
         out.join("device.x"),
@@ -176,9 +197,7 @@ fn model_consts(manifest_dir: &Path, out: &Path, map: &str) -> Result<(), String
     println!("cargo:rerun-if-env-changed=MICROLENS_BLOB");
     println!("cargo:rerun-if-env-changed=MICROLENS_SEED");
     println!("cargo:rerun-if-env-changed=MICROLENS_FACT_PROMPT");
-    let blob = env::var_os("MICROLENS_BLOB").ok_or(
-        "MICROLENS_BLOB is not set: point it at a model blob (`cargo xtask firmware` from the repository root does)",
-    )?;
+    let blob = env::var_os("MICROLENS_BLOB").unwrap_or_else(|| DEFAULT_BLOB.into());
     let blob = manifest_dir.join(blob);
     let blob = blob
         .canonicalize()

@@ -3,7 +3,8 @@
 //! Allocated sections are classed by their flags: executable is text (with the vector table),
 //! writable with contents is data (in RAM, and its initial values in flash), without contents (NOBITS)
 //! is bss (with `.uninit`), and the rest is rodata (the blob lives there). The stack reserve is the value
-//! of the `_stack_reserve` symbol of `memory.x`, the session's context that of `_microlens_context`.
+//! of the `_stack_reserve` symbol of `memory.x`, the session's context that of `_microlens_context`,
+//! and the board the one the firmware's `build.rs` names `_microlens_board_<name>` (`-` as `_`).
 
 use std::path::Path;
 
@@ -11,6 +12,8 @@ use anyhow::{Context, Result};
 use object::elf::{FileHeader32, SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHT_NOBITS, SHT_SYMTAB};
 use object::read::elf::{FileHeader, SectionHeader, Sym};
 use object::Endianness;
+
+use crate::boards::Board;
 
 /// Section sizes in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -85,4 +88,27 @@ pub fn read(path: &Path) -> Result<Sizes> {
     sizes.board_ram = symbol("_microlens_ram")
         .context("no _microlens_ram symbol (set by the firmware's build.rs)")?;
     Ok(sizes)
+}
+
+/// The board the firmware ELF at `path` was built for, from its `_microlens_board_<name>` symbol.
+pub fn board(path: &Path) -> Result<Board> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let data = &bytes[..];
+    let header = FileHeader32::<Endianness>::parse(data).context("not a 32-bit ELF")?;
+    let endian = header.endian()?;
+    let symbols = header
+        .sections(endian, data)?
+        .symbols(endian, data, SHT_SYMTAB)?;
+    let named = symbols.iter().find_map(|s| {
+        let name = s.name(endian, symbols.strings()).ok()?;
+        let board = name.strip_prefix(b"_microlens_board_")?;
+        let board = String::from_utf8_lossy(board).replace('_', "-");
+        Board::ALL.into_iter().find(|b| b.name() == board)
+    });
+    named.with_context(|| {
+        format!(
+            "{}: no _microlens_board_<name> symbol of a known board (set by the firmware's build.rs)",
+            path.display()
+        )
+    })
 }

@@ -350,6 +350,21 @@ fn print_per_mac(report: &Report) {
     }
 }
 
+/// The cargo arguments giving the board's rustflags beyond its target's (`--config
+/// target.<target>.rustflags=[...]`), none if it has none.
+pub fn board_rustflags(spec: Spec) -> Vec<String> {
+    if spec.rustflags.is_empty() {
+        return Vec::new();
+    }
+    let flags: Vec<String> = spec.rustflags.iter().map(|f| format!("{f:?}")).collect();
+    // Unquoted: cargo reads `target.thumbv8m.main-none-eabihf` as nested tables, as in config.toml;
+    // the array is appended to the config file's, so a later `-C target-cpu` wins.
+    vec![
+        "--config".into(),
+        format!("target.{}.rustflags=[{}]", spec.target, flags.join(",")),
+    ]
+}
+
 /// Builds the firmware for `board` with `blob` embedded, in serve mode if `serve` (with every hook point
 /// compiled in); returns the ELF, copied to `target/boards/<board>-<blob stem>[-serve]` so that builds
 /// for other boards and blobs leave it alone.
@@ -375,16 +390,7 @@ pub fn build(
     let features = blob_features(blob)?;
     eprintln!("xtask: microlens capabilities of the blob: {features}");
     let mut cmd = toolchain.cargo_build(spec.target, &dir);
-    if !spec.rustflags.is_empty() {
-        let flags: Vec<String> = spec.rustflags.iter().map(|f| format!("{f:?}")).collect();
-        // Unquoted: cargo reads `target.thumbv8m.main-none-eabihf` as nested tables, as in config.toml;
-        // the array is appended to the config file's, so a later `-C target-cpu` wins.
-        cmd.arg("--config").arg(format!(
-            "target.{}.rustflags=[{}]",
-            spec.target,
-            flags.join(",")
-        ));
-    }
+    cmd.args(board_rustflags(spec));
     let serve_feature = if serve { ",serve" } else { "" };
     cmd.arg("--no-default-features")
         .args([

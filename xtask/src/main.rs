@@ -10,6 +10,9 @@
 //!   and a markdown table of what they measured.
 //! - `cargo xtask serve [--board B] [--blob X] [--port N]`: the firmware in serve mode on QEMU, its UART
 //!   on `tcp:127.0.0.1:N` for `microlens device`.
+//! - `cargo xtask runner ELF`: cargo's runner for `cargo run` in `firmware-example/` (through its
+//!   `runner` script): QEMU and defmt-print for an emulated board, `probe-rs run` for a real one.
+//! - `cargo xtask cargo-run [--board B]`: that `cargo run`, checked against the host.
 //! - `cargo xtask profile`: a token's instructions on QEMU per function (of the firmware built last).
 //! - `cargo xtask browser [--screenshot PNG]`: `microlens report`'s page and the `--html` heatmaps in
 //!   headless Chromium through WebDriver (installed from Debian's packages).
@@ -26,6 +29,7 @@ mod bench_peers;
 mod blob_source;
 mod boards;
 mod browser;
+mod cargo_run;
 mod core32;
 mod defmt_print;
 mod demo;
@@ -42,6 +46,7 @@ mod python;
 mod qemu;
 mod reference;
 mod reproduce;
+mod runner;
 mod serve;
 mod serve_frames;
 mod served;
@@ -87,6 +92,16 @@ enum Command {
     },
     /// The Python package's step of `cargo xtask test` alone: build and stage it, pytest in a venv.
     Python,
+    /// Run a firmware ELF built by `cargo build` in firmware-example/ (cargo's runner there): on QEMU with
+    /// its defmt log decoded (emulated boards), or flashed with `probe-rs run --chip CHIP` (real boards).
+    Runner(runner::Args),
+    /// `cargo run --release --features BOARD` in firmware-example/ (the default blob, the runner on QEMU),
+    /// its logits hash checked against the host's (as `cargo xtask test` runs it on mps2-an386).
+    CargoRun {
+        /// An emulated board.
+        #[arg(long, value_enum, default_value_t = boards::Board::Mps2An386)]
+        board: boards::Board,
+    },
     /// Check that the core crate builds for thumbv6m-none-eabi (Cortex-M0+).
     Thumbv6m,
     /// The core crate's tests on a 32-bit target (i686), where `usize` size arithmetic could wrap.
@@ -111,6 +126,8 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::ServeCheck { board } => served::check(board),
         Command::Python => python::test(),
+        Command::Runner(args) => runner::run(args),
+        Command::CargoRun { board } => cargo_run::check(board),
         Command::Thumbv6m => thumbv6m::check(),
         Command::Fuzz(args) => fuzz::run(args),
         Command::Core32 => core32::run(),

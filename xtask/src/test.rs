@@ -8,7 +8,8 @@
 //! emulated board checked against the host (the shipped model as int8 and as f32), two fixtures with
 //! norms and MLPs on the Cortex-M4F and M55, the shipped model as int4, f16 and W8A16 (and a fixture as
 //! int4), the byte-level model (its continuation checked too) and a ROME-edited fact model (its recall
-//! checked) on the Cortex-M4F, serve mode on the Cortex-M4F (the device's hash, activation cache and
+//! checked) on the Cortex-M4F, `cargo run` in the firmware example on the Cortex-M4F (its default blob
+//! checked to be the shipped model's current conversion), serve mode on the Cortex-M4F (the device's hash, activation cache and
 //! fidelity report against the host's, 10,000 corrupted frames), the real boards' builds with their
 //! sizes and budgets, and a short run of every fuzz target (built in the background beside the firmware steps). Every step runs even if an earlier one
 //! failed; the last line counts them.
@@ -397,6 +398,14 @@ fn steps() -> Vec<Step> {
             run: Box::new(edited_facts_on_qemu),
         },
     ];
+    steps.push(Step {
+        name: "the firmware's default blob is the shipped model's current int8 conversion".into(),
+        run: Box::new(crate::cargo_run::default_blob_is_current),
+    });
+    steps.push(Step {
+        name: "cargo run --release --features mps2-an386 in firmware-example (the runner, QEMU): logits hash equals the host's".into(),
+        run: Box::new(|| crate::cargo_run::check(Board::Mps2An386)),
+    });
     steps.push(Step {
         name: "serve mode on QEMU mps2-an386 (int8 and f32): device run --hash and device cache equal the host's, 10,000 corrupted frames".into(),
         run: Box::new(|| crate::served::check(Board::Mps2An386)),

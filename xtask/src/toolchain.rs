@@ -104,6 +104,12 @@ impl Toolchain {
 
     /// `cargo build --release` for `target` in `dir`, with this toolchain's settings.
     pub fn cargo_build(self, target: &str, dir: &Path) -> Command {
+        self.cargo("build", target, dir)
+    }
+
+    /// `cargo <subcommand> --release` (`build` or `run`) for `target` in `dir`, with this toolchain's
+    /// settings.
+    pub fn cargo(self, subcommand: &str, target: &str, dir: &Path) -> Command {
         let mut cmd = match self {
             Toolchain::Rustup => {
                 Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
@@ -111,7 +117,7 @@ impl Toolchain {
             Toolchain::Debian => Command::new(DEBIAN_CARGO),
         };
         cmd.current_dir(dir)
-            .args(["build", "--release", "--target", target]);
+            .args([subcommand, "--release", "--target", target]);
         if self == Toolchain::Debian {
             cmd.arg("-Zbuild-std=core")
                 .env("RUSTC", DEBIAN_RUSTC)
