@@ -1099,12 +1099,23 @@ impl Drop for KillOnDrop {
 /// Sends `signal` to a `convert` once its temporary output exists: the process dies of the signal and
 /// leaves neither the temporary file nor an output behind.
 fn killed_convert_leaves_nothing(signal: i32) {
+    use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     // Slow enough to be caught in the middle: GPTQ over 4 layers of a 256-token context.
     let cfg = attn_only(4, 64, 16, 64, 256);
     let ck = checkpoint(dir.path(), &cfg, |_, seed| 0.1 * lcg(seed));
     let out = dir.path().join("slow.mlb");
-    let child = Command::new(env!("CARGO_BIN_EXE_microlens"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_microlens"));
+    // A shell's background job inherits SIGINT ignored (and convert keeps an inherited ignore, as
+    // `nohup` expects): the child gets the default disposition, whatever started the tests.
+    // SAFETY: `signal` is async-signal-safe, called in the child between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::signal(signal, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let child = cmd
         .args([
             "convert",
             s(&ck),
