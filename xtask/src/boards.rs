@@ -215,7 +215,7 @@ impl Board {
             _ => 2048 + 128,
         };
         let integer_budget = (self == Board::Mps2An386).then_some(IntegerBudget {
-            stack_reserve: 1712,
+            stack_reserve: 1696,
             ram_allowance: 2048,
         });
         Spec {
