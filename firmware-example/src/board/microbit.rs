@@ -7,6 +7,8 @@
 
 use core::ptr;
 
+#[cfg(feature = "serve")]
+pub use super::nrf51_uart::Uart;
 pub use super::qemu_arm::{exit, instructions_per_tick, print_cost_per_token, stack_pointer};
 
 /// TIMER0's registers (nRF51 Series Reference Manual, TIMER).

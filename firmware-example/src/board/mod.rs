@@ -28,11 +28,20 @@ compile_error!("enable a board feature, e.g. `--features mps2-an386` (see Cargo.
     any(feature = "mps2-an385", feature = "mps2-an386", feature = "mps2-an500")
 ))]
 mod cmsdk_uart;
+#[cfg(all(feature = "serve", feature = "microbit"))]
+mod nrf51_uart;
 #[cfg(all(
     feature = "serve",
-    not(any(feature = "mps2-an385", feature = "mps2-an386", feature = "mps2-an500"))
+    not(any(
+        feature = "mps2-an385",
+        feature = "mps2-an386",
+        feature = "mps2-an500",
+        feature = "microbit"
+    ))
 ))]
-compile_error!("serve mode needs a board with a UART driver: mps2-an385, mps2-an386 or mps2-an500");
+compile_error!(
+    "serve mode needs a board with a UART driver: mps2-an385, mps2-an386, mps2-an500 or microbit"
+);
 #[cfg(target_arch = "arm")]
 mod cortex_m;
 #[cfg(feature = "probe")]
