@@ -117,7 +117,13 @@ fn output(tool: &Path, args: &[&str]) -> Result<String> {
 fn device_context(tool: &Path, server: &Server) -> Result<usize> {
     let info = output(tool, &["device", "info", "--port", &server.address()])?;
     info.lines()
-        .find_map(|l| l.strip_prefix("context: ")?.split_whitespace().next()?.parse().ok())
+        .find_map(|l| {
+            l.strip_prefix("context: ")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
         .with_context(|| format!("device info gave no context:\n{info}"))
 }
 
