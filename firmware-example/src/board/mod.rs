@@ -49,6 +49,8 @@ compile_error!(
 );
 #[cfg(target_arch = "arm")]
 mod cortex_m;
+#[cfg(any(feature = "microbit", feature = "netduinoplus2", feature = "serve"))]
+mod mmio;
 #[cfg(feature = "probe")]
 mod probe;
 #[cfg(all(target_arch = "arm", any(feature = "qemu", feature = "qemu-usart")))]

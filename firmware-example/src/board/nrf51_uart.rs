@@ -2,7 +2,7 @@
 //! link on the micro:bit (nRF51 Series Reference Manual, 29 UART), 115,200 baud on the micro:bit's
 //! USB-serial pins (TXD P0.24, RXD P0.25).
 
-use core::ptr;
+use super::mmio::{read, write};
 
 /// The UART's registers.
 const BASE: usize = 0x4000_2000;
@@ -23,17 +23,6 @@ const BAUD_115200: u32 = 0x01D7_E000;
 /// The micro:bit's interface-chip pins.
 const PIN_TXD: u32 = 24;
 const PIN_RXD: u32 = 25;
-
-fn read(addr: usize) -> u32 {
-    // SAFETY: `addr` is one of the UART's word-aligned registers, memory-mapped I/O that no Rust object
-    // aliases; only this module touches the UART.
-    unsafe { ptr::read_volatile(addr as *const u32) }
-}
-
-fn write(addr: usize, value: u32) {
-    // SAFETY: as in `read`.
-    unsafe { ptr::write_volatile(addr as *mut u32, value) }
-}
 
 /// The UART, enabled, receiving and transmitting.
 pub struct Uart(());

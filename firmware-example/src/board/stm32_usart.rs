@@ -2,7 +2,7 @@
 //! carries serve mode's frames, USART2 (`0x4000_4400`, the second) the defmt log. Both on the reset
 //! clock (HSI, 16 MHz; QEMU ignores rates), their bus clocks enabled in the RCC as on the chip.
 
-use core::ptr;
+use super::mmio::{read, write};
 
 /// RCC's bus clock enables.
 const RCC_APB1ENR: usize = 0x4002_3840;
@@ -26,17 +26,6 @@ const TXE: u32 = 1 << 7;
 const UE_TE_RE: u32 = (1 << 13) | (1 << 3) | (1 << 2);
 /// BRR at 16 MHz for 115,200 baud (oversampling by 16: 8.6875 = 8 + 11/16).
 const BRR_115200: u32 = (8 << 4) | 11;
-
-fn read(addr: usize) -> u32 {
-    // SAFETY: `addr` is an RCC or USART register, word-aligned memory-mapped I/O that no Rust object
-    // aliases; only this module touches the USARTs and these RCC registers.
-    unsafe { ptr::read_volatile(addr as *const u32) }
-}
-
-fn write(addr: usize, value: u32) {
-    // SAFETY: as in `read`.
-    unsafe { ptr::write_volatile(addr as *mut u32, value) }
-}
 
 /// One USART at `base`.
 #[derive(Clone, Copy)]
