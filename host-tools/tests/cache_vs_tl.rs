@@ -101,6 +101,7 @@ fn a_batch_cache_stacks_the_per_sequence_caches() {
                 .collect();
             assert_eq!(batch.tensors.len(), singles[0].0.len(), "{name}");
             for t in &batch.tensors {
+                assert_eq!(t.data.len(), rows.len() * t.layout.len());
                 let per_row = t.data.chunks_exact(t.layout.len());
                 for (i, (part, (single, _))) in per_row.zip(&singles).enumerate() {
                     let s = &single[&t.name];
