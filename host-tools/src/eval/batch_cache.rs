@@ -66,7 +66,8 @@ pub fn record_batch(
             continue;
         }
         check_words(&[batch, layout.len()], &name)?;
-        let data = vec![layout.fill(); batch * layout.len()];
+        // Zeros (pages the kernel zeroes as they are first touched); other fills by each sequence.
+        let data = vec![0.0; batch * layout.len()];
         tensors.push(BatchTensor { name, layout, data });
     }
     let dv = model.config().d_vocab_out;
@@ -90,7 +91,12 @@ pub fn record_batch(
         .par_iter()
         .zip(parts.into_par_iter())
         .zip(logits.par_chunks_mut(n_pos * dv))
-        .map(|((row, out), logits_out)| {
+        .map(|((row, mut out), logits_out)| {
+            for (part, layout) in out.iter_mut().zip(&layouts) {
+                if layout.fill() != 0.0 {
+                    part.fill(layout.fill());
+                }
+            }
             let mut recorder = Recorder::new(model, &layouts, out);
             let row_logits = run_with_hooks(model, row, &mut recorder)?;
             for (dst, src) in logits_out.chunks_exact_mut(dv).zip(&row_logits) {
