@@ -201,7 +201,7 @@ impl<'a> Matrix<'a> {
     }
 
     /// `out[r] = W[r][c0 .. c0 + x.len()] . x` for every row, as [`Matrix::dot`] (the same bits): on
-    /// the host (`std`), aligned little-endian `f32` rows four per pass ([`row_block::dot4_f32`]).
+    /// the host (`std`), aligned little-endian `f32` rows four per pass (`row_block::dot4_f32`).
     pub fn dot_columns(&self, c0: usize, x: &[f32], out: &mut [f32]) {
         let n = self.rows.min(out.len());
         let out = &mut out[..n];
