@@ -28,17 +28,31 @@ impl Table {
         if act == ActFn::Solu || !valid(input) || !valid(output) {
             return None;
         }
-        let mut x = [0f32; 256];
-        for (i, v) in x.iter_mut().enumerate() {
-            *v = input.scale * (i32::from(i as u8 as i8) - input.zero) as f32;
-        }
-        activation::apply(act, &mut x);
+        let x = image(act, input);
         let mut table = [0i8; 256];
         for (t, y) in table.iter_mut().zip(x) {
             let q = libm::roundf(y / output.scale) as i64 + i64::from(output.zero);
             *t = q.clamp(i8::MIN.into(), i8::MAX.into()) as i8;
         }
         Some(Self(table))
+    }
+
+    /// The table of `act` with the output quantisation spanning its image of the 256 inputs (and 0):
+    /// `scale = (max - min) / 255`, so no output clamps. `None` as for [`Table::build`].
+    pub fn build_spanning(act: ActFn, input: Affine) -> Option<(Self, Affine)> {
+        if act == ActFn::Solu || !(input.scale.is_finite() && input.scale > 0.0) {
+            return None;
+        }
+        let (lo, hi) = image(act, input)
+            .iter()
+            .fold((0f32, 0f32), |(lo, hi), &y| (lo.min(y), hi.max(y)));
+        let scale = (hi - lo) / 255.0;
+        let scale = if scale > 0.0 { scale } else { 1.0 };
+        let output = Affine {
+            scale,
+            zero: -128 - libm::roundf(lo / scale) as i32,
+        };
+        Some((Self::build(act, input, output)?, output))
     }
 
     /// `f(q)`, quantised.
@@ -51,6 +65,16 @@ impl Table {
     pub fn apply_all(&self, x: &mut [i8]) {
         x.iter_mut().for_each(|q| *q = self.apply(*q));
     }
+}
+
+/// `f` of the 256 inputs, indexed by their bits.
+fn image(act: ActFn, input: Affine) -> [f32; 256] {
+    let mut x = [0f32; 256];
+    for (i, v) in x.iter_mut().enumerate() {
+        *v = input.scale * (i32::from(i as u8 as i8) - input.zero) as f32;
+    }
+    activation::apply(act, &mut x);
+    x
 }
 
 #[cfg(test)]
@@ -110,6 +134,32 @@ mod tests {
         assert!(
             worst_steps > 0.45 && worst_steps <= 0.5 + 1e-3,
             "{worst_steps}"
+        );
+    }
+
+    #[test]
+    fn spanning_never_clamps() {
+        for act in [ActFn::Gelu, ActFn::Silu, ActFn::Relu] {
+            let input = Affine {
+                scale: 0.05,
+                zero: 0,
+            };
+            let (t, out) = Table::build_spanning(act, input).unwrap();
+            for q in i8::MIN..=i8::MAX {
+                let x = f64::from(input.scale) * f64::from(q);
+                let got = f64::from(out.scale) * f64::from(i32::from(t.apply(q)) - out.zero);
+                assert!((got - definition(act, x)).abs() <= 0.5 * f64::from(out.scale) + 1e-6);
+            }
+        }
+        assert_eq!(
+            Table::build_spanning(
+                ActFn::Solu,
+                Affine {
+                    scale: 1.0,
+                    zero: 0
+                }
+            ),
+            None
         );
     }
 

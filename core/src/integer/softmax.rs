@@ -1,4 +1,5 @@
-//! Softmax of a row of scores in integers: scores in [`exp_q`]'s Q11, probabilities in Q15
+//! Softmax of a row of scores in integers: scores in Q11 (`i32`: `x * 2^11`, any range; only the
+//! differences from the row's maximum, saturated to [`exp_q`]'s `[-16, 0]`, matter), probabilities in Q15
 //! (`p * 2^15`, so `1.0 = 32768` in a `u16`). `e^(x_i - max)` in Q30 summed exactly in a `u64`, its
 //! [`reciprocal`] once per row, then each `e^(x_i - max)` (recomputed, no scratch) times it. Worst error
 //! per probability: 0.5 units of `2^-15` plus `2^-24` (the output's rounding plus the exponential's and
@@ -12,13 +13,13 @@ pub const PROB_FRAC_BITS: u32 = 15;
 
 /// `out[i] = round(2^15 softmax(x / 2^11)[i])` for `i` up to the shorter length. Differences from the
 /// row's maximum below `-16` (in real units) count as `-16` ([`exp_q`]).
-pub fn softmax(x: &[i16], out: &mut [u16]) {
+pub fn softmax(x: &[i32], out: &mut [u16]) {
     let n = x.len().min(out.len());
     let x = &x[..n];
     let Some(max) = x.iter().copied().max() else {
         return;
     };
-    let shifted = |v: i16| exp_q((i32::from(v) - i32::from(max)).max(i32::from(i16::MIN)) as i16);
+    let shifted = |v: i32| exp_q(v.saturating_sub(max).max(i32::from(i16::MIN)) as i16);
     let sum = x
         .iter()
         .fold(0u64, |s, &v| s.saturating_add(shifted(v) as u64));
@@ -53,38 +54,37 @@ mod tests {
         }
     }
 
-    fn reference(x: &[i16]) -> std::vec::Vec<f64> {
+    fn reference(x: &[i32]) -> std::vec::Vec<f64> {
         let max = x.iter().copied().max().unwrap();
         let e: std::vec::Vec<f64> = x
             .iter()
-            .map(|&v| libm::exp((f64::from(v) - f64::from(max)).max(-32768.0) / 2048.0))
+            .map(|&v| libm::exp((f64::from(v) - f64::from(max)).max(-32767.0) / 2048.0))
             .collect();
         let sum: f64 = e.iter().sum();
         e.iter().map(|v| v / sum).collect()
     }
 
-    /// Rows of every length to 300 with spreads from 0 to the whole `i16` range, plus the extremes:
-    /// worst error 0.5 units of Q15 plus `2^-24`.
+    /// Rows of every length to 300 with spreads from 0 to beyond the exponential's range, plus the
+    /// extremes: worst error 0.5 units of Q15 plus `2^-24`.
     #[test]
     fn within_half_a_unit_of_q15() {
         let mut next = rng(29);
         let mut worst = 0f64;
-        let mut rows: std::vec::Vec<std::vec::Vec<i16>> = std::vec::Vec::new();
+        let mut rows: std::vec::Vec<std::vec::Vec<i32>> = std::vec::Vec::new();
         for n in 1..=300usize {
-            for spread in [0u64, 1, 64, 2048, 8192, 65_536] {
+            for spread in [0u64, 1, 64, 2048, 8192, 65_536, 1 << 32] {
                 rows.push(
                     (0..n)
                         .map(|_| match spread {
                             0 => 7,
-                            65_536 => next() as i16,
-                            s => (next() % s) as i16 - (s / 2) as i16,
-                        })
+                            s => (next() % s) as i64 - (s / 2) as i64,
+                        } as i32)
                         .collect(),
                 );
             }
         }
-        rows.push(std::vec![i16::MIN, i16::MAX]);
-        rows.push(std::vec![i16::MAX; 257]);
+        rows.push(std::vec![i32::MIN, i32::MAX]);
+        rows.push(std::vec![i32::MAX; 257]);
         for x in &rows {
             let mut out = std::vec![0u16; x.len()];
             softmax(x, &mut out);

@@ -7,6 +7,7 @@ pub mod cache;
 pub mod emulation;
 pub mod generate;
 pub mod hook_names;
+pub mod integer_emulation;
 pub mod metrics;
 pub mod run;
 pub mod sequences;
