@@ -7,7 +7,8 @@
 //! - [`reciprocal`]: `1 / d` as a multiplier and exponent by Newton-Raphson, no division;
 //! - [`softmax`]: the two above over a row of scores, probabilities in Q15;
 //! - [`sqrt`]: the integer square root, and [`norm`]: LayerNorm and RMSNorm of an integer vector;
-//! - [`activation`]: an MLP activation (GELU, SiLU, ...) as an int8 -> int8 table built on the host.
+//! - [`activation`]: an MLP activation (GELU, SiLU, ...) as an int8 -> int8 table built on the host,
+//!   and [`interpolated`]: over int16 inputs, a 257-knot piecewise-linear table.
 //!
 //! Each function's doc comment states its worst error against its real definition, which its unit
 //! tests measure over its whole input range (or, where that is too large to enumerate, every edge of it
@@ -15,6 +16,7 @@
 
 pub mod activation;
 pub mod exp;
+pub mod interpolated;
 pub mod norm;
 pub mod reciprocal;
 pub mod requantize;

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use anyhow::{ensure, Context, Result};
 use microlens::integer::activation::{Affine, Table};
+use microlens::integer::interpolated::Interpolated;
 use microlens::integer::norm::normalize;
 use microlens::integer::softmax::softmax;
 use microlens::weights::affine;
@@ -23,6 +24,8 @@ pub enum IntegerStep {
     Norm,
     /// The MLP activation as an int8 -> int8 table (calibrated input scale).
     Activation,
+    /// The MLP activation over int16 inputs (calibrated scale) as a 257-knot piecewise-linear table.
+    Activation16,
 }
 
 impl IntegerStep {
@@ -32,6 +35,7 @@ impl IntegerStep {
             IntegerStep::Softmax => "softmax",
             IntegerStep::Norm => "norm",
             IntegerStep::Activation => "activation",
+            IntegerStep::Activation16 => "activation16",
         }
     }
 }
@@ -44,6 +48,8 @@ pub struct IntegerEmulation<'m, 'b> {
     ranges: Ranges,
     /// Per block, the activation's input quantisation, table and output quantisation.
     tables: Vec<(Affine, Table, Affine)>,
+    /// Per block, the int16 activation's input scale and table.
+    tables16: Vec<(f32, Interpolated)>,
     /// The MLP's pre-activation of each position.
     pre: HashMap<usize, Vec<f32>>,
     /// The norm's input of each position: the last residual stream seen.
@@ -57,12 +63,28 @@ impl<'m, 'b> IntegerEmulation<'m, 'b> {
     /// step on a model whose MLP is gated or SoLU (not one table), or whose ranges miss a point.
     pub fn new(model: &'m Model<'b>, steps: &[IntegerStep], ranges: Ranges) -> Result<Self> {
         let cfg = model.config();
-        let mut tables = Vec::new();
-        if steps.contains(&IntegerStep::Activation) && cfg.d_mlp.is_some() {
+        let (mut tables, mut tables16) = (Vec::new(), Vec::new());
+        let activation = [IntegerStep::Activation, IntegerStep::Activation16];
+        if steps.iter().any(|s| activation.contains(s)) && cfg.d_mlp.is_some() {
             ensure!(
                 !cfg.gated_mlp && cfg.act_fn != ActFn::Solu,
                 "--emulate-integer activation needs an ungated, elementwise MLP activation"
             );
+            ensure!(
+                !activation.iter().all(|s| steps.contains(s)),
+                "--emulate-integer takes one of activation and activation16"
+            );
+        }
+        if steps.contains(&IntegerStep::Activation16) && cfg.d_mlp.is_some() {
+            for l in 0..cfg.n_layers {
+                let max = ranges.max_abs(HookKind::MlpPre, l).unwrap_or(0.0).max(1e-6);
+                let s_in = max / 32767.0;
+                let t = Interpolated::build(cfg.act_fn, s_in)
+                    .with_context(|| format!("no int16 table at input scale {s_in}"))?;
+                tables16.push((s_in, t));
+            }
+        }
+        if steps.contains(&IntegerStep::Activation) && cfg.d_mlp.is_some() {
             for l in 0..cfg.n_layers {
                 let max = ranges.max_abs(HookKind::MlpPre, l).unwrap_or(0.0).max(1e-6);
                 let input = Affine {
@@ -83,6 +105,7 @@ impl<'m, 'b> IntegerEmulation<'m, 'b> {
             steps: steps.to_vec(),
             ranges,
             tables,
+            tables16,
             resid: HashMap::new(),
             pre: HashMap::new(),
             scores: Vec::new(),
@@ -179,6 +202,16 @@ impl Hooks for IntegerEmulation<'_, '_> {
             HookKind::MlpPre => {
                 self.pre.insert(p.pos, act.to_vec());
             }
+            HookKind::MlpPost if !self.tables16.is_empty() => {
+                let (Some((s_in, t)), Some(x)) = (self.tables16.get(p.layer), self.pre.get(&p.pos))
+                else {
+                    return;
+                };
+                for (a, &x) in act.iter_mut().zip(x) {
+                    let q = t.apply(quantize(x / s_in, i16::MAX.into()) as i16);
+                    *a = t.output.scale * f32::from(q);
+                }
+            }
             HookKind::MlpPost => {
                 let (Some((input, t, output)), Some(x)) =
                     (self.tables.get(p.layer), self.pre.get(&p.pos))
@@ -265,5 +298,17 @@ mod tests {
         let err = IntegerEmulation::new(&model, &[IntegerStep::Activation], Ranges::default());
         assert!(err.is_err());
         assert!(IntegerEmulation::new(&model, &[IntegerStep::Norm], Ranges::default()).is_ok());
+        cfg.act_fn = ActFn::Gelu;
+        let blob = convert_state_dict(
+            state_dict(&cfg, 3),
+            &cfg,
+            &ProcessingOptions::none(),
+            &F32Encoder,
+        )
+        .unwrap()
+        .blob;
+        let model = Model::from_bytes(&blob).unwrap();
+        let both = [IntegerStep::Activation, IntegerStep::Activation16];
+        assert!(IntegerEmulation::new(&model, &both, Ranges::default()).is_err());
     }
 }
