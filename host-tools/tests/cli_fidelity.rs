@@ -183,16 +183,19 @@ fn fidelity_refuses_bad_inputs_in_one_line() {
     }
 }
 
+/// `fidelity BLOB BLOB` on 8 sequences with `extra` options, as JSON.
+fn self_fidelity(blob: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["fidelity", blob, blob, "--sequences", "8", "--json"];
+    args.extend_from_slice(extra);
+    json(&microlens(&args))
+}
+
 #[test]
 fn fidelity_emulates_int8_roundings_on_a_float_candidate() {
     let dir = tempfile::tempdir().unwrap();
     let f32_blob = convert(dir.path(), "attn_only_2l", "f32");
     let blob = f32_blob.to_str().unwrap();
-    let run = |extra: &[&str]| {
-        let mut args = vec!["fidelity", blob, blob, "--sequences", "8", "--json"];
-        args.extend_from_slice(extra);
-        json(&microlens(&args))
-    };
+    let run = |extra: &[&str]| self_fidelity(blob, extra);
     let exact = run(&[]);
     assert_eq!(exact["mean_kl"], 0.0);
     assert_eq!(exact["candidate"]["emulated_int8"], serde_json::json!([]));
@@ -227,11 +230,7 @@ fn fidelity_emulates_integer_steps_on_a_float_candidate() {
     let dir = tempfile::tempdir().unwrap();
     let f32_blob = convert(dir.path(), "attn_only_2l", "f32");
     let blob = f32_blob.to_str().unwrap();
-    let run = |extra: &[&str]| {
-        let mut args = vec!["fidelity", blob, blob, "--sequences", "8", "--json"];
-        args.extend_from_slice(extra);
-        json(&microlens(&args))
-    };
+    let run = |extra: &[&str]| self_fidelity(blob, extra);
     let kl = |v: &serde_json::Value| v["mean_kl"].as_f64().unwrap();
     let softmax = run(&["--emulate-integer", "softmax"]);
     assert_eq!(

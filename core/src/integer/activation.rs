@@ -80,20 +80,7 @@ fn image(act: ActFn, input: Affine) -> [f32; 256] {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The float definitions, in `f64`.
-    fn definition(act: ActFn, x: f64) -> f64 {
-        let sqrt_2_pi = libm::sqrt(2.0 / core::f64::consts::PI);
-        match act {
-            ActFn::Relu => x.max(0.0),
-            ActFn::Gelu => 0.5 * x * (1.0 + libm::erf(x / core::f64::consts::SQRT_2)),
-            ActFn::GeluNew | ActFn::GeluPytorchTanh | ActFn::GeluFast => {
-                0.5 * x * (1.0 + libm::tanh(sqrt_2_pi * (x + 0.044715 * x * x * x)))
-            }
-            ActFn::Silu => x / (1.0 + libm::exp(-x)),
-            ActFn::Solu => unreachable!(),
-        }
-    }
+    use crate::testing::activation_f64 as definition;
 
     /// Every one of the 256 inputs of every elementwise activation, over input ranges from +-1 to
     /// +-16 and asymmetric zero points: within half an output step plus `1e-6` relative.

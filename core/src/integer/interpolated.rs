@@ -65,17 +65,7 @@ impl Interpolated {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The float definitions, in `f64`.
-    fn definition(act: ActFn, x: f64) -> f64 {
-        let sqrt_2_pi = libm::sqrt(2.0 / core::f64::consts::PI);
-        match act {
-            ActFn::Relu => x.max(0.0),
-            ActFn::Gelu => 0.5 * x * (1.0 + libm::erf(x / core::f64::consts::SQRT_2)),
-            ActFn::Silu => x / (1.0 + libm::exp(-x)),
-            _ => 0.5 * x * (1.0 + libm::tanh(sqrt_2_pi * (x + 0.044715 * x * x * x))),
-        }
-    }
+    use crate::testing::activation_f64 as definition;
 
     /// Every `i16` input of GELU (both), SiLU and ReLU over input ranges +-2 to +-32: within one output
     /// step plus `0.1 h^2` (GELU's `max|f''|/8` is 0.05, SiLU's 0.031).

@@ -55,16 +55,7 @@ pub fn normalize(x: &[i16], centre: bool, eps_n2: u64, out: &mut [i16]) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn rng(seed: u64) -> impl FnMut() -> u64 {
-        let mut s = seed | 1;
-        move || {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            s.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-    }
+    use crate::testing::wide;
 
     fn reference(x: &[i16], centre: bool, eps_n2: u64) -> std::vec::Vec<f64> {
         let n = x.len() as f64;
@@ -87,7 +78,7 @@ mod tests {
     /// Widths 1 to 256 (and 1024), spreads from 1 to the whole `i16` range, with and without `eps`.
     #[test]
     fn within_half_a_unit_of_q11() {
-        let mut next = rng(11);
+        let mut next = wide(crate::testing::lcg(11));
         let mut worst = 0f64;
         let widths = (1..=256usize).chain([1024]);
         for n in widths {

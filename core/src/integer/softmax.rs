@@ -42,17 +42,7 @@ pub fn softmax(x: &[i32], out: &mut [u16]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A small deterministic generator (xorshift64*).
-    fn rng(seed: u64) -> impl FnMut() -> u64 {
-        let mut s = seed | 1;
-        move || {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            s.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-    }
+    use crate::testing::wide;
 
     fn reference(x: &[i32]) -> std::vec::Vec<f64> {
         let max = x.iter().copied().max().unwrap();
@@ -68,7 +58,7 @@ mod tests {
     /// extremes: worst error 0.5 units of Q15 plus `2^-24`.
     #[test]
     fn within_half_a_unit_of_q15() {
-        let mut next = rng(29);
+        let mut next = wide(crate::testing::lcg(29));
         let mut worst = 0f64;
         let mut rows: std::vec::Vec<std::vec::Vec<i32>> = std::vec::Vec::new();
         for n in 1..=300usize {

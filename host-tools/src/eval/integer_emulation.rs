@@ -231,13 +231,10 @@ impl Hooks for IntegerEmulation<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::convert_state_dict;
-    use crate::convert::fold::ProcessingOptions;
     use crate::eval::metrics::{kl, log_softmax};
     use crate::eval::run::{run_model, run_with_hooks};
-    use crate::import::random_model::{config, state_dict};
+    use crate::import::random_model::{config, f32_blob};
     use crate::quantize::calibration::Source;
-    use crate::quantize::encode::F32Encoder;
     use microlens::Positional;
 
     /// Each step, alone and together, on LN and RMS models with a GELU MLP: the logits move (the
@@ -247,10 +244,7 @@ mod tests {
         for norm in [Normalization::LN, Normalization::RMS] {
             let mut cfg = config(norm, Positional::Standard, true);
             cfg.act_fn = ActFn::Gelu;
-            let sd = state_dict(&cfg, 3);
-            let blob = convert_state_dict(sd, &cfg, &ProcessingOptions::none(), &F32Encoder)
-                .unwrap()
-                .blob;
+            let blob = f32_blob(&cfg, 3);
             let model = Model::from_bytes(&blob).unwrap();
             let seqs = Source::default().sequences(&model).unwrap();
             let ranges = Ranges::calibrate(&model, &seqs[..32]).unwrap();
@@ -286,27 +280,13 @@ mod tests {
     fn gated_or_solu_activation_is_refused() {
         let mut cfg = config(Normalization::LN, Positional::Standard, true);
         cfg.act_fn = ActFn::Solu;
-        let blob = convert_state_dict(
-            state_dict(&cfg, 3),
-            &cfg,
-            &ProcessingOptions::none(),
-            &F32Encoder,
-        )
-        .unwrap()
-        .blob;
+        let blob = f32_blob(&cfg, 3);
         let model = Model::from_bytes(&blob).unwrap();
         let err = IntegerEmulation::new(&model, &[IntegerStep::Activation], Ranges::default());
         assert!(err.is_err());
         assert!(IntegerEmulation::new(&model, &[IntegerStep::Norm], Ranges::default()).is_ok());
         cfg.act_fn = ActFn::Gelu;
-        let blob = convert_state_dict(
-            state_dict(&cfg, 3),
-            &cfg,
-            &ProcessingOptions::none(),
-            &F32Encoder,
-        )
-        .unwrap()
-        .blob;
+        let blob = f32_blob(&cfg, 3);
         let model = Model::from_bytes(&blob).unwrap();
         let both = [IntegerStep::Activation, IntegerStep::Activation16];
         assert!(IntegerEmulation::new(&model, &both, Ranges::default()).is_err());

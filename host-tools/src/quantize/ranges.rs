@@ -92,11 +92,8 @@ pub fn rescale(from: f64, to: f64) -> Result<Multiplier> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::convert_state_dict;
-    use crate::convert::fold::ProcessingOptions;
-    use crate::import::random_model::{config, state_dict};
+    use crate::import::random_model::{config, f32_blob};
     use crate::quantize::calibration::Source;
-    use crate::quantize::encode::F32Encoder;
     use microlens::{Normalization, Positional};
 
     /// The largest `|x|` of one kind over one sequence, through a hook of its own.
@@ -115,14 +112,7 @@ mod tests {
     #[test]
     fn ranges_are_the_forward_maxima() {
         let cfg = config(Normalization::LN, Positional::Standard, true);
-        let blob = convert_state_dict(
-            state_dict(&cfg, 7),
-            &cfg,
-            &ProcessingOptions::none(),
-            &F32Encoder,
-        )
-        .unwrap()
-        .blob;
+        let blob = f32_blob(&cfg, 7);
         let model = Model::from_bytes(&blob).unwrap();
         let seqs = Source::default().sequences(&model).unwrap();
         let seqs = &seqs[..6];
