@@ -16,13 +16,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Boards, as cargo features; each has `memory/<name>.x` and `src/board/<name>.rs`.
-const BOARDS: [&str; 11] = [
+const BOARDS: [&str; 12] = [
     "microbit",
     "mps2-an385",
     "mps2-an386",
     "mps2-an500",
     "mps2-an505",
     "mps3-an547",
+    "netduinoplus2",
     "riscv32-virt",
     "nrf52840",
     "rp2040",

@@ -7,6 +7,7 @@
 mod common;
 
 use microlens::{HookKinds, Model};
+use microlens_host::eval::batch_cache::record_batch;
 use microlens_host::eval::cache::ActivationCache;
 use microlens_host::io::safetensors::{from_safetensors, read_safetensors, to_safetensors};
 
@@ -71,4 +72,76 @@ fn processed_caches_match_transformer_lens() {
     for name in common::with_cache() {
         compare(name, true);
     }
+}
+
+/// A batch of the fixture's tokens, reversed and rotated: each sequence's activations as the
+/// per-sequence cache has them, bit for bit, under the same names and shapes.
+#[test]
+fn a_batch_cache_stacks_the_per_sequence_caches() {
+    for name in common::with_cache() {
+        for processed in [false, true] {
+            let blob = common::blob(name, processed);
+            let model = Model::from_bytes(&blob).unwrap();
+            let first = tokens(name);
+            let mut rotated = first.clone();
+            rotated.rotate_left(1);
+            let rows = vec![
+                first.clone(),
+                first.iter().rev().copied().collect(),
+                rotated,
+            ];
+            let batch = record_batch(&model, &rows, HookKinds::ALL, |_| true).unwrap();
+            let singles: Vec<_> = rows
+                .iter()
+                .map(|r| {
+                    let (cache, logits) =
+                        ActivationCache::record(&model, r, HookKinds::ALL).unwrap();
+                    (cache.tensors(model.config(), r.len()), logits)
+                })
+                .collect();
+            assert_eq!(batch.tensors.len(), singles[0].0.len(), "{name}");
+            for t in &batch.tensors {
+                assert_eq!(t.data.len(), rows.len() * t.layout.len());
+                let per_row = t.data.chunks_exact(t.layout.len());
+                for (i, (part, (single, _))) in per_row.zip(&singles).enumerate() {
+                    let s = &single[&t.name];
+                    assert_eq!(t.shape(rows.len())[1..], s.shape[..], "{name} {}", t.name);
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(part), bits(&s.data), "{name} {} sequence {i}", t.name);
+                }
+            }
+            let dv = model.config().d_vocab_out;
+            let flat: Vec<f32> = singles.iter().flat_map(|(_, l)| l.concat()).collect();
+            assert_eq!(batch.logits.len(), rows.len() * first.len() * dv);
+            assert_eq!(batch.logits, flat, "{name}");
+        }
+    }
+}
+
+/// A batch records only the activations asked for; sequences of different lengths and a bad token
+/// are refused, naming the sequence.
+#[test]
+fn a_batch_cache_keeps_what_is_asked_and_refuses_bad_batches() {
+    let name = common::with_cache().next().unwrap();
+    let blob = common::blob(name, true);
+    let model = Model::from_bytes(&blob).unwrap();
+    let t = tokens(name);
+    let wanted = "blocks.0.attn.hook_pattern";
+    let kinds = HookKinds::of(&[microlens::HookKind::Pattern]);
+    let batch = record_batch(&model, &[t.clone(), t.clone()], kinds, |n| n == wanted).unwrap();
+    let names: Vec<&str> = batch.tensors.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, [wanted]);
+    let ragged = record_batch(&model, &[t.clone(), t[1..].to_vec()], kinds, |_| true);
+    assert!(ragged.unwrap_err().to_string().contains("must all have"));
+    let mut bad = t.clone();
+    bad[3] = model.config().d_vocab as u32;
+    let err = record_batch(&model, &[t.clone(), bad], kinds, |_| true).unwrap_err();
+    assert_eq!(
+        format!("{err:#}"),
+        format!(
+            "sequence 1 of the batch: token {} at position 3 is out of range (d_vocab = {})",
+            model.config().d_vocab,
+            model.config().d_vocab
+        )
+    );
 }

@@ -19,6 +19,8 @@ pub enum Board {
     Mps2An505,
     /// QEMU `mps3-an547`: Cortex-M55 with Helium.
     Mps3An547,
+    /// QEMU `netduinoplus2`: a real STM32F405 (Cortex-M4F), its USARTs, no semihosting.
+    Netduinoplus2,
     /// QEMU `virt` with an RV32IMAC hart.
     Riscv32Virt,
     /// nRF52840 (nRF52840-DK): built and measured only.
@@ -44,12 +46,24 @@ pub enum Runs {
         cpu: Option<&'static str>,
         /// Further arguments.
         args: &'static [&'static str],
+        /// Where the firmware's defmt log leaves.
+        log: Log,
     },
     /// On the board, through a debug probe: `probe-rs run --chip <chip>`.
     Probe {
         /// probe-rs's chip name.
         chip: &'static str,
     },
+}
+
+/// Where an emulated board's defmt log leaves, and how its firmware ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Log {
+    /// Semihosting, to QEMU's stdout; the firmware exits through semihosting with its status.
+    Semihosting,
+    /// The second serial port, to QEMU's stdout (the first is serve mode's link); the firmware prints
+    /// `firmware_exit=true|false` and resets the chip, which ends QEMU under `-no-reboot`.
+    SecondSerial,
 }
 
 /// What a board is built for and how it runs.
@@ -87,13 +101,14 @@ pub struct IntegerBudget {
 
 impl Board {
     /// Every board, emulated ones first.
-    pub const ALL: [Board; 11] = [
+    pub const ALL: [Board; 12] = [
         Board::Microbit,
         Board::Mps2An385,
         Board::Mps2An386,
         Board::Mps2An500,
         Board::Mps2An505,
         Board::Mps3An547,
+        Board::Netduinoplus2,
         Board::Riscv32Virt,
         Board::Nrf52840,
         Board::Rp2040,
@@ -110,6 +125,7 @@ impl Board {
             Board::Mps2An500 => "mps2-an500",
             Board::Mps2An505 => "mps2-an505",
             Board::Mps3An547 => "mps3-an547",
+            Board::Netduinoplus2 => "netduinoplus2",
             Board::Riscv32Virt => "riscv32-virt",
             Board::Nrf52840 => "nrf52840",
             Board::Rp2040 => "rp2040",
@@ -125,6 +141,7 @@ impl Board {
             machine,
             cpu: Some(cpu),
             args: &[],
+            log: Log::Semihosting,
         };
         let (core, target, rustflags, runs): (_, _, &'static [&'static str], _) = match self {
             Board::Microbit => (
@@ -136,6 +153,7 @@ impl Board {
                     machine: "microbit",
                     cpu: None,
                     args: &[],
+                    log: Log::Semihosting,
                 },
             ),
             Board::Mps2An385 => (
@@ -170,6 +188,18 @@ impl Board {
                 &["-C", "target-cpu=cortex-m55"],
                 arm("mps3-an547", "cortex-m55"),
             ),
+            Board::Netduinoplus2 => (
+                "Cortex-M4F",
+                "thumbv7em-none-eabihf",
+                &[],
+                Runs::Qemu {
+                    system: QEMU_ARM,
+                    machine: "netduinoplus2",
+                    cpu: None,
+                    args: &[],
+                    log: Log::SecondSerial,
+                },
+            ),
             Board::Riscv32Virt => (
                 "RV32IMAC",
                 "riscv32imac-unknown-none-elf",
@@ -179,6 +209,7 @@ impl Board {
                     machine: "virt",
                     cpu: None,
                     args: &["-bios", "none"],
+                    log: Log::Semihosting,
                 },
             ),
             Board::Nrf52840 => (

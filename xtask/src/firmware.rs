@@ -10,7 +10,6 @@ pub use crate::boards::Board;
 use crate::boards::{Runs, Spec};
 use crate::device::Report;
 use crate::paths::{firmware_dir, root};
-use crate::qemu::Ending;
 use crate::reference::Reference;
 use crate::toolchain::{ensure_packages, run_status, Toolchain};
 use crate::{defmt_print, elf_size, host_tool, models, qemu, reference, thumbv6m};
@@ -248,18 +247,11 @@ fn run_emulated(
     built: &Built,
     outcome: &mut Outcome,
 ) -> Result<Vec<String>> {
-    let Runs::Qemu {
-        system,
-        machine,
-        cpu,
-        args: extra,
-    } = runs
-    else {
+    let Runs::Qemu { machine, .. } = runs else {
         bail!("not an emulated board");
     };
     timed("defmt-print", defmt_print::ensure)?;
-    let system = system_binary(system.name);
-    let command = qemu::command(system, machine, cpu, extra, &built.elf);
+    let command = qemu::command(runs, None, &built.elf)?;
     eprintln!("xtask: running {} on QEMU {machine}", built.elf.display());
     let run = timed("QEMU run", || {
         qemu::run(command, &built.elf, Duration::from_secs(args.timeout))
@@ -273,14 +265,7 @@ fn run_emulated(
             .into_iter()
             .collect();
     failures.extend(check_stack(&run.report, &built.sizes));
-    match run.ending {
-        Ending::Exited(status) if status.success() => {}
-        Ending::Exited(status) => failures.push(format!("the firmware failed ({status})")),
-        Ending::TimedOut => failures.push(format!(
-            "the firmware did not exit within {} s",
-            args.timeout
-        )),
-    }
+    failures.extend(run.ending.failure(args.timeout));
     if !failures.is_empty() && !run.stderr.trim().is_empty() {
         eprintln!("{}", run.stderr.trim_end());
     }

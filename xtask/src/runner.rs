@@ -11,9 +11,8 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 
 use crate::boards::Runs;
-use crate::firmware::system_binary;
 use crate::paths::on_path;
-use crate::qemu::{self, Ending};
+use crate::qemu;
 use crate::toolchain::{ensure_packages, run_status};
 use crate::{defmt_print, elf_size};
 
@@ -31,21 +30,16 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     let board = elf_size::board(&args.elf)?;
     match board.spec().runs {
-        Runs::Qemu {
-            system,
-            machine,
-            cpu,
-            args: extra,
+        runs @ Runs::Qemu {
+            system, machine, ..
         } => {
             ensure_packages(&[system])?;
             defmt_print::ensure()?;
-            let command = qemu::command(system_binary(system.name), machine, cpu, extra, &args.elf);
+            let command = qemu::command(runs, None, &args.elf)?;
             eprintln!("xtask: running {} on QEMU {machine}", args.elf.display());
             let run = qemu::run(command, &args.elf, Duration::from_secs(args.timeout))?;
-            let failed = match run.ending {
-                Ending::Exited(status) if status.success() => return Ok(()),
-                Ending::Exited(status) => format!("the firmware failed ({status})"),
-                Ending::TimedOut => format!("the firmware did not exit within {} s", args.timeout),
+            let Some(failed) = run.ending.failure(args.timeout) else {
+                return Ok(());
             };
             eprintln!("{}", run.stderr.trim_end());
             bail!("{failed}")

@@ -20,7 +20,8 @@ use crate::{defmt_print, firmware, host_tool, qemu};
 /// Arguments of `cargo xtask serve`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// An emulated board with a UART driver: mps2-an385, mps2-an386 or mps2-an500.
+    /// An emulated board with a UART driver: microbit, mps2-an385, mps2-an386, mps2-an500 or
+    /// netduinoplus2.
     #[arg(long, value_enum, default_value_t = Board::Mps2An386)]
     pub board: Board,
     /// The blob to serve [default: the shipped induction model as int8].
@@ -31,13 +32,25 @@ pub struct Args {
     pub port: Option<u16>,
 }
 
-/// Stack reserve of the serve builds: the deepest answer (a `Read`, its capture hook sending a frame from
-/// inside the forward pass) needs more than the demo: 4,928 B on the Cortex-M4F with the shipped model,
-/// plus the exception margin.
-pub const STACK_RESERVE: u32 = 5120;
+/// Stack reserve of `board`'s serve build: the deepest answer (a `Read`, its capture hook sending a frame
+/// from inside the forward pass) needs more than the demo: with the shipped model 4,928 B on the
+/// Cortex-M4F, 5,084 B on the Cortex-M0 (ARMv6-M keeps more on the stack), plus the exception margin.
+pub fn stack_reserve(board: Board) -> u32 {
+    match board {
+        Board::Microbit => 5376,
+        _ => 5120,
+    }
+}
 
-/// The boards whose firmware has a UART driver for serve mode (the CMSDK APB UART).
-pub const SERVE_BOARDS: [Board; 3] = [Board::Mps2An385, Board::Mps2An386, Board::Mps2An500];
+/// The boards whose firmware has a UART driver for serve mode (the nRF51's UART, the CMSDK APB UART,
+/// the STM32F4's USART).
+pub const SERVE_BOARDS: [Board; 5] = [
+    Board::Microbit,
+    Board::Mps2An385,
+    Board::Mps2An386,
+    Board::Mps2An500,
+    Board::Netduinoplus2,
+];
 
 /// Seconds the firmware has to open its session and say it serves.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -110,7 +123,7 @@ pub fn build(board: Board, blob: &Path) -> Result<PathBuf> {
         spec,
         blob,
         None,
-        Some(STACK_RESERVE),
+        Some(stack_reserve(board)),
         None,
         true,
     )?;
@@ -121,33 +134,17 @@ pub fn build(board: Board, blob: &Path) -> Result<PathBuf> {
 /// Starts `elf` (a serve build for `board`) on QEMU with its UART on `port` (0: a free one) and waits
 /// until it serves.
 pub fn start(board: Board, elf: &Path, port: u16) -> Result<Server> {
-    let Runs::Qemu {
-        system,
-        machine,
-        cpu,
-        args,
-    } = board.spec().runs
-    else {
+    let runs = board.spec().runs;
+    if !matches!(runs, Runs::Qemu { .. }) {
         bail!("{} is not emulated", board.name());
-    };
+    }
     defmt_print::ensure()?;
     let port = match port {
         0 => free_port()?,
         p => p,
     };
-    let mut command = qemu::command(
-        firmware::system_binary(system.name),
-        machine,
-        cpu,
-        args,
-        elf,
-    );
-    command.args([
-        "-serial",
-        &format!("tcp:127.0.0.1:{port},server=on,wait=off"),
-        "-monitor",
-        "none",
-    ]);
+    let link = format!("tcp:127.0.0.1:{port},server=on,wait=off");
+    let mut command = qemu::command(runs, Some(&link), elf)?;
     let mut qemu = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

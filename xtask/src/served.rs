@@ -23,14 +23,17 @@ use crate::{firmware, host_tool, serve_frames};
 /// Corrupted frames sent to each board.
 const CORRUPTED_FRAMES: usize = 10_000;
 
-/// The tokens checked: a prefix, then a segment repeated (an induction prompt), all below 64.
-const TOKENS: &str = "5,17,3,42,8,23,61,11,30,2,47,19,36,5,17,3,42,8,23,61,11,30,2,47";
+/// The tokens checked: a prefix, then a segment repeated (an induction prompt), all below 64; on a
+/// device whose context is shorter, as many as it holds.
+const TOKENS: [u32; 24] = [
+    5, 17, 3, 42, 8, 23, 61, 11, 30, 2, 47, 19, 36, 5, 17, 3, 42, 8, 23, 61, 11, 30, 2, 47,
+];
 
 /// Seconds to wait for the device's answers to the corrupted frames.
 const CORRUPTED_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The serve firmware on `board`, with the shipped model as int8 and f32: hashes, caches, and (int8)
-/// the corrupted frames.
+/// The serve firmware on `board`, with the shipped model as int8 and f32: hashes, caches, fidelity, and
+/// (int8, on the Cortex-M4F) the corrupted frames.
 pub fn check(board: Board) -> Result<()> {
     let tool = host_tool::build()?;
     let convert = |dtype: &str| {
@@ -48,10 +51,15 @@ pub fn check(board: Board) -> Result<()> {
         let elf = serve::build(board, &blob)?;
         let started = Instant::now();
         let mut server = serve::start(board, &elf, 0)?;
-        let checked = against_host(&tool, &blob, &server, board, dtype)
-            .and_then(|()| fidelity(&tool, &reference, &blob, &server))
+        let checked = device_context(&tool, &server)
+            .and_then(|n| {
+                let tokens: Vec<String> = TOKENS.iter().take(n).map(u32::to_string).collect();
+                let tokens = tokens.join(",");
+                against_host(&tool, &blob, &server, board, dtype, &tokens)?;
+                fidelity(&tool, &reference, &blob, &server, tokens.split(',').count())
+            })
             .and_then(|()| {
-                if dtype == "i8" {
+                if dtype == "i8" && board == Board::Mps2An386 {
                     corrupted_frames(&mut server)?;
                 }
                 Ok(())
@@ -60,7 +68,7 @@ pub fn check(board: Board) -> Result<()> {
         for line in &lines {
             println!("{line}");
         }
-        let checked = checked.and_then(|()| check_stack(&lines));
+        let checked = checked.and_then(|()| check_stack(&lines, board));
         checked.with_context(|| format!("serve mode on {} ({dtype})", board.name()))?;
         println!(
             "serve {} {dtype}: checks passed in {:.1} s on QEMU",
@@ -71,9 +79,10 @@ pub fn check(board: Board) -> Result<()> {
     Ok(())
 }
 
-/// The stack high-water mark the firmware printed (at each `Hash`) against [`serve::STACK_RESERVE`],
-/// with the exception margin of `cargo xtask firmware`.
-fn check_stack(lines: &[String]) -> Result<()> {
+/// The stack high-water mark the firmware printed (at each `Hash`) against `board`'s
+/// [`serve::stack_reserve`], with the exception margin of `cargo xtask firmware`.
+fn check_stack(lines: &[String], board: Board) -> Result<()> {
+    let reserve = serve::stack_reserve(board);
     let used = lines
         .iter()
         .flat_map(|l| l.split_whitespace())
@@ -82,9 +91,8 @@ fn check_stack(lines: &[String]) -> Result<()> {
         .context("the serve firmware printed no stack_bytes=")?;
     println!("serve_stack_bytes={used}");
     ensure!(
-        used + 112 <= serve::STACK_RESERVE,
-        "serve stack high-water mark {used} B leaves less than 112 B of the {} B reserve",
-        serve::STACK_RESERVE
+        used + 112 <= reserve,
+        "serve stack high-water mark {used} B leaves less than 112 B of the {reserve} B reserve"
     );
     Ok(())
 }
@@ -105,23 +113,38 @@ fn output(tool: &Path, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-/// The device's hash and cache against the host tool's on the same blob.
+/// The positions the device's session holds (`device info`'s `context: N positions`).
+fn device_context(tool: &Path, server: &Server) -> Result<usize> {
+    let info = output(tool, &["device", "info", "--port", &server.address()])?;
+    info.lines()
+        .find_map(|l| {
+            l.strip_prefix("context: ")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .with_context(|| format!("device info gave no context:\n{info}"))
+}
+
+/// The device's hash and cache against the host tool's on the same blob and `tokens`.
 fn against_host(
     tool: &Path,
     blob: &Path,
     server: &Server,
     board: Board,
     dtype: &str,
+    tokens: &str,
 ) -> Result<()> {
     let port = server.address();
     let blob_arg = blob.to_str().context("blob path is not UTF-8")?;
     let device = output(
         tool,
         &[
-            "device", "run", "--port", &port, "--tokens", TOKENS, "--hash",
+            "device", "run", "--port", &port, "--tokens", tokens, "--hash",
         ],
     )?;
-    let host = output(tool, &["run", blob_arg, "--tokens", TOKENS, "--hash"])?;
+    let host = output(tool, &["run", blob_arg, "--tokens", tokens, "--hash"])?;
     println!("device: {device}\nhost:   {host}");
     ensure!(
         device == host,
@@ -145,7 +168,7 @@ fn against_host(
             "--port",
             &port,
             "--tokens",
-            TOKENS,
+            tokens,
             "-o",
             &path(&dev_cache)?,
         ],
@@ -157,7 +180,7 @@ fn against_host(
             "run",
             blob_arg,
             "--tokens",
-            TOKENS,
+            tokens,
             "--cache",
             &path(&host_cache)?,
         ],
@@ -176,22 +199,35 @@ fn against_host(
     Ok(())
 }
 
-/// Arguments of both fidelity runs: a few short sequences (each costs a forward pass and, per head,
-/// a replay on the device).
-const FIDELITY_ARGS: [&str; 5] = ["--sequences", "3", "--seq-len", "24", "--json"];
+/// Sequences of both fidelity runs: a few (each costs a forward pass and, per head, a replay on the
+/// device).
+const FIDELITY_SEQUENCES: &str = "3";
 
-/// `device fidelity REFERENCE` against `fidelity REFERENCE BLOB`: the same report (JSON, without the
-/// two descriptions, which name the candidate's path or port).
-fn fidelity(tool: &Path, reference: &Path, blob: &Path, server: &Server) -> Result<()> {
+/// `device fidelity REFERENCE` against `fidelity REFERENCE BLOB` on sequences of `seq_len` tokens: the
+/// same report (JSON, without the two descriptions, which name the candidate's path or port).
+fn fidelity(
+    tool: &Path,
+    reference: &Path,
+    blob: &Path,
+    server: &Server,
+    seq_len: usize,
+) -> Result<()> {
     let (r, b) = (
         reference.to_str().context("path is not UTF-8")?,
         blob.to_str().context("path is not UTF-8")?,
     );
-    let port = server.address();
+    let (port, seq_len) = (server.address(), seq_len.to_string());
+    let shared = [
+        "--sequences",
+        FIDELITY_SEQUENCES,
+        "--seq-len",
+        &seq_len,
+        "--json",
+    ];
     let mut device_args = vec!["device", "fidelity", r, "--port", &port];
-    device_args.extend(FIDELITY_ARGS);
+    device_args.extend(shared);
     let mut host_args = vec!["fidelity", r, b];
-    host_args.extend(FIDELITY_ARGS);
+    host_args.extend(shared);
     let report = |args: &[&str]| -> Result<serde_json::Value> {
         let mut v: serde_json::Value = serde_json::from_str(&output(tool, args)?)?;
         if let Some(o) = v.as_object_mut() {

@@ -407,9 +407,19 @@ fn steps() -> Vec<Step> {
         run: Box::new(|| crate::cargo_run::check(Board::Mps2An386)),
     });
     steps.push(Step {
-        name: "serve mode on QEMU mps2-an386 (int8 and f32): device run --hash and device cache equal the host's, 10,000 corrupted frames".into(),
+        name: "serve mode on QEMU mps2-an386 (int8 and f32): device run --hash, device cache and device fidelity equal the host's, 10,000 corrupted frames".into(),
         run: Box::new(|| crate::served::check(Board::Mps2An386)),
     });
+    for board in [Board::Netduinoplus2, Board::Microbit] {
+        steps.push(Step {
+            name: format!(
+                "serve mode on QEMU {} ({}, int8 and f32): device run --hash, device cache and device fidelity equal the host's",
+                board.name(),
+                board.spec().core
+            ),
+            run: Box::new(move || crate::served::check(board)),
+        });
+    }
     for b in Board::ALL {
         steps.push(Step {
             name: match b.emulated() {

@@ -9,11 +9,11 @@ use anyhow::{anyhow, Context, Result};
 use microlens::host::HostWeights;
 use microlens::{HookKinds, Model as Blob};
 use microlens_host::analysis::circuits::{analyse, CircuitOptions, GivenSequence};
+use microlens_host::eval::batch_cache::record_batch;
 use microlens_host::eval::cache::ActivationCache;
 use microlens_host::eval::hook_names;
 use microlens_host::eval::run::{par_map, run_with_hooks};
 use microlens_host::hash::logits_hash;
-use microlens_host::import::state_dict::Tensor;
 use microlens_host::import::tl_config::to_tl_json;
 use microlens_host::io::output::Outputs;
 use numpy::ndarray::Array3;
@@ -64,9 +64,6 @@ fn stack3(rows: Vec<Vec<Vec<f32>>>) -> Result<Array3<f32>> {
     let data = rows.into_iter().flatten().flatten().collect();
     Array3::from_shape_vec((b, p, w), data).map_err(|e| anyhow!("logits: {e}"))
 }
-
-/// The activations of one row under their 2.x names.
-type RowCache = BTreeMap<String, Tensor>;
 
 #[pymethods]
 impl Model {
@@ -131,39 +128,41 @@ impl Model {
         let wanted = names.map(|n| asked_by(&n)).transpose().or_py()?;
         let kinds = match &wanted {
             None => HookKinds::ALL,
-            Some(w) => w.keys().filter_map(|n| hook_names::parse(n)).fold(
-                HookKinds::NONE.with(microlens::HookKind::Logits),
-                |k, (kind, _)| k.with(kind),
-            ),
+            Some(w) => w
+                .keys()
+                .filter_map(|n| hook_names::parse(n))
+                .fold(HookKinds::NONE, |k, (kind, _)| k.with(kind)),
         };
-        let recorded: Vec<(Vec<Vec<f32>>, RowCache)> = py
+        let recorded = py
             .detach(|| {
-                self.per_row(&rows, |m, row| {
-                    let (cache, logits) = ActivationCache::record(m, row, kinds)?;
-                    Ok((logits, cache.tensors(m.config(), row.len())))
+                let model = self.blob()?;
+                tokens::check(&model, &rows)?;
+                record_batch(&model, &rows, kinds, |name| {
+                    wanted.as_ref().is_none_or(|w| w.contains_key(name))
                 })
             })
             .or_py()?;
-        let (logits, caches): (Vec<_>, Vec<_>) = recorded.into_iter().unzip();
+        let (batch, n_pos) = (rows.len(), rows.first().map_or(0, Vec::len));
         let dict = PyDict::new(py);
-        let first = caches.first().cloned().unwrap_or_default();
-        for name in first.keys() {
-            let as_asked = match &wanted {
-                None => vec![name.clone()],
-                Some(w) => w
-                    .get(name)
-                    .map(|s| s.iter().cloned().collect())
-                    .unwrap_or_default(),
-            };
-            if as_asked.is_empty() {
-                continue;
-            }
-            let array = batched(&caches, name).or_py()?.into_pyarray(py);
-            for asked in as_asked {
-                dict.set_item(asked, &array)?;
+        for t in recorded.tensors {
+            let shape = t.shape(batch);
+            let array = ArrayD::from_shape_vec(IxDyn(&shape), t.data)
+                .map_err(|e| anyhow!("{}: {e}", t.name))
+                .or_py()?
+                .into_pyarray(py);
+            match &wanted {
+                None => dict.set_item(&t.name, &array)?,
+                Some(w) => {
+                    for asked in w.get(&t.name).into_iter().flatten() {
+                        dict.set_item(asked, &array)?;
+                    }
+                }
             }
         }
-        let logits = stack3(logits).or_py()?;
+        let dv = recorded.logits.len() / (batch * n_pos).max(1);
+        let logits = Array3::from_shape_vec((batch, n_pos, dv), recorded.logits)
+            .map_err(|e| anyhow!("logits: {e}"))
+            .or_py()?;
         Ok((logits.into_pyarray(py), dict))
     }
 
@@ -236,22 +235,6 @@ fn asked_by(names: &[String]) -> Result<BTreeMap<String, BTreeSet<String>>> {
         wanted.entry(canonical).or_default().insert(name.clone());
     }
     Ok(wanted)
-}
-
-/// The activation `name` of every row, stacked: `[batch, ...]`.
-fn batched(caches: &[RowCache], name: &str) -> Result<ArrayD<f32>> {
-    let mut shape = vec![caches.len()];
-    let mut data = Vec::new();
-    for (i, cache) in caches.iter().enumerate() {
-        let t = cache
-            .get(name)
-            .with_context(|| format!("row {i} has no {name}"))?;
-        if i == 0 {
-            shape.extend(&t.shape);
-        }
-        data.extend_from_slice(&t.data);
-    }
-    ArrayD::from_shape_vec(IxDyn(&shape), data).map_err(|e| anyhow!("{name}: {e}"))
 }
 
 /// The TransformerLens 2.x name of a 2.x or 4.x hook name, or `None`.

@@ -213,9 +213,7 @@ fn output<H: Hooks>(
         if result {
             attn_out.iter_mut().for_each(|o| *o = 0.0);
             for h in 0..cfg.n_heads {
-                for (r, o) in ws.head_out.iter_mut().enumerate() {
-                    *o = z.dot(&w.w_o, r, h * dh, dh);
-                }
+                z.dot_rows(&w.w_o, h * dh, dh, ws.head_out);
                 s.hook(HookKind::Result, h, ws.head_out);
                 attn_out
                     .iter_mut()

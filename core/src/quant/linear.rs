@@ -157,6 +157,20 @@ impl<'x> Input<'x> {
         }
     }
 
+    /// `out[r] = W[r][c0 .. c0 + n] . x[c0 .. c0 + n]` for every row `r < out.len()`, as [`Input::dot`]
+    /// (float inputs through [`Matrix::dot_columns`]).
+    pub(crate) fn dot_rows(&self, w: &Matrix<'_>, c0: usize, n: usize, out: &mut [f32]) {
+        let range = c0..c0.saturating_add(n);
+        match (self.q(), self.x.get(range)) {
+            (None, Some(x)) if FLOAT_PATH && out.len() <= w.rows() => w.dot_columns(c0, x, out),
+            _ => {
+                for (r, o) in out.iter_mut().enumerate() {
+                    *o = self.dot(w, r, c0, n);
+                }
+            }
+        }
+    }
+
     /// `out[r] = W[r] . x` for every row, as [`Input::dot`] with the arithmetic chosen once per matrix
     /// (an `i8` matrix meets integer inputs in [`int8::matvec`], four rows at a time, an `i4` one in
     /// [`int4_rows::matvec4`], two at a time), then `out[r] += b[r]` for a bias `b`

@@ -200,6 +200,28 @@ impl<'a> Matrix<'a> {
         }
     }
 
+    /// `out[r] = W[r][c0 .. c0 + x.len()] . x` for every row, as [`Matrix::dot`] (the same bits): on
+    /// the host (`std`), aligned little-endian `f32` rows four per pass ([`row_block::dot4_f32`]).
+    pub fn dot_columns(&self, c0: usize, x: &[f32], out: &mut [f32]) {
+        let n = self.rows.min(out.len());
+        let out = &mut out[..n];
+        #[cfg(feature = "std")]
+        if let (t @ DType::F32, true, true) = (
+            self.dtype,
+            cfg!(target_endian = "little"),
+            c0.saturating_add(x.len()) <= self.cols,
+        ) {
+            let rows = bytemuck::try_cast_slice::<u8, f32>(self.data).ok();
+            if let (true, Some(w)) = (t.compiled(), rows.and_then(|w| w.get(c0..))) {
+                row_block::dot4_f32(w, self.cols, x, out);
+                return;
+            }
+        }
+        for (r, o) in out.iter_mut().enumerate() {
+            *o = self.dot(r, c0, x);
+        }
+    }
+
     /// `out[r] = W[r] . x` for every row, as [`Matrix::dot`] with the dtype dispatched once.
     pub fn matvec(&self, x: &[f32], out: &mut [f32]) {
         let n = self.rows.min(out.len());
@@ -540,6 +562,44 @@ pub fn affine(w: Option<Vector<'_>>, b: Option<Vector<'_>>, x: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every column range of float rows, four rows per pass, gives `Matrix::dot`'s bits.
+    #[test]
+    fn dot_columns_has_the_bits_of_dot() {
+        let mut next = crate::testing::lcg(7);
+        for (rows, cols) in [(9, 13), (8, 16), (64, 64), (5, 3)] {
+            let values: std::vec::Vec<f32> = (0..rows * cols)
+                .map(|_| (next() >> 8) as f32 / (1 << 23) as f32 - 1.0)
+                .collect();
+            let data: std::vec::Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            // Aligned (the host path) and one byte off (the row-by-row path).
+            let mut shifted = std::vec![0u8; data.len() + 4];
+            let off = 4 - shifted.as_ptr() as usize % 4;
+            shifted[off..off + data.len()].copy_from_slice(&data);
+            let aligned = bytemuck::cast_slice::<f32, u8>(&values);
+            for bytes in [aligned, &shifted[1..1 + data.len()]] {
+                let m = Matrix::from_parts(DType::F32, rows, cols, bytes, &[]).unwrap();
+                for (c0, n) in [
+                    (0, cols),
+                    (1, cols - 1),
+                    (cols / 2, cols - cols / 2),
+                    (2, 1),
+                ] {
+                    let x: std::vec::Vec<f32> =
+                        (0..n).map(|_| (next() >> 9) as f32 / 1e6).collect();
+                    let mut out = std::vec![f32::NAN; rows];
+                    m.dot_columns(c0, &x, &mut out);
+                    for (r, o) in out.iter().enumerate() {
+                        assert_eq!(
+                            o.to_bits(),
+                            m.dot(r, c0, &x).to_bits(),
+                            "{rows}x{cols} {c0} {r}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn from_parts_refuses_scales_a_blob_may_not_hold() {

@@ -1,7 +1,7 @@
 //! The Arm CMSDK APB UART of the mps2 boards (UART0 at `0x4000_4000`, QEMU's first serial port), polled:
 //! the serve mode's link (Arm Cortex-M System Design Kit Technical Reference Manual, APB UART).
 
-use core::ptr;
+use super::mmio::{read, write};
 
 /// UART0's registers.
 const BASE: usize = 0x4000_4000;
@@ -16,17 +16,6 @@ const RX_FULL: u32 = 1 << 1;
 const TX_RX_ENABLE: u32 = 0b11;
 /// 25 MHz / 115,200 baud.
 const DIVIDER: u32 = 217;
-
-fn read(addr: usize) -> u32 {
-    // SAFETY: `addr` is one of UART0's word-aligned registers, memory-mapped I/O that no Rust object
-    // aliases; only this module touches UART0.
-    unsafe { ptr::read_volatile(addr as *const u32) }
-}
-
-fn write(addr: usize, value: u32) {
-    // SAFETY: as in `read`.
-    unsafe { ptr::write_volatile(addr as *mut u32, value) }
-}
 
 /// UART0, enabled.
 pub struct Uart(());

@@ -18,6 +18,7 @@ extern "C" {
 }
 
 /// Ends the program through semihosting (QEMU exits with this status; `probe-rs run` too).
+#[cfg_attr(feature = "qemu-usart", allow(dead_code))]
 pub fn exit(success: bool) -> ! {
     debug::exit(if success {
         debug::EXIT_SUCCESS

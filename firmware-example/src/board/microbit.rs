@@ -5,8 +5,10 @@
 //! The nRF51 has no SysTick (QEMU models none either), so instructions are counted with TIMER0 in
 //! 32-bit timer mode at its 16 MHz base clock: under `-icount shift=0` one tick per 62.5 instructions.
 
-use core::ptr;
+use super::mmio::{read, write};
 
+#[cfg(feature = "serve")]
+pub use super::nrf51_uart::Uart;
 pub use super::qemu_arm::{exit, instructions_per_tick, print_cost_per_token, stack_pointer};
 
 /// TIMER0's registers (nRF51 Series Reference Manual, TIMER).
@@ -19,13 +21,6 @@ const PRESCALER: usize = TIMER0 + 0x510;
 const CC0: usize = TIMER0 + 0x540;
 /// TIMER0's clock with prescaler 0.
 const TIMER_HZ: u64 = 16_000_000;
-
-/// Writes `value` to the TIMER0 register at `addr`.
-fn write(addr: usize, value: u32) {
-    // SAFETY: `addr` is one of TIMER0's word-aligned registers above, memory-mapped I/O that no Rust
-    // object aliases; the firmware uses TIMER0 nowhere else.
-    unsafe { ptr::write_volatile(addr as *mut u32, value) }
-}
 
 /// Instructions executed, from TIMER0's 32-bit count (extended to 64 bits: `now` runs more often than
 /// once per 2^32 ticks, 268 s of virtual time).
@@ -49,8 +44,7 @@ impl Counter {
     /// The timer's count, captured into CC[0].
     fn capture() -> u32 {
         write(TASKS_CAPTURE0, 1);
-        // SAFETY: CC[0] is a word-aligned TIMER0 register, read without side effects.
-        unsafe { ptr::read_volatile(CC0 as *const u32) }
+        read(CC0)
     }
 
     /// Instructions since [`Counter::start`], to a tick's resolution.

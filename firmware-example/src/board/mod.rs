@@ -6,7 +6,8 @@
 //! `stack_pointer()`; a board with serve mode (feature `serve`) also a `Uart` with `take()`,
 //! `read_byte()` and `write_byte(b)`. Boards of one family share their code: [`cortex_m`] (every Arm board), [`systick`]
 //! (every Arm board but the micro:bit), [`qemu_arm`] (Arm boards emulated by QEMU), [`probe`] (real
-//! boards on a debug probe).
+//! boards on a debug probe); the UART drivers: `cmsdk_uart` (mps2), `nrf51_uart` (micro:bit),
+//! `stm32_usart` (netduinoplus2, whose log is a USART too).
 
 #[cfg(not(any(
     feature = "microbit",
@@ -15,6 +16,7 @@
     feature = "mps2-an500",
     feature = "mps2-an505",
     feature = "mps3-an547",
+    feature = "netduinoplus2",
     feature = "riscv32-virt",
     feature = "nrf52840",
     feature = "rp2040",
@@ -28,16 +30,30 @@ compile_error!("enable a board feature, e.g. `--features mps2-an386` (see Cargo.
     any(feature = "mps2-an385", feature = "mps2-an386", feature = "mps2-an500")
 ))]
 mod cmsdk_uart;
+#[cfg(all(feature = "serve", feature = "microbit"))]
+mod nrf51_uart;
+#[cfg(feature = "netduinoplus2")]
+mod stm32_usart;
 #[cfg(all(
     feature = "serve",
-    not(any(feature = "mps2-an385", feature = "mps2-an386", feature = "mps2-an500"))
+    not(any(
+        feature = "mps2-an385",
+        feature = "mps2-an386",
+        feature = "mps2-an500",
+        feature = "microbit",
+        feature = "netduinoplus2"
+    ))
 ))]
-compile_error!("serve mode needs a board with a UART driver: mps2-an385, mps2-an386 or mps2-an500");
+compile_error!(
+    "serve mode needs a board with a UART driver: mps2-an385, mps2-an386, mps2-an500, microbit or netduinoplus2"
+);
 #[cfg(target_arch = "arm")]
 mod cortex_m;
+#[cfg(any(feature = "microbit", feature = "netduinoplus2", feature = "serve"))]
+mod mmio;
 #[cfg(feature = "probe")]
 mod probe;
-#[cfg(all(target_arch = "arm", feature = "qemu"))]
+#[cfg(all(target_arch = "arm", any(feature = "qemu", feature = "qemu-usart")))]
 mod qemu_arm;
 #[cfg(all(target_arch = "arm", not(feature = "microbit")))]
 mod systick;
@@ -48,6 +64,7 @@ mod systick;
 #[cfg_attr(feature = "mps2-an500", path = "mps2_an500.rs")]
 #[cfg_attr(feature = "mps2-an505", path = "mps2_an505.rs")]
 #[cfg_attr(feature = "mps3-an547", path = "mps3_an547.rs")]
+#[cfg_attr(feature = "netduinoplus2", path = "netduinoplus2.rs")]
 #[cfg_attr(feature = "riscv32-virt", path = "riscv32_virt.rs")]
 #[cfg_attr(feature = "nrf52840", path = "nrf52840.rs")]
 #[cfg_attr(feature = "rp2040", path = "rp2040.rs")]

@@ -1,13 +1,19 @@
-//! Arm boards emulated by QEMU: defmt over semihosting, and instructions counted.
+//! Arm boards emulated by QEMU: defmt over semihosting (the netduinoplus2: over a USART, its own
+//! `exit`), and instructions counted.
 //!
 //! Run with `-icount shift=0`: QEMU then advances virtual time by exactly 1 ns per instruction, so a
 //! timer clocked at `f` Hz ticks once per `10^9 / f` instructions (SysTick on the mps2 boards at 25 MHz:
 //! 40 instructions). QEMU has no cycle timing (and DWT's cycle counter reads 0), so the cost is
 //! quoted in instructions, never as time.
 
+#[cfg(feature = "qemu")]
 use defmt_semihosting as _;
 
-pub use super::cortex_m::{exit, stack_pointer};
+#[cfg(feature = "qemu")]
+pub use super::cortex_m::exit;
+pub use super::cortex_m::stack_pointer;
+#[cfg(not(feature = "qemu"))]
+use super::exit;
 
 /// Prints the mean cost of one forward step.
 pub fn print_cost_per_token(instructions: u64) {

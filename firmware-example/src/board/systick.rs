@@ -56,12 +56,12 @@ impl SysTicks {
 }
 
 /// Instructions executed (QEMU boards), counted with SysTick on the core clock of `HZ` Hz.
-#[cfg(feature = "qemu")]
+#[cfg(any(feature = "qemu", feature = "qemu-usart"))]
 pub struct SysTickInstructions<const HZ: u64> {
     ticks: SysTicks,
 }
 
-#[cfg(feature = "qemu")]
+#[cfg(any(feature = "qemu", feature = "qemu-usart"))]
 impl<const HZ: u64> SysTickInstructions<HZ> {
     /// Starts SysTick; `None` if the peripherals are taken.
     pub fn start() -> Option<Self> {

@@ -14,6 +14,7 @@ use anyhow::{bail, Result};
 use microlens::{Config, HookKind, HookKinds, HookPoint, Hooks, Model};
 
 use crate::eval::hook_names::aliases;
+use crate::eval::layout::Layout;
 use crate::eval::run::run_with_hooks;
 use crate::import::state_dict::Tensor;
 use crate::io::output::Outputs;
@@ -58,75 +59,49 @@ impl ActivationCache {
 
     /// Every activation as a TransformerLens-named tensor, for a run of `n_pos` positions.
     pub fn tensors(&self, cfg: &Config, n_pos: usize) -> BTreeMap<String, Tensor> {
-        let mut groups: BTreeMap<(HookKind, usize), Vec<&HookPoint>> = BTreeMap::new();
-        for p in self.acts.keys() {
-            groups.entry((p.kind, p.layer)).or_default().push(p);
-        }
-        groups
+        self.layouts(cfg, n_pos)
             .into_iter()
-            .filter_map(|((kind, layer), points)| {
-                let width = points.iter().map(|p| self.acts[p].len()).max()?;
-                Some((
-                    hook_name(kind, layer),
-                    self.assemble(kind, layer, kind.heads(cfg), n_pos, width),
-                ))
+            .map(|layout| {
+                let name = hook_name(layout.kind, layout.layer);
+                (name, self.assemble(&layout))
             })
             .collect()
     }
 
-    /// The tensor of one `(kind, layer)` of `heads` heads ([`HookKind::heads`]): `[pos, head, width]`
-    /// for per-head vectors, `[head, query, key]` for attention rows, `[pos, width]` otherwise.
-    fn assemble(
-        &self,
-        kind: HookKind,
-        layer: usize,
-        heads: usize,
-        n_pos: usize,
-        width: usize,
-    ) -> Tensor {
-        let get = |head, pos| {
-            self.acts.get(&HookPoint {
-                kind,
-                layer,
-                head,
-                pos,
-            })
-        };
-        if matches!(kind, HookKind::AttnScores | HookKind::Pattern) {
-            let fill = if kind == HookKind::AttnScores {
-                f32::NEG_INFINITY
-            } else {
-                0.0
-            };
-            let mut data = vec![fill; heads * n_pos * n_pos];
-            for h in 0..heads {
-                for q in 0..n_pos {
-                    if let Some(row) = get(h, q) {
-                        let start = (h * n_pos + q) * n_pos;
-                        data[start..start + row.len()].copy_from_slice(row);
-                    }
-                }
-            }
-            return Tensor {
-                shape: vec![heads, n_pos, n_pos],
-                data,
-            };
+    /// The layout of every `(kind, layer)` recorded, in `(kind, layer)` order, each as wide as its
+    /// widest activation.
+    pub fn layouts(&self, cfg: &Config, n_pos: usize) -> Vec<Layout> {
+        let mut widths: BTreeMap<(HookKind, usize), usize> = BTreeMap::new();
+        for (p, act) in &self.acts {
+            let width = widths.entry((p.kind, p.layer)).or_default();
+            *width = (*width).max(act.len());
         }
-        let mut data = vec![0.0; n_pos * heads * width];
-        for pos in 0..n_pos {
-            for h in 0..heads {
-                if let Some(v) = get(h, pos) {
-                    let start = (pos * heads + h) * width;
-                    data[start..start + v.len()].copy_from_slice(v);
+        widths
+            .into_iter()
+            .map(|((kind, layer), width)| Layout::new(cfg, kind, layer, width, n_pos))
+            .collect()
+    }
+
+    /// The tensor of `layout`'s activations.
+    fn assemble(&self, layout: &Layout) -> Tensor {
+        let mut data = vec![layout.fill(); layout.len()];
+        for pos in 0..layout.n_pos {
+            for head in 0..layout.heads {
+                let point = HookPoint {
+                    kind: layout.kind,
+                    layer: layout.layer,
+                    head,
+                    pos,
+                };
+                if let Some(act) = self.acts.get(&point) {
+                    layout.write(&mut data, head, pos, act);
                 }
             }
         }
-        let shape = if kind.per_head() {
-            vec![n_pos, heads, width]
-        } else {
-            vec![n_pos, width]
-        };
-        Tensor { shape, data }
+        Tensor {
+            shape: layout.shape(),
+            data,
+        }
     }
 }
 
