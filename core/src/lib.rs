@@ -30,7 +30,9 @@
 //! - [`Error`], one enum; [`Features`], the optional capabilities a model needs;
 //! - the blob format ([`blob`]: [`DType`], [`Activations`], the writer with `std`), the tensors a config
 //!   implies ([`tensors`]), their values ([`weights`]), and the logits hash host and firmware print
-//!   ([`hash`]).
+//!   ([`hash`]);
+//! - [`integer`], the integer-only arithmetic's steps (requantisation, exponential, reciprocal,
+//!   softmax, square root, norms, activation tables) for cores without an FPU.
 //!
 //! - on the host: `host` (feature `std`: the blocked `f32` copies that speed up a model's float
 //!   matmuls, the same bits) and `encode` (feature `encode`: the rounding the converter shares).
@@ -56,6 +58,7 @@ pub mod hash;
 pub mod hooks;
 #[cfg(feature = "std")]
 pub mod host;
+pub mod integer;
 mod kv_cache;
 mod model;
 mod session;

@@ -183,16 +183,19 @@ fn fidelity_refuses_bad_inputs_in_one_line() {
     }
 }
 
+/// `fidelity BLOB BLOB` on 8 sequences with `extra` options, as JSON.
+fn self_fidelity(blob: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["fidelity", blob, blob, "--sequences", "8", "--json"];
+    args.extend_from_slice(extra);
+    json(&microlens(&args))
+}
+
 #[test]
 fn fidelity_emulates_int8_roundings_on_a_float_candidate() {
     let dir = tempfile::tempdir().unwrap();
     let f32_blob = convert(dir.path(), "attn_only_2l", "f32");
     let blob = f32_blob.to_str().unwrap();
-    let run = |extra: &[&str]| {
-        let mut args = vec!["fidelity", blob, blob, "--sequences", "8", "--json"];
-        args.extend_from_slice(extra);
-        json(&microlens(&args))
-    };
+    let run = |extra: &[&str]| self_fidelity(blob, extra);
     let exact = run(&[]);
     assert_eq!(exact["mean_kl"], 0.0);
     assert_eq!(exact["candidate"]["emulated_int8"], serde_json::json!([]));
@@ -220,4 +223,38 @@ fn fidelity_emulates_int8_roundings_on_a_float_candidate() {
     let bad = microlens(&["fidelity", blob, blob, "--emulate-int8", "weights"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("possible values"));
+}
+
+#[test]
+fn fidelity_emulates_integer_steps_on_a_float_candidate() {
+    let dir = tempfile::tempdir().unwrap();
+    let f32_blob = convert(dir.path(), "attn_only_2l", "f32");
+    let blob = f32_blob.to_str().unwrap();
+    let run = |extra: &[&str]| self_fidelity(blob, extra);
+    let kl = |v: &serde_json::Value| v["mean_kl"].as_f64().unwrap();
+    let softmax = run(&["--emulate-integer", "softmax"]);
+    assert_eq!(
+        softmax["candidate"]["emulated_integer"],
+        serde_json::json!(["softmax"])
+    );
+    // The integer softmax moves the patterns by about its Q11 scores' rounding, no more.
+    let dpattern = softmax["pattern_max_abs_diff"].as_f64().unwrap();
+    assert!(dpattern > 0.0 && dpattern < 2e-3, "{dpattern}");
+    let both = run(&["--emulate-integer", "softmax,norm"]);
+    assert!(
+        kl(&softmax) > 0.0 && kl(&both) > 0.0 && kl(&both) < 1e-5,
+        "{}",
+        kl(&both)
+    );
+    let conflict = microlens(&[
+        "fidelity",
+        blob,
+        blob,
+        "--emulate-integer",
+        "norm",
+        "--emulate-int8",
+        "keys",
+    ]);
+    assert!(!conflict.status.success());
+    assert!(String::from_utf8_lossy(&conflict.stderr).contains("cannot be used with"));
 }

@@ -345,3 +345,24 @@ fn w8a16_fidelity_does_not_regress() {
     }
     assert!(misses.is_empty(), "{misses:#?}");
 }
+
+/// The integer softmax and norms inside the shipped model's f32 forward (`fidelity --emulate-integer
+/// softmax,norm`, docs/fidelity.md: mean KL 6.26e-8, largest induction change 1.4e-5), within 50%.
+#[test]
+fn integer_steps_on_the_shipped_model_do_not_regress() {
+    use microlens_host::eval::integer_emulation::{IntegerEmulation, IntegerStep};
+    use microlens_host::fidelity::compare_with;
+    use microlens_host::quantize::calibration::Source;
+    use microlens_host::quantize::ranges::Ranges;
+    let blob = shipped();
+    let model = Model::from_bytes(&blob).unwrap();
+    let ranges = Ranges::calibrate(&model, &Source::default().sequences(&model).unwrap()).unwrap();
+    let steps = [IntegerStep::Softmax, IntegerStep::Norm];
+    let mut emulation = IntegerEmulation::new(&model, &steps, ranges).unwrap();
+    let seqs = common::fidelity::evaluation_sequences(model.config());
+    let r = compare_with(&model, &model, &mut emulation, &seqs, || {}).unwrap();
+    let (kl, induction) = (r.model.mean_kl, r.induction_score_max_change);
+    assert!(kl > 0.0 && kl <= 6.26e-8 * 1.5, "mean KL {kl:e}");
+    assert!(induction <= 1.4e-5 * 1.5, "induction change {induction:e}");
+    assert!(r.model.top1_agreement_repeated >= 0.999);
+}

@@ -596,6 +596,10 @@ fn item09_errors_are_one_line() {
         "bad",
     );
     assert_one_line_error(
+        &microlens(&["fidelity", s(&blob), s(&blob), "--emulate-integer", "nope"]),
+        "nope",
+    );
+    assert_one_line_error(
         &microlens(&[
             "patch",
             s(&blob),

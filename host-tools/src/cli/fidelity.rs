@@ -9,11 +9,14 @@ use microlens::Model;
 use serde_json::json;
 
 use microlens_host::eval::emulation::{Int8Emulation, Int8Rounding};
+use microlens_host::eval::integer_emulation::{IntegerEmulation, IntegerStep};
 use microlens_host::eval::run::{check_sequences, check_tokens, DEFAULT_MAX_SEQ_LEN};
 use microlens_host::eval::sequences::induction_sequences;
 use microlens_host::fidelity::{compare_with, Report};
 use microlens_host::io::output::Outputs;
 use microlens_host::io::tokens::read_token_file;
+use microlens_host::quantize::calibration::Source;
+use microlens_host::quantize::ranges::Ranges;
 use microlens_host::report::fidelity_plot::{write_plots, PLOTS};
 use microlens_host::report::plot::check_dir;
 use microlens_host::text::corpus::{read_text_file, windows};
@@ -56,6 +59,16 @@ pub struct Args {
     /// (comma-separated): on an f32 candidate, what each rounding costs with exact weights.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub emulate_int8: Vec<Int8Rounding>,
+    /// Run the candidate with these steps of the integer-only arithmetic emulated in its own forward
+    /// (comma-separated), their inputs quantised with ranges calibrated on the candidate's forward
+    /// (256 random sequences, seed 1): on an f32 candidate, what each integer step costs.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        conflicts_with = "emulate_int8"
+    )]
+    pub emulate_integer: Vec<IntegerStep>,
 }
 
 fn read(path: &Path) -> Result<Vec<u8>> {
@@ -150,11 +163,20 @@ pub fn run(args: Args) -> Result<()> {
     bar.set_style(ProgressStyle::with_template(
         "{bar:30} {pos}/{len} sequences [{elapsed_precise}]",
     )?);
-    let mut emulation = Int8Emulation::new(&candidate, &args.emulate_int8);
-    let report = compare_with(&reference, &candidate, &mut emulation, &seqs, || bar.inc(1))?;
+    let report = if args.emulate_integer.is_empty() {
+        let mut emulation = Int8Emulation::new(&candidate, &args.emulate_int8);
+        compare_with(&reference, &candidate, &mut emulation, &seqs, || bar.inc(1))?
+    } else {
+        let calibration = Source::default().sequences(&candidate)?;
+        let ranges = Ranges::calibrate(&candidate, &calibration)?;
+        let mut emulation = IntegerEmulation::new(&candidate, &args.emulate_integer, ranges)?;
+        compare_with(&reference, &candidate, &mut emulation, &seqs, || bar.inc(1))?
+    };
     bar.finish_and_clear();
 
-    let emulated: Vec<&str> = args.emulate_int8.iter().map(|r| r.name()).collect();
+    let emulated: Vec<&str> = (args.emulate_int8.iter().map(|r| r.name()))
+        .chain(args.emulate_integer.iter().map(|s| s.name()))
+        .collect();
     let plots = match &args.plot {
         Some(dir) => write_plots(&report, cfg.n_heads, &outputs, dir)?,
         None => Vec::new(),
@@ -164,10 +186,18 @@ pub fn run(args: Args) -> Result<()> {
         describe(&args.candidate, &candidate),
     );
     if args.json {
-        c["emulated_int8"] = json!(emulated);
+        let int8: Vec<&str> = args.emulate_int8.iter().map(|r| r.name()).collect();
+        let integer: Vec<&str> = args.emulate_integer.iter().map(|s| s.name()).collect();
+        c["emulated_int8"] = json!(int8);
+        c["emulated_integer"] = json!(integer);
     } else if !emulated.is_empty() {
         c["note"] = json!(format!(
-            "candidate run with emulated int8 roundings: {}",
+            "candidate run with emulated {}: {}",
+            if args.emulate_integer.is_empty() {
+                "int8 roundings"
+            } else {
+                "integer steps"
+            },
             emulated.join(", ")
         ));
     }

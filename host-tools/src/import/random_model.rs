@@ -136,3 +136,14 @@ fn the_sinusoidal_fixture_is_reproducible() {
         );
     }
 }
+
+/// The f32 blob of `state_dict(cfg, seed)`, unprocessed: the tests' model.
+#[cfg(test)]
+pub(crate) fn f32_blob(cfg: &Config, seed: u64) -> Vec<u8> {
+    use crate::convert::fold::ProcessingOptions;
+    use crate::quantize::encode::F32Encoder;
+    let sd = state_dict(cfg, seed);
+    crate::convert::convert_state_dict(sd, cfg, &ProcessingOptions::none(), &F32Encoder)
+        .unwrap()
+        .blob
+}

@@ -18,6 +18,7 @@ mod footprint;
 pub mod gptq;
 mod nearest;
 pub mod plan;
+pub mod ranges;
 mod requantize;
 pub mod tables;
 
