@@ -153,8 +153,12 @@ const FIXTURE_ARGS: [&str; 5] = [
 /// Boards the fixtures run on: the Cortex-M4F (the DSP kernels) and the Cortex-M55 (the Helium kernel).
 const FIXTURE_BOARDS: [Board; 2] = [Board::Mps2An386, Board::Mps3An547];
 
-/// `cargo xtask firmware` on each of [`QEMU_FIXTURES`] as int8, on each of [`FIXTURE_BOARDS`] (each
-/// fixture converted once).
+/// Fixtures also run on a board without the DSP kernels: the LLaMA shape's gated MLP and shared
+/// key/value heads through the portable Rust (RV32IMAC).
+const FIXTURE_PORTABLE: [(&str, Board); 1] = [("llama_tl", Board::Riscv32Virt)];
+
+/// `cargo xtask firmware` on each of [`QEMU_FIXTURES`] as int8, on each of [`FIXTURE_BOARDS`] and
+/// [`FIXTURE_PORTABLE`]'s (each fixture converted once).
 fn fixtures_on_qemu() -> Result<()> {
     let tool = host_tool::build()?;
     for name in QEMU_FIXTURES {
@@ -169,7 +173,8 @@ fn fixtures_on_qemu() -> Result<()> {
             options: Vec::new(),
         }
         .resolve(Some(&tool))?;
-        for board in FIXTURE_BOARDS {
+        let extra = FIXTURE_PORTABLE.iter().filter(|&&(n, _)| n == name);
+        for board in FIXTURE_BOARDS.into_iter().chain(extra.map(|&(_, b)| b)) {
             firmware::run(matrix::firmware_args(board, &blob, &FIXTURE_ARGS))
                 .with_context(|| format!("fixture {name} on {}", board.name()))?;
         }
@@ -372,7 +377,7 @@ fn steps() -> Vec<Step> {
             run: Box::new(crate::fuzz::build_in_background),
         },
         Step {
-            name: "firmware on QEMU mps2-an386 and mps3-an547, norm, MLP and sinusoidal models"
+            name: "firmware on QEMU mps2-an386 and mps3-an547, norm, MLP, sinusoidal and LLaMA-shaped models (the LLaMA one on riscv32-virt too)"
                 .into(),
             run: Box::new(fixtures_on_qemu),
         },
