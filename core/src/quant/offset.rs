@@ -41,12 +41,18 @@ pub fn round_trip(x: &mut [f32], centred: bool, scratch: &mut [i8]) {
 
 /// `out[r] += c * sum_j W[r][j]` for an integer matrix, the row sum taken as its own int8-input kernel
 /// takes it ([`Matrix::dot_q`] against ones of scale `c`; an `i8` matrix's exact integer row sum
-/// rescaled the same way), using `scratch` (at least `W.cols()` long) for the ones.
+/// rescaled the same way), using `scratch` (at least `W.cols()` long) for the ones (and, where it
+/// holds `cols / 2` aligned words, for the four-row kernel's lanes of ones).
 pub fn add_row_sums(w: &Matrix<'_>, c: f32, scratch: &mut [i8], out: &mut [f32]) {
-    let n = w.cols().min(scratch.len());
-    let whole_rows = n == w.cols();
+    let (cols, n) = (w.cols(), w.cols().min(scratch.len()));
+    let whole_rows = n == cols;
+    let (_, words, _) = bytemuck::pod_align_to_mut::<i8, u32>(scratch);
+    let ones = words.get_mut(..cols / 4 * 2).map(|ones| {
+        ones.fill(0x0001_0001);
+        &*ones
+    });
     if whole_rows
-        && w.each_row_sum_i8(|r, acc| {
+        && w.each_row_sum_i8(ones, |r, acc| {
             if let Some(o) = out.get_mut(r) {
                 *o += int8::rescale(acc, w.scale(r), c);
             }
@@ -97,16 +103,19 @@ mod tests {
                 let m = Matrix::from_parts(DType::I8, rows, cols, &blob, &scales).unwrap();
                 let ones = std::vec![1i8; cols];
                 for c in [0.37f32, -1.5] {
-                    let mut out = std::vec![0.25f32; rows];
-                    add_row_sums(&m, c, &mut std::vec![0i8; cols], &mut out);
-                    for (r, o) in out.iter().enumerate() {
-                        let want = 0.25 + m.dot_q(r, 0, &ones, c);
-                        assert_eq!(o.to_bits(), want.to_bits(), "{rows}x{cols} {r}");
-                        let exact: i64 = data[r * cols..][..cols]
-                            .iter()
-                            .map(|&b| b as i8 as i64)
-                            .sum();
-                        assert_eq!(m.row_sum_i8(r, cols), Some(exact));
+                    // Scratch for the ones alone, and for the kernel's lanes of ones.
+                    for len in [cols, 3 * cols] {
+                        let mut out = std::vec![0.25f32; rows];
+                        add_row_sums(&m, c, &mut std::vec![0i8; len], &mut out);
+                        for (r, o) in out.iter().enumerate() {
+                            let want = 0.25 + m.dot_q(r, 0, &ones, c);
+                            assert_eq!(o.to_bits(), want.to_bits(), "{rows}x{cols} {r}");
+                            let exact: i64 = data[r * cols..][..cols]
+                                .iter()
+                                .map(|&b| b as i8 as i64)
+                                .sum();
+                            assert_eq!(m.row_sum_i8(r, cols), Some(exact));
+                        }
                     }
                 }
             }

@@ -371,8 +371,14 @@ impl<'a> Matrix<'a> {
     }
 
     /// `f(r, sum_c W[r][c])` for every row `r` of an `i8` matrix (the exact integer sums, whole rows),
-    /// a quad of rows at a time; `false` (no call) for the other dtypes.
-    pub(crate) fn each_row_sum_i8(&self, mut f: impl FnMut(usize, i64)) -> bool {
+    /// a quad of rows at a time: the four-row int8 kernel against `ones` (lanes of ones, at least
+    /// `cols / 2` words) if given, else [`int8::quad_word_sums`]; `false` (no call) for the other
+    /// dtypes.
+    pub(crate) fn each_row_sum_i8(
+        &self,
+        ones: Option<&[u32]>,
+        mut f: impl FnMut(usize, i64),
+    ) -> bool {
         if !(self.dtype == DType::I8 && DType::I8.compiled()) {
             return false;
         }
@@ -380,9 +386,14 @@ impl<'a> Matrix<'a> {
         let whole = rows - rows % 4;
         let quads = crate::blob::quads::quads_of(self.data, cols).take(whole / 4);
         for (q, quad) in quads.enumerate() {
-            let words = match quad.len() == 4 * cols {
-                true => int8::quad_word_sums(quad, cols),
-                false => [0; 4].map(|_| i64::MIN),
+            let words = match (quad.len() == 4 * cols, ones) {
+                (true, Some(ones)) => {
+                    let mut sums = [0i32; 4];
+                    crate::arch::dot4_quads(quad, cols, ones, &mut sums);
+                    sums.map(i64::from)
+                }
+                (true, None) => int8::quad_word_sums(quad, cols),
+                (false, _) => [0; 4].map(|_| i64::MIN),
             };
             for (k, &sum) in words.iter().enumerate() {
                 let r = 4 * q + k;
