@@ -111,7 +111,12 @@ pub(crate) fn mac_lanes(acc: i32, w: u32, (e, o): (u32, u32)) -> i32 {
 /// rows of bytes, where `W_g` and `W'_g` are the even and odd bytes of a row's `g`-th word as 16-bit
 /// lanes (`SXTB16`) and `(e_g, o_g)` the `g`-th item of `lanes`, over whole words of the rows: the
 /// portable four-row kernel.
-#[cfg(any(test, microlens_arch = "portable", microlens_arch = "armv7m"))]
+#[cfg(any(
+    test,
+    microlens_arch = "portable",
+    microlens_arch = "armv7m",
+    microlens_arch = "armv6m"
+))]
 #[inline(always)]
 pub(crate) fn dot4_lanes(
     rows: [&[u8]; 4],
@@ -129,7 +134,12 @@ pub(crate) fn dot4_lanes(
 
 /// The four-row kernel (`dot4_strided`, whose sums it computes) in plain Rust, one quad of rows at a
 /// time (out of line, so its callers keep small frames).
-#[cfg(any(test, microlens_arch = "portable", microlens_arch = "armv7m"))]
+#[cfg(any(
+    test,
+    microlens_arch = "portable",
+    microlens_arch = "armv7m",
+    microlens_arch = "armv6m"
+))]
 #[inline(never)]
 pub(crate) fn dot4_strided_portable(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
     for (q, sums) in out.chunks_exact_mut(4).enumerate() {
@@ -150,7 +160,8 @@ pub(crate) fn dot4_strided_portable(rows: &[u8], stride: usize, lanes: &[u32], o
     test,
     microlens_arch = "portable",
     microlens_arch = "armv7em",
-    microlens_arch = "armv7m"
+    microlens_arch = "armv7m",
+    microlens_arch = "armv6m"
 ))]
 #[cfg_attr(
     all(microlens_arch = "armv7em", feature = "weights-i8"),

@@ -4,7 +4,12 @@
 //! four values per pass (the others').
 
 /// [`store_unchecked`]'s values through the slice's own stepping.
-#[cfg(any(test, microlens_arch = "portable", microlens_arch = "armv7m"))]
+#[cfg(any(
+    test,
+    microlens_arch = "portable",
+    microlens_arch = "armv7m",
+    microlens_arch = "armv6m"
+))]
 pub(crate) fn store_stepped(x: &[f32], q: &mut [i8], stride: usize, one: impl Fn(f32) -> i8) {
     if stride > 0 {
         q.iter_mut()
@@ -16,7 +21,11 @@ pub(crate) fn store_stepped(x: &[f32], q: &mut [i8], stride: usize, one: impl Fn
 
 /// `q[i * stride] = one(x[i])` for every `i` whose slot `q` holds, four values per pass, one bounds
 /// test per call.
-#[cfg(not(any(microlens_arch = "portable", microlens_arch = "armv7m")))]
+#[cfg(not(any(
+    microlens_arch = "portable",
+    microlens_arch = "armv7m",
+    microlens_arch = "armv6m"
+)))]
 #[allow(unsafe_code)]
 #[inline(always)]
 pub(crate) fn store_unchecked(x: &[f32], q: &mut [i8], stride: usize, one: impl Fn(f32) -> i8) {
