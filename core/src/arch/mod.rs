@@ -8,8 +8,9 @@
 //! | `mve` | feature `mve`, 32-bit Arm, hard float (Cortex-M55, M85) | `mve/`: the Helium four-row int8 kernels, the rest `armv7em/`'s |
 //! | `armv7m` | Thumb-2 Arm without the DSP extension (Cortex-M3) | `armv7m/`: the int8 matmuls' four-row loop in assembly (`LDRSB` and `MLA`), the rest `portable/`'s |
 //! | `armv6m` | ARMv6-M (Cortex-M0, M0+) | `armv6m/`: the int8 matmuls' four-row loop in assembly (`LDRB`, `SXTB`, `MULS`), the rest `portable/`'s |
+//! | `rv32im` | RV32 with the `M` extension (RV32IMAC) | `rv32im/`: the int8 matmuls' four-row loop in assembly (`LH`, `LB`, `MUL`), the rest `portable/`'s |
 //! | `host` | feature `std` otherwise (x86-64 and every host) | `host/`: the int8 kernels, the softmax's exponentials and the blocked products with AVX2/AVX/AVX-512 where the CPU has them |
-//! | `portable` | everything else (RISC-V, ...) | `portable/`: plain Rust |
+//! | `portable` | everything else | `portable/`: plain Rust |
 //!
 //! Every target computes the same bits: the same integer sums and the same float operations in the
 //! same order. A target's folder supplies each entry below (its own kernel, or `portable/`'s); a new
@@ -27,6 +28,8 @@ mod armv7m;
 mod host;
 #[cfg(microlens_arch = "mve")]
 mod mve;
+#[cfg(microlens_arch = "rv32im")]
+mod rv32im;
 // The fallbacks a target with its own kernels leaves unused.
 #[allow(dead_code, unused_imports)]
 mod portable;
@@ -44,6 +47,8 @@ use host as target;
 use mve as target;
 #[cfg(microlens_arch = "portable")]
 use portable as target;
+#[cfg(microlens_arch = "rv32im")]
+use rv32im as target;
 
 // The target's kernels.
 pub(crate) use target::{

@@ -115,7 +115,8 @@ pub(crate) fn mac_lanes(acc: i32, w: u32, (e, o): (u32, u32)) -> i32 {
     test,
     microlens_arch = "portable",
     microlens_arch = "armv7m",
-    microlens_arch = "armv6m"
+    microlens_arch = "armv6m",
+    microlens_arch = "rv32im"
 ))]
 #[inline(always)]
 pub(crate) fn dot4_lanes(
@@ -138,7 +139,8 @@ pub(crate) fn dot4_lanes(
     test,
     microlens_arch = "portable",
     microlens_arch = "armv7m",
-    microlens_arch = "armv6m"
+    microlens_arch = "armv6m",
+    microlens_arch = "rv32im"
 ))]
 #[inline(never)]
 pub(crate) fn dot4_strided_portable(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
@@ -161,7 +163,8 @@ pub(crate) fn dot4_strided_portable(rows: &[u8], stride: usize, lanes: &[u32], o
     microlens_arch = "portable",
     microlens_arch = "armv7em",
     microlens_arch = "armv7m",
-    microlens_arch = "armv6m"
+    microlens_arch = "armv6m",
+    microlens_arch = "rv32im"
 ))]
 #[cfg_attr(
     all(microlens_arch = "armv7em", feature = "weights-i8"),

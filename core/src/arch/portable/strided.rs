@@ -8,7 +8,8 @@
     test,
     microlens_arch = "portable",
     microlens_arch = "armv7m",
-    microlens_arch = "armv6m"
+    microlens_arch = "armv6m",
+    microlens_arch = "rv32im"
 ))]
 pub(crate) fn store_stepped(x: &[f32], q: &mut [i8], stride: usize, one: impl Fn(f32) -> i8) {
     if stride > 0 {
@@ -24,7 +25,8 @@ pub(crate) fn store_stepped(x: &[f32], q: &mut [i8], stride: usize, one: impl Fn
 #[cfg(not(any(
     microlens_arch = "portable",
     microlens_arch = "armv7m",
-    microlens_arch = "armv6m"
+    microlens_arch = "armv6m",
+    microlens_arch = "rv32im"
 )))]
 #[allow(unsafe_code)]
 #[inline(always)]
