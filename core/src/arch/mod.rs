@@ -6,8 +6,11 @@
 //! |---|---|---|
 //! | `armv7em` | feature `dsp`, 32-bit Arm, hard float (Cortex-M4F, M7, M33) | `armv7em/`: the DSP instructions, the int8/int4/int16 loops and the FPU's float loops in assembly |
 //! | `mve` | feature `mve`, 32-bit Arm, hard float (Cortex-M55, M85) | `mve/`: the Helium four-row int8 kernels, the rest `armv7em/`'s |
+//! | `armv7m` | Thumb-2 Arm without the DSP extension (Cortex-M3) | `armv7m/`: the int8 matmuls' four-row loop in assembly (`LDRSB` and `MLA`), the rest `portable/`'s |
+//! | `armv6m` | ARMv6-M (Cortex-M0, M0+) | `armv6m/`: the int8 matmuls' four-row loop in assembly (`LDRB`, `SXTB`, `MULS`), the rest `portable/`'s |
+//! | `rv32im` | RV32 with the `M` extension (RV32IMAC) | `rv32im/`: the int8 matmuls' four-row loop in assembly (`LH`, `LB`, `MUL`), the rest `portable/`'s |
 //! | `host` | feature `std` otherwise (x86-64 and every host) | `host/`: the int8 kernels, the softmax's exponentials and the blocked products with AVX2/AVX/AVX-512 where the CPU has them |
-//! | `portable` | everything else (Cortex-M0/M3, RISC-V, ...) | `portable/`: plain Rust |
+//! | `portable` | everything else | `portable/`: plain Rust |
 //!
 //! Every target computes the same bits: the same integer sums and the same float operations in the
 //! same order. A target's folder supplies each entry below (its own kernel, or `portable/`'s); a new
@@ -15,25 +18,37 @@
 //! share and fall back to; an entry that returns `None` (or 0, or `false`) there has no kernel on
 //! that target, and the caller's own Rust runs.
 
+#[cfg(microlens_arch = "armv6m")]
+mod armv6m;
 #[cfg(any(microlens_arch = "armv7em", microlens_arch = "mve"))]
 mod armv7em;
+#[cfg(microlens_arch = "armv7m")]
+mod armv7m;
 #[cfg(microlens_arch = "host")]
 mod host;
 #[cfg(microlens_arch = "mve")]
 mod mve;
+#[cfg(microlens_arch = "rv32im")]
+mod rv32im;
 // The fallbacks a target with its own kernels leaves unused.
 #[allow(dead_code, unused_imports)]
 mod portable;
 
 // The one line per target.
+#[cfg(microlens_arch = "armv6m")]
+use armv6m as target;
 #[cfg(microlens_arch = "armv7em")]
 use armv7em as target;
+#[cfg(microlens_arch = "armv7m")]
+use armv7m as target;
 #[cfg(microlens_arch = "host")]
 use host as target;
 #[cfg(microlens_arch = "mve")]
 use mve as target;
 #[cfg(microlens_arch = "portable")]
 use portable as target;
+#[cfg(microlens_arch = "rv32im")]
+use rv32im as target;
 
 // The target's kernels.
 pub(crate) use target::{

@@ -111,7 +111,13 @@ pub(crate) fn mac_lanes(acc: i32, w: u32, (e, o): (u32, u32)) -> i32 {
 /// rows of bytes, where `W_g` and `W'_g` are the even and odd bytes of a row's `g`-th word as 16-bit
 /// lanes (`SXTB16`) and `(e_g, o_g)` the `g`-th item of `lanes`, over whole words of the rows: the
 /// portable four-row kernel.
-#[cfg(any(test, microlens_arch = "portable"))]
+#[cfg(any(
+    test,
+    microlens_arch = "portable",
+    microlens_arch = "armv7m",
+    microlens_arch = "armv6m",
+    microlens_arch = "rv32im"
+))]
 #[inline(always)]
 pub(crate) fn dot4_lanes(
     rows: [&[u8]; 4],
@@ -129,7 +135,13 @@ pub(crate) fn dot4_lanes(
 
 /// The four-row kernel (`dot4_strided`, whose sums it computes) in plain Rust, one quad of rows at a
 /// time (out of line, so its callers keep small frames).
-#[cfg(any(test, microlens_arch = "portable"))]
+#[cfg(any(
+    test,
+    microlens_arch = "portable",
+    microlens_arch = "armv7m",
+    microlens_arch = "armv6m",
+    microlens_arch = "rv32im"
+))]
 #[inline(never)]
 pub(crate) fn dot4_strided_portable(rows: &[u8], stride: usize, lanes: &[u32], out: &mut [i32]) {
     for (q, sums) in out.chunks_exact_mut(4).enumerate() {
@@ -146,7 +158,14 @@ pub(crate) fn dot4_strided_portable(rows: &[u8], stride: usize, lanes: &[u32], o
 /// The quads kernel (`dot4_quads`, whose sums it computes) in plain Rust: per quad of rows, its
 /// groups' 16 bytes (the four rows' words) against the group's lanes (also the DSP loop's, for an
 /// unaligned blob: its `LDMIA` needs words).
-#[cfg(any(test, microlens_arch = "portable", microlens_arch = "armv7em"))]
+#[cfg(any(
+    test,
+    microlens_arch = "portable",
+    microlens_arch = "armv7em",
+    microlens_arch = "armv7m",
+    microlens_arch = "armv6m",
+    microlens_arch = "rv32im"
+))]
 #[cfg_attr(
     all(microlens_arch = "armv7em", feature = "weights-i8"),
     allow(dead_code)

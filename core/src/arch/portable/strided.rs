@@ -4,7 +4,13 @@
 //! four values per pass (the others').
 
 /// [`store_unchecked`]'s values through the slice's own stepping.
-#[cfg(any(test, microlens_arch = "portable"))]
+#[cfg(any(
+    test,
+    microlens_arch = "portable",
+    microlens_arch = "armv7m",
+    microlens_arch = "armv6m",
+    microlens_arch = "rv32im"
+))]
 pub(crate) fn store_stepped(x: &[f32], q: &mut [i8], stride: usize, one: impl Fn(f32) -> i8) {
     if stride > 0 {
         q.iter_mut()
@@ -16,7 +22,12 @@ pub(crate) fn store_stepped(x: &[f32], q: &mut [i8], stride: usize, one: impl Fn
 
 /// `q[i * stride] = one(x[i])` for every `i` whose slot `q` holds, four values per pass, one bounds
 /// test per call.
-#[cfg(not(microlens_arch = "portable"))]
+#[cfg(not(any(
+    microlens_arch = "portable",
+    microlens_arch = "armv7m",
+    microlens_arch = "armv6m",
+    microlens_arch = "rv32im"
+)))]
 #[allow(unsafe_code)]
 #[inline(always)]
 pub(crate) fn store_unchecked(x: &[f32], q: &mut [i8], stride: usize, one: impl Fn(f32) -> i8) {

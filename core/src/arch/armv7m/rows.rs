@@ -1,0 +1,96 @@
+//! The four-row int8 kernel for the blob's quads of rows on ARMv7-M without `SXTB16`/`SMLAD`: per
+//! group of four columns, each activation loaded once as a signed halfword from its lane (`LDRSH`)
+//! and met by the four rows' bytes (`LDRSB` with an immediate offset, then `MLA`): 38 instructions per
+//! 16 multiply-accumulates, 2.375 per MAC. The same wrapping `i32` sums as
+//! [`dot4_quads_portable`]'s `SMLAD` emulation (integer addition in another order).
+#![allow(unsafe_code)]
+
+use core::arch::asm;
+
+use crate::arch::portable::lanes::dot4_quads_portable;
+use crate::blob::quads::quads_of;
+
+/// `out[4 q + k] = sum_g sum_j W_k[g][j] x[g][j]` for each quad `q` of rows of `w` (`cols` columns,
+/// each group's 16 bytes the four rows' words in turn) against the lanes of `x` (`lanes[2 g]` holds
+/// columns `4 g` and `4 g + 2`, `lanes[2 g + 1]` columns `4 g + 1` and `4 g + 3`), over the groups
+/// both hold: `dot4_quads`'s contract.
+pub(crate) fn dot4_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) {
+    let groups = (lanes.len() / 2).min(cols / 4);
+    for (sums, quad) in out.chunks_exact_mut(4).zip(quads_of(w, cols)) {
+        match quad_sums(quad, lanes, groups) {
+            Some(s) => sums.copy_from_slice(&s),
+            // A quad short of its groups (no blob has one) or none to sum: the portable loop.
+            None => dot4_quads_portable(quad, cols, lanes, sums),
+        }
+    }
+}
+
+/// One quad's four sums over `groups` groups, or `None` when `quad` or `lanes` is short of them.
+#[inline(always)]
+fn quad_sums(quad: &[u8], lanes: &[u32], groups: usize) -> Option<[i32; 4]> {
+    if groups == 0 || quad.len() / 16 < groups || lanes.len() / 2 < groups {
+        return None;
+    }
+    let [mut a0, mut a1, mut a2, mut a3] = [0i32; 4];
+    // SAFETY: `groups > 0`, `quad` holds `16 * groups` bytes and `lanes` `2 * groups` words
+    // (checked above); each pass reads one group's 16 bytes and 8 lane bytes, then steps both
+    // pointers past them, `groups` passes; nothing is written but the named registers.
+    unsafe {
+        asm!(
+            "2:",
+            // Column 3 of the group: the high lane of the second word.
+            "ldrsh {x}, [{lp}, #6]",
+            "ldrsb {t}, [{wp}, #3]",
+            "mla {a0}, {t}, {x}, {a0}",
+            "ldrsb {t}, [{wp}, #7]",
+            "mla {a1}, {t}, {x}, {a1}",
+            "ldrsb {t}, [{wp}, #11]",
+            "mla {a2}, {t}, {x}, {a2}",
+            "ldrsb {t}, [{wp}, #15]",
+            "mla {a3}, {t}, {x}, {a3}",
+            // Column 2: the high lane of the first word.
+            "ldrsh {x}, [{lp}, #2]",
+            "ldrsb {t}, [{wp}, #2]",
+            "mla {a0}, {t}, {x}, {a0}",
+            "ldrsb {t}, [{wp}, #6]",
+            "mla {a1}, {t}, {x}, {a1}",
+            "ldrsb {t}, [{wp}, #10]",
+            "mla {a2}, {t}, {x}, {a2}",
+            "ldrsb {t}, [{wp}, #14]",
+            "mla {a3}, {t}, {x}, {a3}",
+            // Column 1: the low lane of the second word.
+            "ldrsh {x}, [{lp}, #4]",
+            "ldrsb {t}, [{wp}, #1]",
+            "mla {a0}, {t}, {x}, {a0}",
+            "ldrsb {t}, [{wp}, #5]",
+            "mla {a1}, {t}, {x}, {a1}",
+            "ldrsb {t}, [{wp}, #9]",
+            "mla {a2}, {t}, {x}, {a2}",
+            "ldrsb {t}, [{wp}, #13]",
+            "mla {a3}, {t}, {x}, {a3}",
+            // Column 0: the low lane of the first word; the last loads step to the next group.
+            "ldrsh {x}, [{lp}], #8",
+            "ldrsb {t}, [{wp}, #4]",
+            "mla {a1}, {t}, {x}, {a1}",
+            "ldrsb {t}, [{wp}, #8]",
+            "mla {a2}, {t}, {x}, {a2}",
+            "ldrsb {t}, [{wp}, #12]",
+            "mla {a3}, {t}, {x}, {a3}",
+            "ldrsb {t}, [{wp}], #16",
+            "mla {a0}, {t}, {x}, {a0}",
+            "subs {n}, {n}, #1",
+            "bne 2b",
+            x = out(reg) _,
+            t = out(reg) _,
+            lp = inout(reg) lanes.as_ptr() => _,
+            wp = inout(reg) quad.as_ptr() => _,
+            n = inout(reg) groups => _,
+            a0 = inout(reg) a0,
+            a1 = inout(reg) a1,
+            a2 = inout(reg) a2,
+            a3 = inout(reg) a3,
+            options(nostack, readonly),
+        );
+    }
+    Some([a0, a1, a2, a3])
+}

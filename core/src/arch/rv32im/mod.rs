@@ -1,0 +1,9 @@
+//! RV32 with the `M` extension (RV32IMAC: ESP32-C3, CH32V, GD32VF; `microlens_arch = "rv32im"`): the
+//! int8 matmuls' four-row loop in assembly ([`rows`]), every other entry `portable/`'s plain Rust.
+
+mod rows;
+
+pub(crate) use super::portable::lanes::dot4_strided_portable as dot4_strided;
+pub(crate) use super::portable::strided::store_stepped as store_strided;
+pub(crate) use super::portable::*;
+pub(crate) use rows::dot4_quads;
