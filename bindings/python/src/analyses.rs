@@ -4,7 +4,7 @@ use anyhow::{ensure, Result};
 use microlens_host::eval::emulation::Int8Emulation;
 use microlens_host::eval::run::{check_sequences, check_tokens, DEFAULT_MAX_SEQ_LEN};
 use microlens_host::eval::sequences::induction_sequences;
-use microlens_host::fidelity::{compare_with, describe};
+use microlens_host::fidelity::{compare_with, describe, mark_emulated};
 use pyo3::prelude::*;
 
 use crate::errors::OrPy;
@@ -44,7 +44,7 @@ pub fn fidelity(
         let mut v = serde_json::to_value(&report)?;
         v["reference"] = describe(&rl, &r);
         v["candidate"] = describe(&cl, &c);
-        v["candidate"]["emulated_int8"] = serde_json::json!([]);
+        mark_emulated(&mut v["candidate"], &[], &[]);
         Ok(v.to_string())
     })
     .or_py()

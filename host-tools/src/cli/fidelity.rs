@@ -12,7 +12,7 @@ use microlens_host::eval::emulation::{Int8Emulation, Int8Rounding};
 use microlens_host::eval::integer_emulation::{IntegerEmulation, IntegerStep};
 use microlens_host::eval::run::{check_sequences, check_tokens, DEFAULT_MAX_SEQ_LEN};
 use microlens_host::eval::sequences::induction_sequences;
-use microlens_host::fidelity::{compare_with, Report};
+use microlens_host::fidelity::{compare_with, mark_emulated, Report};
 use microlens_host::io::output::Outputs;
 use microlens_host::io::tokens::read_token_file;
 use microlens_host::quantize::calibration::Source;
@@ -188,8 +188,7 @@ pub fn run(args: Args) -> Result<()> {
     if args.json {
         let int8: Vec<&str> = args.emulate_int8.iter().map(|r| r.name()).collect();
         let integer: Vec<&str> = args.emulate_integer.iter().map(|s| s.name()).collect();
-        c["emulated_int8"] = json!(int8);
-        c["emulated_integer"] = json!(integer);
+        mark_emulated(&mut c, &int8, &integer);
     } else if !emulated.is_empty() {
         c["note"] = json!(format!(
             "candidate run with emulated {}: {}",

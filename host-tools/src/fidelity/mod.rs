@@ -328,6 +328,13 @@ fn finish(
 /// Sequences run in parallel before their results are summed in order (bounds the memory held).
 const PARALLEL_CHUNK: usize = 256;
 
+/// Records on a candidate's [`describe`] which steps its run emulated (`fidelity --json`'s
+/// `emulated_int8` and `emulated_integer`: the rounding names and the integer steps, empty for none).
+pub fn mark_emulated(candidate: &mut serde_json::Value, int8: &[&str], integer: &[&str]) {
+    candidate["emulated_int8"] = serde_json::json!(int8);
+    candidate["emulated_integer"] = serde_json::json!(integer);
+}
+
 /// A blob as `fidelity --json` describes it: `path` (`label`), the dtypes of its matrices, its
 /// activation arithmetic and its size in bytes.
 pub fn describe(label: &str, model: &Model<'_>) -> serde_json::Value {
