@@ -44,7 +44,7 @@ mod tests {
             check(k * k - 1);
             check(k * k + 1);
         }
-        (0..u64::MAX).step_by(1 << 44).for_each(check);
+        (0..1u64 << 20).map(|i| i << 44).for_each(check);
         check(u64::MAX);
         assert_eq!(isqrt(u64::MAX), u32::MAX);
     }
