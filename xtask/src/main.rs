@@ -20,6 +20,8 @@
 //! - `cargo xtask core32`: the core's tests on i686, where `usize` is 32 bits.
 //! - `cargo xtask fuzz [--seconds N] [--target T]`: coverage-guided fuzzing (cargo-fuzz, libFuzzer).
 //! - `cargo xtask bench-peers [--runs N] [--python P]`: host speed beside candle and TransformerLens.
+//! - `cargo xtask bench-device-peers [--cmsis-nn DIR] [--llama2c DIR]`: device speed on QEMU beside
+//!   CMSIS-NN and llama2.c, built from their sources with gcc.
 //!
 //! The firmware's toolchain is chosen by itself: the rustup target when installed, otherwise Debian's Rust
 //! with `-Zbuild-std=core` (installed with apt-get when running as root); see [`toolchain`].
@@ -34,6 +36,7 @@ mod core32;
 mod defmt_print;
 mod demo;
 mod device;
+mod device_peers;
 mod elf_size;
 mod firmware;
 mod fuzz;
@@ -114,6 +117,9 @@ enum Command {
     /// Host speed beside the peers in one run: microlens, candle and (where the Python has it)
     /// TransformerLens on the shipped model, with the ratios.
     BenchPeers(bench_peers::Args),
+    /// Device speed beside the peers in one QEMU `-icount` run: CMSIS-NN's int8 layer and softmax on
+    /// the Cortex-M4F, M3 and M0, llama2.c's `run.c` and `runq.c` on the M4F, and microlens's figures.
+    BenchDevicePeers(device_peers::Args),
 }
 
 fn main() -> ExitCode {
@@ -133,6 +139,7 @@ fn main() -> ExitCode {
         Command::Core32 => core32::run(),
         Command::Profile(args) => profile::run(args),
         Command::BenchPeers(args) => bench_peers::run(args),
+        Command::BenchDevicePeers(args) => device_peers::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

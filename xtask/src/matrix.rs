@@ -47,7 +47,7 @@ pub fn parse_firmware_args<'a>(args: impl IntoIterator<Item = &'a str>) -> firmw
 
 /// The shipped model converted to `dtype`, once per run (a conversion takes half a minute; every board
 /// embeds the same blob).
-fn shipped_blob(dtype: &str) -> Result<PathBuf> {
+pub fn shipped_blob(dtype: &str) -> Result<PathBuf> {
     static BLOBS: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
     let mut blobs = BLOBS.lock().unwrap_or_else(|e| e.into_inner());
     let blobs = blobs.get_or_insert_with(HashMap::new);

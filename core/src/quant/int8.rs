@@ -70,6 +70,61 @@ pub fn dot_place(
     (4 * words..n).fold(body, |acc, i| acc + byte(i) * x(i) as i64)
 }
 
+/// `sum_i W[i]` over the first `n` columns of a row of an `I8` matrix in quads (`place`, of `cols`
+/// columns), exact: [`dot_place`] against ones, a word at a time with its bytes (offset by 128 to
+/// unsigned) gathered in two 16-bit lanes, up to 128 words per batch (a lane then stays below 2^16).
+pub fn sum_place(w: &[u8], (place, cols): (quads::RowPlace, usize), n: usize) -> i64 {
+    let n = n.min(cols);
+    let words = n / 4;
+    let byte = |i: usize| w.get(place.at(cols, i)).map_or(0, |&b| (b as i8) as i64);
+    let span = words
+        .saturating_sub(1)
+        .saturating_mul(place.step)
+        .saturating_add(4);
+    let body = match words {
+        0 => Some(&[][..]),
+        _ => w.get(place.start..).and_then(|b| b.get(..span)),
+    };
+    let Some(body) = body else {
+        // A row past the data (no blob has one): its bytes one at a time, the missing ones zeros.
+        return (0..n).fold(0, |acc, i| acc + byte(i));
+    };
+    let mut row = body.chunks(place.step.max(1));
+    let (mut total, mut left) = (0i64, words);
+    while left > 0 {
+        let batch = left.min(128);
+        let mut lanes = 0u32;
+        for c in row.by_ref().take(batch) {
+            let v = c.get(..4).map_or(0, word) ^ 0x8080_8080;
+            lanes += (v & 0x00ff_00ff) + ((v >> 8) & 0x00ff_00ff);
+        }
+        total += i64::from((lanes & 0xffff) + (lanes >> 16)) - 512 * batch as i64;
+        left -= batch;
+    }
+    (4 * words..n).fold(total, |acc, i| acc + byte(i))
+}
+
+/// The exact sums of the whole words of a quad's four rows (`quad`: `cols / 4` groups of 16 bytes,
+/// the rows' words in turn): [`sum_place`]'s word loop for the four rows at once.
+pub fn quad_word_sums(quad: &[u8], cols: usize) -> [i64; 4] {
+    let body = quad.get(..16 * (cols / 4)).unwrap_or(&[]);
+    let mut sums = [0i64; 4];
+    for batch in body.chunks(16 * 128) {
+        let mut lanes = [0u32; 4];
+        for g in batch.chunks_exact(16) {
+            for (l, w) in lanes.iter_mut().zip(g.chunks_exact(4)) {
+                let v = word(w) ^ 0x8080_8080;
+                *l += (v & 0x00ff_00ff) + ((v >> 8) & 0x00ff_00ff);
+            }
+        }
+        let words = (batch.len() / 16) as i64;
+        for (s, l) in sums.iter_mut().zip(lanes) {
+            *s += i64::from((l & 0xffff) + (l >> 16)) - 512 * words;
+        }
+    }
+    sums
+}
+
 /// `sum_i a[i] * b[i]` of two int8 vectors (the attention score `q . k`), exact as [`dot`].
 #[cfg(test)]
 fn dot_i8(a: &[i8], b: &[i8]) -> i64 {

@@ -5,6 +5,7 @@
 //! `W x = W (x - c) + c * sum_j W[.][j]`, the row sums computed by the same integer kernel.
 
 use crate::math::max_of;
+use crate::quant::int8;
 use crate::weights::Matrix;
 
 /// The mid-range `(max + min) / 2` of `x`; 0 for an empty slice or a non-finite result (NaNs ignored).
@@ -38,14 +39,34 @@ pub fn round_trip(x: &mut [f32], centred: bool, scratch: &mut [i8]) {
     x.iter_mut().for_each(|v| *v += c);
 }
 
-/// `out[r] += c * sum_j W[r][j]` for an integer matrix, the row sum taken by its own int8-input kernel
-/// ([`Matrix::dot_q`] against ones of scale `c`), using `scratch` (at least `W.cols()` long) for the ones.
+/// `out[r] += c * sum_j W[r][j]` for an integer matrix, the row sum taken as its own int8-input kernel
+/// takes it ([`Matrix::dot_q`] against ones of scale `c`; an `i8` matrix's exact integer row sum
+/// rescaled the same way), using `scratch` (at least `W.cols()` long) for the ones (and, where it
+/// holds `cols / 2` aligned words, for the four-row kernel's lanes of ones).
 pub fn add_row_sums(w: &Matrix<'_>, c: f32, scratch: &mut [i8], out: &mut [f32]) {
-    let n = w.cols().min(scratch.len());
+    let (cols, n) = (w.cols(), w.cols().min(scratch.len()));
+    let whole_rows = n == cols;
+    let (_, words, _) = bytemuck::pod_align_to_mut::<i8, u32>(scratch);
+    let ones = words.get_mut(..cols / 4 * 2).map(|ones| {
+        ones.fill(0x0001_0001);
+        &*ones
+    });
+    if whole_rows
+        && w.each_row_sum_i8(ones, |r, acc| {
+            if let Some(o) = out.get_mut(r) {
+                *o += int8::rescale(acc, w.scale(r), c);
+            }
+        })
+    {
+        return;
+    }
     let ones = &mut scratch[..n];
     ones.fill(1);
     for (r, o) in out.iter_mut().enumerate().take(w.rows()) {
-        *o += w.dot_q(r, 0, ones, c);
+        *o += match w.row_sum_i8(r, n) {
+            Some(acc) => int8::rescale(acc, w.scale(r), c),
+            None => w.dot_q(r, 0, ones, c),
+        };
     }
 }
 
@@ -64,6 +85,41 @@ mod tests {
         let mut x = [0.0, 4.0, 1.0];
         assert_eq!(centre(&mut x), 2.0);
         assert_eq!(x, [-2.0, 2.0, -1.0]);
+    }
+
+    #[test]
+    fn row_sums_are_the_kernels_sums_against_ones() {
+        use crate::blob::{quads::from_row_major, DType};
+        // Extreme bytes (the 16-bit lanes' worst case) over more than one batch of 128 words, and
+        // mixed bytes; whole and partial quads, a tail of columns.
+        for (rows, cols) in [(5, 1030), (9, 13), (4, 172), (3, 7)] {
+            let fills: [fn(usize) -> u8; 3] = [|_| 0x80, |_| 0x7f, |i| (i * 73 + 9) as u8];
+            for fill in fills {
+                let data: std::vec::Vec<u8> = (0..rows * cols).map(fill).collect();
+                let blob = from_row_major(rows, cols, &data);
+                let scales: std::vec::Vec<u8> = (0..rows)
+                    .flat_map(|r| crate::blob::encode_scale(0.5 + r as f32).unwrap())
+                    .collect();
+                let m = Matrix::from_parts(DType::I8, rows, cols, &blob, &scales).unwrap();
+                let ones = std::vec![1i8; cols];
+                for c in [0.37f32, -1.5] {
+                    // Scratch for the ones alone, and for the kernel's lanes of ones.
+                    for len in [cols, 3 * cols] {
+                        let mut out = std::vec![0.25f32; rows];
+                        add_row_sums(&m, c, &mut std::vec![0i8; len], &mut out);
+                        for (r, o) in out.iter().enumerate() {
+                            let want = 0.25 + m.dot_q(r, 0, &ones, c);
+                            assert_eq!(o.to_bits(), want.to_bits(), "{rows}x{cols} {r}");
+                            let exact: i64 = data[r * cols..][..cols]
+                                .iter()
+                                .map(|&b| b as i8 as i64)
+                                .sum();
+                            assert_eq!(m.row_sum_i8(r, cols), Some(exact));
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

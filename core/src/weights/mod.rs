@@ -375,6 +375,68 @@ impl<'a> Matrix<'a> {
         }
     }
 
+    /// `sum_c W[r][c]` over the first `n` columns (at most the row's) of row `r` of an `i8` matrix,
+    /// exact (the integer sum [`Matrix::dot_q`] takes against `n` ones); `None` for the other dtypes.
+    pub(crate) fn row_sum_i8(&self, r: usize, n: usize) -> Option<i64> {
+        let n = n.min(self.cols);
+        match self.dtype {
+            d @ DType::I8 if d.compiled() => Some(match self.i8_slice(r, 0, n) {
+                Some(w) => w.iter().map(|&b| (b as i8) as i64).sum(),
+                None => int8::sum_place(
+                    self.data,
+                    (row_place(self.rows, self.cols, r), self.cols),
+                    n,
+                ),
+            }),
+            _ => None,
+        }
+    }
+
+    /// `f(r, sum_c W[r][c])` for every row `r` of an `i8` matrix (the exact integer sums, whole rows),
+    /// a quad of rows at a time: the four-row int8 kernel against `ones` (lanes of ones, at least
+    /// `cols / 2` words) if given, else [`int8::quad_word_sums`]; `false` (no call) for the other
+    /// dtypes.
+    pub(crate) fn each_row_sum_i8(
+        &self,
+        ones: Option<&[u32]>,
+        mut f: impl FnMut(usize, i64),
+    ) -> bool {
+        if !(self.dtype == DType::I8 && DType::I8.compiled()) {
+            return false;
+        }
+        let (rows, cols) = (self.rows, self.cols);
+        let whole = rows - rows % 4;
+        let quads = crate::blob::quads::quads_of(self.data, cols).take(whole / 4);
+        for (q, quad) in quads.enumerate() {
+            let words = match (quad.len() == 4 * cols, ones) {
+                (true, Some(ones)) => {
+                    let mut sums = [0i32; 4];
+                    crate::arch::dot4_quads(quad, cols, ones, &mut sums);
+                    sums.map(i64::from)
+                }
+                (true, None) => int8::quad_word_sums(quad, cols),
+                (false, _) => [0; 4].map(|_| i64::MIN),
+            };
+            for (k, &sum) in words.iter().enumerate() {
+                let r = 4 * q + k;
+                // The tail columns one at a time (a short quad, which no blob has: the whole row).
+                let from = if sum == i64::MIN { 0 } else { cols / 4 * 4 };
+                let place = row_place(rows, cols, r);
+                let tail = (from..cols).fold(0i64, |a, c| {
+                    a + self
+                        .data
+                        .get(place.at(cols, c))
+                        .map_or(0, |&b| (b as i8) as i64)
+                });
+                f(r, if sum == i64::MIN { tail } else { sum + tail });
+            }
+        }
+        for r in whole..rows {
+            f(r, self.row_sum_i8(r, cols).unwrap_or(0));
+        }
+        true
+    }
+
     /// [`Matrix::dot_q`] for int16 activations: `W[r][c0 .. c0 + n] . x[c0 .. c0 + n]` (`x.get(c)`
     /// meets column `c`), integer for `i8` and `i4` matrices (0 for float ones, which never meet
     /// quantised activations in the forward pass).
@@ -664,6 +726,10 @@ mod tests {
                             "{rows}x{cols} {r} {len} {c}"
                         );
                     }
+                }
+                for n in [cols, cols - 1, cols / 2, cols + 3] {
+                    let want = row[..n.min(cols)].iter().map(|&b| (b as i8) as i64).sum();
+                    assert_eq!(m.row_sum_i8(r, n), Some(want), "{rows}x{cols} {r} {n}");
                 }
                 for c0 in [0, 1, cols / 2] {
                     let n = cols - c0;
