@@ -24,18 +24,28 @@ pub fn angles(
 /// `x_rot = x * cos + flip(x) * sin`, with `flip` = `[-x_2, x_1]` on halves or adjacent pairs.
 pub fn rotate(x: &mut [f32], sin: &[f32], cos: &[f32], adjacent_pairs: bool) {
     let dim = sin.len().min(cos.len()).min(x.len()) & !1;
-    let half = dim / 2;
+    let (x, sin, cos) = (&mut x[..dim], &sin[..dim], &cos[..dim]);
+    // One pair `(a, b)` with its `(sin, cos)` at `a`'s and `b`'s places: `(a cos_a - b sin_a, b cos_b +
+    // a sin_b)`.
+    let turn = |a: &mut f32, b: &mut f32, (sa, ca): (f32, f32), (sb, cb): (f32, f32)| {
+        let (u, v) = (*a, *b);
+        *a = u * ca + -v * sa;
+        *b = v * cb + u * sb;
+    };
     if adjacent_pairs {
-        for k in 0..half {
-            let (a, b) = (x[2 * k], x[2 * k + 1]);
-            x[2 * k] = a * cos[2 * k] + -b * sin[2 * k];
-            x[2 * k + 1] = b * cos[2 * k + 1] + a * sin[2 * k + 1];
+        let places = sin.chunks_exact(2).zip(cos.chunks_exact(2));
+        for (p, (s, c)) in x.chunks_exact_mut(2).zip(places) {
+            let [a, b] = p else { continue };
+            turn(a, b, (s[0], c[0]), (s[1], c[1]));
         }
     } else {
-        for k in 0..half {
-            let (a, b) = (x[k], x[k + half]);
-            x[k] = a * cos[k] + -b * sin[k];
-            x[k + half] = b * cos[k + half] + a * sin[k + half];
+        let half = dim / 2;
+        let (lo, hi) = x.split_at_mut(half);
+        let (s_lo, s_hi) = sin.split_at(half);
+        let (c_lo, c_hi) = cos.split_at(half);
+        let places = s_lo.iter().zip(c_lo).zip(s_hi.iter().zip(c_hi));
+        for ((a, b), ((&sa, &ca), (&sb, &cb))) in lo.iter_mut().zip(hi).zip(places) {
+            turn(a, b, (sa, ca), (sb, cb));
         }
     }
 }

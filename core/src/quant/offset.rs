@@ -10,8 +10,14 @@ use crate::weights::Matrix;
 
 /// The mid-range `(max + min) / 2` of `x`; 0 for an empty slice or a non-finite result (NaNs ignored).
 pub fn midrange(x: &[f32]) -> f32 {
-    let hi = max_of(x.iter().copied(), f32::NEG_INFINITY);
-    let lo = -max_of(x.iter().map(|v| -v), f32::NEG_INFINITY);
+    // `max_of` of `x` and of `-x` (NaNs ignored), in one pass.
+    let larger = |m: f32, v: f32| max_of(core::iter::once(v), m);
+    let (hi, neg_lo) = x
+        .iter()
+        .fold((f32::NEG_INFINITY, f32::NEG_INFINITY), |(h, l), &v| {
+            (larger(h, v), larger(l, -v))
+        });
+    let lo = -neg_lo;
     let c = 0.5 * hi + 0.5 * lo;
     if c.is_finite() {
         c
