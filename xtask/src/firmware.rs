@@ -364,6 +364,8 @@ pub fn build(
     fact_prompt: Option<&str>,
     serve: bool,
 ) -> Result<PathBuf> {
+    // One build at a time: builds for one target share `release/BIN` until it is copied out.
+    let _one_build = BUILD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = firmware_dir();
     let target_dir = dir.join("target");
     eprintln!(
@@ -421,6 +423,10 @@ pub fn build(
         .with_context(|| format!("cannot copy {} to {}", built.display(), elf.display()))?;
     Ok(elf)
 }
+
+/// Held by [`build`] from the cargo build until its ELF is copied to `boards/`, so that builds started
+/// from several threads (the serve checks of `cargo xtask test`) do not take each other's binary.
+static BUILD_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Whether every matrix of `blob` is int8 (per row or per group) or int4.
 fn integer_matrices(blob: &Path) -> Result<bool> {

@@ -71,7 +71,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Every test, as CI runs it: fmt, clippy, workspace tests, no_std core, thumbv6m, firmware on QEMU.
-    Test,
+    Test(test::Args),
     /// The whole story: the shipped model to f32 and int8 blobs, its circuits, int8-vs-float fidelity,
     /// and the firmware running it on QEMU.
     Demo,
@@ -124,7 +124,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
-        Command::Test => test::run(),
+        Command::Test(args) => test::run(args),
         Command::Demo => demo::run(),
         Command::Firmware(args) => firmware::run(*args).map(|_| ()),
         Command::Boards => matrix::table(),

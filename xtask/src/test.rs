@@ -249,6 +249,35 @@ fn int4_f16_on_qemu() -> Result<()> {
     .map(|_| ())
 }
 
+/// The boards of the serve step: the Cortex-M4F (with the corrupted frames), the STM32F405 and the
+/// Cortex-M0.
+const SERVE_CHECKED: [Board; 3] = [Board::Mps2An386, Board::Netduinoplus2, Board::Microbit];
+
+/// [`crate::served::check`] on each of [`SERVE_CHECKED`], each on a thread of its own: the checks wait
+/// on the emulated UARTs more than they compute, so they overlap (the firmware builds take turns).
+fn serve_boards() -> Result<()> {
+    host_tool::build()?;
+    crate::defmt_print::ensure()?;
+    let failed: Vec<String> = std::thread::scope(|s| {
+        let checks: Vec<_> = SERVE_CHECKED
+            .map(|board| (board, s.spawn(move || crate::served::check(board))))
+            .into_iter()
+            .collect();
+        checks
+            .into_iter()
+            .filter_map(|(board, check)| match check.join() {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(format!("{} ({}): {e:#}", board.name(), board.spec().core)),
+                Err(_) => Some(format!("{}: the check panicked", board.name())),
+            })
+            .collect()
+    });
+    match failed.is_empty() {
+        true => Ok(()),
+        false => bail!("serve mode failed on {}", failed.join("; ")),
+    }
+}
+
 /// The fact prompt of [`edited_facts_on_qemu`] (`s1 s2 r`) and the object the edit writes for it (the
 /// model recalls 44 before the edit).
 const FACT_EDIT: (&str, &str) = ("2,21,33", "40");
@@ -412,19 +441,9 @@ fn steps() -> Vec<Step> {
         run: Box::new(|| crate::cargo_run::check(Board::Mps2An386)),
     });
     steps.push(Step {
-        name: "serve mode on QEMU mps2-an386 (int8 and f32): device run --hash, device cache and device fidelity equal the host's, 10,000 corrupted frames".into(),
-        run: Box::new(|| crate::served::check(Board::Mps2An386)),
+        name: "serve mode on QEMU mps2-an386, netduinoplus2 and microbit at once (int8 and f32): device run --hash, device cache and device fidelity equal the host's; 10,000 corrupted frames on the mps2-an386".into(),
+        run: Box::new(serve_boards),
     });
-    for board in [Board::Netduinoplus2, Board::Microbit] {
-        steps.push(Step {
-            name: format!(
-                "serve mode on QEMU {} ({}, int8 and f32): device run --hash, device cache and device fidelity equal the host's",
-                board.name(),
-                board.spec().core
-            ),
-            run: Box::new(move || crate::served::check(board)),
-        });
-    }
     for b in Board::ALL {
         steps.push(Step {
             name: match b.emulated() {
@@ -464,9 +483,28 @@ fn children_cpu_seconds() -> Option<f64> {
     Some((ticks(13)? + ticks(14)?) / 100.0)
 }
 
-/// Runs every step and fails if any failed.
-pub fn run() -> Result<()> {
-    let steps = steps();
+/// Arguments of `cargo xtask test`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Only the steps whose names contain this text (case-insensitive), e.g. `serve`; CI runs every
+    /// step.
+    #[arg(long)]
+    pub only: Option<String>,
+}
+
+/// Runs every step (or those `args.only` names) and fails if any failed.
+pub fn run(args: Args) -> Result<()> {
+    let only = args.only.map(|s| s.to_lowercase());
+    let steps: Vec<Step> = steps()
+        .into_iter()
+        .filter(|s| {
+            only.as_ref()
+                .is_none_or(|o| s.name.to_lowercase().contains(o))
+        })
+        .collect();
+    if steps.is_empty() {
+        bail!("no step's name contains {:?}", only.unwrap_or_default());
+    }
     let (mut passed, mut failed) = (0, Vec::new());
     let (all, cpu_all) = (Instant::now(), children_cpu_seconds());
     for step in &steps {

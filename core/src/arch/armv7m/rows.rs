@@ -2,27 +2,19 @@
 //! group of four columns, each activation loaded once as a signed halfword from its lane (`LDRSH`)
 //! and met by the four rows' bytes (`LDRSB` with an immediate offset, then `MLA`): 38 instructions per
 //! 16 multiply-accumulates, 2.375 per MAC. The same wrapping `i32` sums as
-//! [`dot4_quads_portable`]'s `SMLAD` emulation (integer addition in another order).
+//! `dot4_quads_portable`'s `SMLAD` emulation (integer addition in another order).
 #![allow(unsafe_code)]
 
 use core::arch::asm;
 
-use crate::arch::portable::lanes::dot4_quads_portable;
-use crate::blob::quads::quads_of;
+use crate::arch::portable::lanes::dot4_quads_by;
 
 /// `out[4 q + k] = sum_g sum_j W_k[g][j] x[g][j]` for each quad `q` of rows of `w` (`cols` columns,
 /// each group's 16 bytes the four rows' words in turn) against the lanes of `x` (`lanes[2 g]` holds
 /// columns `4 g` and `4 g + 2`, `lanes[2 g + 1]` columns `4 g + 1` and `4 g + 3`), over the groups
-/// both hold: `dot4_quads`'s contract.
+/// both hold: `dot4_quads`'s contract, each quad by [`quad_sums`].
 pub(crate) fn dot4_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) {
-    let groups = (lanes.len() / 2).min(cols / 4);
-    for (sums, quad) in out.chunks_exact_mut(4).zip(quads_of(w, cols)) {
-        match quad_sums(quad, lanes, groups) {
-            Some(s) => sums.copy_from_slice(&s),
-            // A quad short of its groups (no blob has one) or none to sum: the portable loop.
-            None => dot4_quads_portable(quad, cols, lanes, sums),
-        }
-    }
+    dot4_quads_by(w, cols, lanes, out, quad_sums);
 }
 
 /// One quad's four sums over `groups` groups, or `None` when `quad` or `lanes` is short of them.

@@ -155,6 +155,35 @@ pub(crate) fn dot4_strided_portable(rows: &[u8], stride: usize, lanes: &[u32], o
     }
 }
 
+/// `dot4_quads` for a target whose assembly sums one whole quad: `quad_sums(quad, lanes, groups)` gives
+/// a quad's four sums over `groups` groups, or `None` where it cannot (a quad or lanes short of them),
+/// and there [`dot4_quads_portable`] takes the quad.
+#[cfg(any(
+    microlens_arch = "armv7m",
+    microlens_arch = "armv6m",
+    microlens_arch = "rv32im"
+))]
+#[inline(always)]
+pub(crate) fn dot4_quads_by(
+    w: &[u8],
+    cols: usize,
+    lanes: &[u32],
+    out: &mut [i32],
+    quad_sums: impl Fn(&[u8], &[u32], usize) -> Option<[i32; 4]>,
+) {
+    let groups = (lanes.len() / 2).min(cols / 4);
+    for (sums, quad) in out
+        .chunks_exact_mut(4)
+        .zip(crate::blob::quads::quads_of(w, cols))
+    {
+        match quad_sums(quad, lanes, groups) {
+            Some(s) => sums.copy_from_slice(&s),
+            // A quad short of its groups (no blob has one) or none to sum: the portable loop.
+            None => dot4_quads_portable(quad, cols, lanes, sums),
+        }
+    }
+}
+
 /// The quads kernel (`dot4_quads`, whose sums it computes) in plain Rust: per quad of rows, its
 /// groups' 16 bytes (the four rows' words) against the group's lanes (also the DSP loop's, for an
 /// unaligned blob: its `LDMIA` needs words).
