@@ -17,6 +17,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -278,6 +279,54 @@ fn serve_boards() -> Result<()> {
     }
 }
 
+/// Boards [`every_board`] runs at once: a firmware build (one codegen unit) or a QEMU run keeps one core
+/// busy, so two overlap on two cores.
+const BOARD_LANES: usize = 2;
+
+/// The names of [`Board::ALL`]'s emulated (or real) boards, comma-separated.
+fn board_names(emulated: bool) -> String {
+    let names: Vec<&str> = Board::ALL
+        .iter()
+        .filter(|b| b.emulated() == emulated)
+        .map(|b| b.name())
+        .collect();
+    names.join(", ")
+}
+
+/// [`matrix::board`] on every board of [`Board::ALL`], [`BOARD_LANES`] at a time (the firmware builds
+/// take turns; the QEMU runs overlap); fails naming each board that failed.
+fn every_board() -> Result<()> {
+    host_tool::build()?;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..BOARD_LANES {
+            s.spawn(|| {
+                while let Some(&b) = Board::ALL.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let started = Instant::now();
+                    let result = matrix::board(b);
+                    println!(
+                        "board {} ({}) {} in {:.0} s",
+                        b.name(),
+                        b.spec().core,
+                        if result.is_ok() { "passed" } else { "FAILED" },
+                        started.elapsed().as_secs_f64()
+                    );
+                    if let Err(e) = result {
+                        let line = format!("{} ({}): {e:#}", b.name(), b.spec().core);
+                        failed.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+                    }
+                }
+            });
+        }
+    });
+    let failed = failed.into_inner().unwrap_or_else(|e| e.into_inner());
+    match failed.is_empty() {
+        true => Ok(()),
+        false => bail!("firmware failed on {}", failed.join("; ")),
+    }
+}
+
 /// The fact prompt of [`edited_facts_on_qemu`] (`s1 s2 r`) and the object the edit writes for it (the
 /// model recalls 44 before the edit).
 const FACT_EDIT: (&str, &str) = ("2,21,33", "40");
@@ -444,19 +493,14 @@ fn steps() -> Vec<Step> {
         name: "serve mode on QEMU mps2-an386, netduinoplus2 and microbit at once (int8 and f32): device run --hash, device cache and device fidelity equal the host's; 10,000 corrupted frames on the mps2-an386".into(),
         run: Box::new(serve_boards),
     });
-    for b in Board::ALL {
-        steps.push(Step {
-            name: match b.emulated() {
-                true => format!(
-                    "firmware on QEMU {} ({}), int8 and f32",
-                    b.name(),
-                    b.spec().core
-                ),
-                false => format!("firmware build for {} ({})", b.name(), b.spec().core),
-            },
-            run: Box::new(move || matrix::board(b).map(|_| ())),
-        });
-    }
+    steps.push(Step {
+        name: format!(
+            "firmware on every board, {BOARD_LANES} at a time: on QEMU where emulated ({}), int8 and f32; the real boards built ({})",
+            board_names(true),
+            board_names(false)
+        ),
+        run: Box::new(every_board),
+    });
     steps.push(Step {
         name: "core tests on 32-bit (i686): their result".into(),
         run: Box::new(crate::core32::wait),
