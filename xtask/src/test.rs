@@ -9,9 +9,10 @@
 //! norms and MLPs on the Cortex-M4F and M55, the shipped model as int4, f16 and W8A16 (and a fixture as
 //! int4), the byte-level model (its continuation checked too) and a ROME-edited fact model (its recall
 //! checked) on the Cortex-M4F, `cargo run` in the firmware example on the Cortex-M4F (its default blob
-//! checked to be the shipped model's current conversion), serve mode on the Cortex-M4F (the device's hash, activation cache and
-//! fidelity report against the host's, 10,000 corrupted frames), the real boards' builds with their
-//! sizes and budgets, and a short run of every fuzz target (built in the background beside the firmware steps). Every step runs even if an earlier one
+//! checked to be the shipped model's current conversion), serve mode on the Cortex-M4F, the STM32F405 and
+//! the Cortex-M0 at once (the device's hash, activation cache and fidelity report against the host's;
+//! 10,000 corrupted frames on the M4F), every board two at a time (the real boards' builds with their
+//! sizes and budgets), and a short run of every fuzz target (built in the background beside the firmware steps). Every step runs even if an earlier one
 //! failed; the last line counts them.
 
 use std::collections::BTreeSet;
