@@ -8,10 +8,7 @@ use core::arch::asm;
 
 use crate::arch::portable::lanes::dot4_quads_by;
 
-/// `out[4 q + k] = sum_g sum_j W_k[g][j] x[g][j]` for each quad `q` of rows of `w` (`cols` columns,
-/// each group's 16 bytes the four rows' words in turn) against the lanes of `x` (`lanes[2 g]` holds
-/// columns `4 g` and `4 g + 2`, `lanes[2 g + 1]` columns `4 g + 1` and `4 g + 3`), over the groups
-/// both hold: `dot4_quads`'s contract, each quad by [`quad_sums`].
+/// The facade's `dot4_quads` (four rows' sums per quad against the lanes), each quad by [`quad_sums`].
 pub(crate) fn dot4_quads(w: &[u8], cols: usize, lanes: &[u32], out: &mut [i32]) {
     dot4_quads_by(w, cols, lanes, out, quad_sums);
 }
