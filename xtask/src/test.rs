@@ -255,29 +255,14 @@ fn int4_f16_on_qemu() -> Result<()> {
 /// Cortex-M0.
 const SERVE_CHECKED: [Board; 3] = [Board::Mps2An386, Board::Netduinoplus2, Board::Microbit];
 
-/// [`crate::served::check`] on each of [`SERVE_CHECKED`], each on a thread of its own: the checks wait
-/// on the emulated UARTs more than they compute, so they overlap (the firmware builds take turns).
+/// [`crate::served::check`] on each of [`SERVE_CHECKED`], all at once: the checks wait on the emulated
+/// UARTs more than they compute, so they overlap (the firmware builds take turns).
 fn serve_boards() -> Result<()> {
     host_tool::build()?;
     crate::defmt_print::ensure()?;
-    let failed: Vec<String> = std::thread::scope(|s| {
-        let checks: Vec<_> = SERVE_CHECKED
-            .map(|board| (board, s.spawn(move || crate::served::check(board))))
-            .into_iter()
-            .collect();
-        checks
-            .into_iter()
-            .filter_map(|(board, check)| match check.join() {
-                Ok(Ok(())) => None,
-                Ok(Err(e)) => Some(format!("{} ({}): {e:#}", board.name(), board.spec().core)),
-                Err(_) => Some(format!("{}: the check panicked", board.name())),
-            })
-            .collect()
-    });
-    match failed.is_empty() {
-        true => Ok(()),
-        false => bail!("serve mode failed on {}", failed.join("; ")),
-    }
+    on_lanes(&SERVE_CHECKED, SERVE_CHECKED.len(), "serve mode", |b| {
+        crate::served::check(b)
+    })
 }
 
 /// Boards [`every_board`] runs at once: a firmware build (one codegen unit) or a QEMU run keeps one core
@@ -295,19 +280,32 @@ fn board_names(emulated: bool) -> String {
 }
 
 /// [`matrix::board`] on every board of [`Board::ALL`], [`BOARD_LANES`] at a time (the firmware builds
-/// take turns; the QEMU runs overlap); fails naming each board that failed.
+/// take turns; the QEMU runs overlap).
 fn every_board() -> Result<()> {
     host_tool::build()?;
+    on_lanes(&Board::ALL, BOARD_LANES, "firmware", |b| {
+        matrix::board(b).map(|_| ())
+    })
+}
+
+/// `check` on each of `boards`, `lanes` at a time, each board's result printed as it ends; fails naming
+/// each board that failed (`what` failed on ...).
+fn on_lanes(
+    boards: &[Board],
+    lanes: usize,
+    what: &str,
+    check: impl Fn(Board) -> Result<()> + Sync,
+) -> Result<()> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let failed = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {
-        for _ in 0..BOARD_LANES {
+        for _ in 0..lanes {
             s.spawn(|| {
-                while let Some(&b) = Board::ALL.get(next.fetch_add(1, Ordering::Relaxed)) {
+                while let Some(&b) = boards.get(next.fetch_add(1, Ordering::Relaxed)) {
                     let started = Instant::now();
-                    let result = matrix::board(b);
+                    let result = check(b);
                     println!(
-                        "board {} ({}) {} in {:.0} s",
+                        "{what} on {} ({}) {} in {:.0} s",
                         b.name(),
                         b.spec().core,
                         if result.is_ok() { "passed" } else { "FAILED" },
@@ -324,7 +322,7 @@ fn every_board() -> Result<()> {
     let failed = failed.into_inner().unwrap_or_else(|e| e.into_inner());
     match failed.is_empty() {
         true => Ok(()),
-        false => bail!("firmware failed on {}", failed.join("; ")),
+        false => bail!("{what} failed on {}", failed.join("; ")),
     }
 }
 
