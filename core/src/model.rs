@@ -2,7 +2,9 @@
 
 #[cfg(feature = "std")]
 use crate::blob::TokenizerRecord;
-use crate::blob::{scales_valid, Activations, Blob, DType, Processing, TensorEntry, SCALE_BYTES};
+use crate::blob::{
+    row_sums, scales_valid, Activations, Blob, DType, Processing, TensorEntry, SCALE_BYTES,
+};
 use crate::config::Config;
 use crate::error::{Error, Inconsistency};
 use crate::features::Features;
@@ -62,7 +64,10 @@ fn check_entry(
         .dtype
         .n_scales(rows, cols)
         .ok_or(inconsistent(Inconsistency::Length { index }))?;
-    if e.len as usize != len || e.scales_len as usize != SCALE_BYTES * n_scales {
+    // The side data: the scales, or (an `I8` matrix) the scales and its row sums.
+    let side = e.scales_len as usize;
+    let with_sums = Some(side) == row_sums::side_len(e.dtype, rows, n_scales);
+    if e.len as usize != len || (side != SCALE_BYTES * n_scales && !with_sums) {
         return Err(inconsistent(Inconsistency::Length { index }));
     }
     let within = |offset: u32, len: u32| {
@@ -73,11 +78,30 @@ fn check_entry(
     if !within(e.offset, e.len) || !within(e.scales_offset, e.scales_len) {
         return Err(inconsistent(Inconsistency::Bounds { index }));
     }
-    let scales = &data[e.scales_offset as usize..e.scales_offset as usize + e.scales_len as usize];
+    let side = &data[e.scales_offset as usize..e.scales_offset as usize + side];
+    let (scales, sums) = row_sums::split(e.dtype, rows, side);
     if !scales_valid(scales) {
         return Err(inconsistent(Inconsistency::Scale { index }));
     }
+    if with_sums && !row_sums_hold(e.dtype, rows, cols, &data[e.offset as usize..][..len], sums) {
+        return Err(inconsistent(Inconsistency::RowSums { index }));
+    }
     Ok(())
+}
+
+/// Whether `sums` are the exact row sums of the `I8` matrix `[rows, cols]` whose blob bytes are
+/// `values` (computed as the forward pass computes them without stored sums).
+fn row_sums_hold(dtype: DType, rows: usize, cols: usize, values: &[u8], sums: &[u8]) -> bool {
+    if !DType::I8.compiled() {
+        // Refused as `Unsupported` after the entries' checks.
+        return true;
+    }
+    let m = Matrix::new(dtype, rows, cols, values, &[]);
+    let mut hold = true;
+    let computed = m.each_row_sum_i8(None, |r, sum| {
+        hold &= row_sums::at(sums, r).map(i64::from) == Some(sum);
+    });
+    computed && hold
 }
 
 impl<'a> Model<'a> {
@@ -201,13 +225,17 @@ impl<'a> Model<'a> {
     pub fn matrix(&self, id: TensorId) -> Option<Matrix<'a>> {
         let slot = self.catalogue.slot(id)?;
         let e = TensorEntry::read(self.table, slot).ok()?;
+        let rows = e.rows as usize;
+        let side = self.bytes(e.scales_offset, e.scales_len);
+        let (scales, sums) = row_sums::split(e.dtype, rows, side);
         let m = Matrix::new(
             e.dtype,
-            e.rows as usize,
+            rows,
             e.cols as usize,
             self.bytes(e.offset, e.len),
-            self.bytes(e.scales_offset, e.scales_len),
-        );
+            scales,
+        )
+        .with_row_sums(sums);
         #[cfg(feature = "std")]
         let m = m.with_blocked(self.host.and_then(|h| h.get(slot)));
         Some(m)

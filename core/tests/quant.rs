@@ -428,3 +428,118 @@ fn corrupt_dtypes_are_rejected() {
     resign(&mut act);
     assert_eq!(Model::from_bytes(&act).unwrap_err(), Error::BadHeader);
 }
+
+/// The table entries (index, entry) of every `W_out` of `model`.
+fn w_outs(model: &Model<'_>) -> Vec<(usize, TensorEntry)> {
+    let entries = model.entries().enumerate();
+    entries
+        .filter(|(_, e)| e.kind == TensorKind::WOut)
+        .collect()
+}
+
+/// `blob` with entry `index`'s side data (scales and row sums) `len` bytes long, re-signed.
+fn with_side_len(blob: &[u8], index: usize, len: u32) -> Vec<u8> {
+    let model = Model::from_bytes(blob).unwrap();
+    let at = entry_offset(blob, &model, index) + ENTRY_LEN - 4;
+    let mut b = blob.to_vec();
+    b[at..at + 4].copy_from_slice(&len.to_le_bytes());
+    resign(&mut b);
+    b
+}
+
+/// An int8 `W_out` under integer activations stores its exact row sums after its scales, and the
+/// forward pass gives the same bits with them as without them (the blob's side data cut back to the
+/// scales: what a blob written before them holds); no other matrix and no `f32`-activation blob
+/// stores any.
+#[test]
+fn stored_row_sums_are_the_computed_ones() {
+    let mut odd = tame_config();
+    odd.d_model = 15;
+    odd.d_mlp = Some(29);
+    for cfg in [tame_config(), odd] {
+        for act in [Activations::I8, Activations::I16, Activations::I16Kv16] {
+            let blob = random_blob_as(&cfg, 5, DType::I8, act);
+            let model = Model::from_bytes(&blob).unwrap();
+            let mut stripped = blob.clone();
+            for (index, e) in w_outs(&model) {
+                let rows = e.rows as usize;
+                let sums_at = (rows * SCALE_BYTES).next_multiple_of(4);
+                assert_eq!(e.scales_len as usize, sums_at + 4 * rows);
+                let base = data_start(&blob) + e.scales_offset as usize + sums_at;
+                for r in 0..rows {
+                    let stored = i32::from_le_bytes(blob[base + 4 * r..][..4].try_into().unwrap());
+                    let row = (0..e.cols as usize).map(|c| {
+                        let place = microlens::blob::quads::row_place(rows, e.cols as usize, r);
+                        let at =
+                            data_start(&blob) + e.offset as usize + place.at(e.cols as usize, c);
+                        blob[at] as i8 as i32
+                    });
+                    assert_eq!(stored, row.sum::<i32>(), "{act:?} {index} row {r}");
+                }
+                stripped = with_side_len(&stripped, index, (rows * SCALE_BYTES) as u32);
+            }
+            let without = Model::from_bytes(&stripped).unwrap();
+            assert!(w_outs(&without)
+                .iter()
+                .all(|(_, e)| e.scales_len == e.rows * SCALE_BYTES as u32));
+            assert_eq!(
+                logits_hash(&logits(&blob, &PROMPT)),
+                logits_hash(&logits(&stripped, &PROMPT)),
+                "{act:?} d_model {}",
+                cfg.d_model
+            );
+        }
+        let plain = random_blob_as(&cfg, 5, DType::I8, Activations::F32);
+        let int4 = random_blob_as(&cfg, 5, DType::I4, Activations::I8);
+        for blob in [plain, int4] {
+            let model = Model::from_bytes(&blob).unwrap();
+            assert!(model.entries().all(|e| {
+                let n = e.dtype.n_scales(e.rows as usize, e.cols as usize).unwrap();
+                e.scales_len as usize == n * SCALE_BYTES
+            }));
+        }
+    }
+}
+
+/// Stored row sums of the wrong length (cut short, a word too many, off the word boundary) are
+/// `Length`, past the data `Bounds`, and sums that are not the rows' own `RowSums`: refused when the
+/// blob is opened, never used.
+#[test]
+fn corrupt_row_sums_are_rejected() {
+    let blob = random_blob_as(&tame_config(), 5, DType::I8, Activations::I8);
+    let model = Model::from_bytes(&blob).unwrap();
+    let (index, e) = w_outs(&model)[1];
+    let full = e.scales_len;
+    for len in [full - 4, full - 2, full - 1, full + 2, full + 4, 2 * full] {
+        let err = Model::from_bytes(&with_side_len(&blob, index, len)).unwrap_err();
+        assert_eq!(
+            err,
+            Error::Inconsistent(Inconsistency::Length { index }),
+            "{len}"
+        );
+    }
+    let sums_at =
+        data_start(&blob) + e.scales_offset as usize + full as usize - 4 * e.rows as usize;
+    for (r, delta) in [(0usize, 1i32), (e.rows as usize - 1, -1), (3, 1 << 20)] {
+        let mut b = blob.clone();
+        let at = sums_at + 4 * r;
+        let sum = i32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        b[at..at + 4].copy_from_slice(&sum.wrapping_add(delta).to_le_bytes());
+        resign(&mut b);
+        assert_eq!(
+            Model::from_bytes(&b).unwrap_err(),
+            Error::Inconsistent(Inconsistency::RowSums { index }),
+            "row {r} {delta}"
+        );
+    }
+    // The side data moved to the end of the data section: the sums run past it.
+    let mut b = blob.clone();
+    let at = entry_offset(&blob, &model, index) + ENTRY_LEN - 8;
+    let end = (b.len() - data_start(&blob)) as u32 - full + 4;
+    b[at..at + 4].copy_from_slice(&end.to_le_bytes());
+    resign(&mut b);
+    assert_eq!(
+        Model::from_bytes(&b).unwrap_err(),
+        Error::Inconsistent(Inconsistency::Bounds { index })
+    );
+}
