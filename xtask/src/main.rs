@@ -87,7 +87,8 @@ enum Command {
     /// stopped.
     Serve(serve::Args),
     /// The serve firmware on QEMU against the host (as `cargo xtask test` runs it): `device run --hash`
-    /// and `device cache` equal the host's (int8 and f32), 10,000 corrupted frames refused.
+    /// and `device cache` equal the host's (int8 and f32), 10,000 corrupted frames refused; on
+    /// mps2-an386, the Python package's `microlens.Device` against its `Model` (int8).
     ServeCheck {
         /// A board with serve mode: mps2-an385, mps2-an386 or mps2-an500.
         #[arg(long, value_enum, default_value_t = boards::Board::Mps2An386)]

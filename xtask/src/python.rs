@@ -2,7 +2,8 @@
 //! profile in the workspace's target directory (sharing every compiled dependency with `cargo test`),
 //! staged beside its Python half, and its pytest suite run in a virtual environment xtask makes
 //! (`target/python-venv`: numpy, pytest and maturin from PyPI; maturin checks the package's source
-//! distribution, from which `pip install ./bindings/python` builds the release wheel).
+//! distribution, from which `pip install ./bindings/python` builds the release wheel). The serve check
+//! runs its device tests (`tests/test_device.py`) the same way against the serve firmware on QEMU.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -95,22 +96,41 @@ pub fn test() -> Result<()> {
             ])
             .arg(workspace_target_dir().join("python-sdist")),
     )?;
+    let tool = workspace_target_dir().join("debug/microlens");
+    run_status(&mut pytest(
+        &python,
+        &staging,
+        &tool,
+        "bindings/python/tests",
+    ))
+}
+
+/// `pytest TESTS` of the staged package in the venv, `tool` as the `microlens` command.
+fn pytest(python: &Path, staging: &Path, tool: &Path, tests: &str) -> Command {
+    let mut cmd = Command::new(python);
+    cmd.current_dir(root())
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", tests])
+        .env("PYTHONPATH", staging)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("MICROLENS_BIN", tool);
+    cmd
+}
+
+/// `bindings/python/tests/test_device.py` against the device at `port` (`tcp:HOST:PORT`) serving
+/// `blob`: `microlens.Device` equal to `microlens.Model` of the blob (the venv and the staged package
+/// made as the Python step makes them; `tool` is the `microlens` command).
+pub fn device_tests(port: &str, blob: &Path, tool: &Path) -> Result<()> {
+    let python = venv()?;
+    let staging = stage()?;
+    let mut cmd = pytest(
+        &python,
+        &staging,
+        tool,
+        "bindings/python/tests/test_device.py",
+    );
     run_status(
-        Command::new(&python)
-            .current_dir(root())
-            .args([
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                "bindings/python/tests",
-            ])
-            .env("PYTHONPATH", &staging)
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env(
-                "MICROLENS_BIN",
-                workspace_target_dir().join("debug/microlens"),
-            ),
+        cmd.arg("-rs")
+            .env("MICROLENS_DEVICE", port)
+            .env("MICROLENS_DEVICE_BLOB", blob),
     )
 }

@@ -1,7 +1,7 @@
 //! The serve firmware on QEMU against the host, for `cargo xtask test`: `microlens device run --hash`
 //! equals `microlens run --hash`, `device cache` equals `run --cache` byte for byte, and 10,000 random
 //! and corrupted frames are each refused (or skipped to the next delimiter) before a valid request
-//! still succeeds.
+//! still succeeds; on mps2-an386 (int8), the Python package's `microlens.Device` equals its `Model`.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -18,7 +18,7 @@ use crate::blob_source::BlobSource;
 use crate::boards::Board;
 use crate::paths::{root, workspace_target_dir};
 use crate::serve::{self, Server};
-use crate::{firmware, host_tool, serve_frames};
+use crate::{firmware, host_tool, python, serve_frames};
 
 /// Corrupted frames sent to each board.
 const CORRUPTED_FRAMES: usize = 10_000;
@@ -56,7 +56,11 @@ pub fn check(board: Board) -> Result<()> {
                 let tokens: Vec<String> = TOKENS.iter().take(n).map(u32::to_string).collect();
                 let tokens = tokens.join(",");
                 against_host(&tool, &blob, &server, board, dtype, &tokens)?;
-                fidelity(&tool, &reference, &blob, &server, tokens.split(',').count())
+                fidelity(&tool, &reference, &blob, &server, tokens.split(',').count())?;
+                if dtype == "i8" && board == Board::Mps2An386 {
+                    python_device(&tool, &blob, &server)?;
+                }
+                Ok(())
             })
             .and_then(|()| {
                 if dtype == "i8" && board == Board::Mps2An386 {
@@ -195,6 +199,18 @@ fn against_host(
     println!(
         "device cache = run --cache: {} B, byte for byte (read in {read_time:.1} s)",
         d.len()
+    );
+    Ok(())
+}
+
+/// The Python package's `microlens.Device` against `microlens.Model` of `blob` on this device
+/// (`bindings/python/tests/test_device.py`).
+fn python_device(tool: &Path, blob: &Path, server: &Server) -> Result<()> {
+    let started = Instant::now();
+    python::device_tests(&server.address(), blob, tool)?;
+    println!(
+        "microlens.Device = microlens.Model (pytest tests/test_device.py, {:.1} s)",
+        started.elapsed().as_secs_f64()
     );
     Ok(())
 }

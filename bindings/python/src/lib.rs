@@ -5,7 +5,9 @@
 use pyo3::prelude::*;
 
 mod analyses;
+mod cache;
 mod convert;
+mod device;
 mod errors;
 mod model;
 mod tokens;
@@ -14,6 +16,7 @@ mod tokens;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<model::Model>()?;
+    m.add_class::<device::Device>()?;
     m.add_function(wrap_pyfunction!(convert::convert, m)?)?;
     m.add_function(wrap_pyfunction!(analyses::fidelity, m)?)?;
     m.add_function(wrap_pyfunction!(model::canonical_name, m)?)?;

@@ -2,7 +2,6 @@
 //! matrices; forward passes, activation caches, the logits hash and the circuit analyses, each batch
 //! row on its own rayon thread with the GIL released.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Context, Result};
@@ -17,11 +16,11 @@ use microlens_host::hash::logits_hash;
 use microlens_host::import::tl_config::to_tl_json;
 use microlens_host::io::output::Outputs;
 use numpy::ndarray::Array3;
-use numpy::ndarray::{ArrayD, IxDyn};
 use numpy::{IntoPyArray, PyArray3, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
+use crate::cache::{self, Wanted};
 use crate::errors::OrPy;
 use crate::tokens;
 
@@ -125,45 +124,22 @@ impl Model {
         names: Option<Vec<String>>,
     ) -> PyResult<(Bound<'py, PyArray3<f32>>, Bound<'py, PyDict>)> {
         let rows = tokens::rows(&tokens);
-        let wanted = names.map(|n| asked_by(&n)).transpose().or_py()?;
-        let kinds = match &wanted {
-            None => HookKinds::ALL,
-            Some(w) => w
-                .keys()
-                .filter_map(|n| hook_names::parse(n))
-                .fold(HookKinds::NONE, |k, (kind, _)| k.with(kind)),
-        };
+        let wanted = Wanted::new(names).or_py()?;
         let recorded = py
             .detach(|| {
                 let model = self.blob()?;
                 tokens::check(&model, &rows)?;
-                record_batch(&model, &rows, kinds, |name| {
-                    wanted.as_ref().is_none_or(|w| w.contains_key(name))
-                })
+                record_batch(&model, &rows, wanted.kinds(), |name| wanted.contains(name))
             })
             .or_py()?;
         let (batch, n_pos) = (rows.len(), rows.first().map_or(0, Vec::len));
-        let dict = PyDict::new(py);
-        for t in recorded.tensors {
-            let shape = t.shape(batch);
-            let array = ArrayD::from_shape_vec(IxDyn(&shape), t.data)
-                .map_err(|e| anyhow!("{}: {e}", t.name))
-                .or_py()?
-                .into_pyarray(py);
-            match &wanted {
-                None => dict.set_item(&t.name, &array)?,
-                Some(w) => {
-                    for asked in w.get(&t.name).into_iter().flatten() {
-                        dict.set_item(asked, &array)?;
-                    }
-                }
-            }
-        }
-        let dv = recorded.logits.len() / (batch * n_pos).max(1);
-        let logits = Array3::from_shape_vec((batch, n_pos, dv), recorded.logits)
-            .map_err(|e| anyhow!("logits: {e}"))
-            .or_py()?;
-        Ok((logits.into_pyarray(py), dict))
+        let tensors = recorded
+            .tensors
+            .into_iter()
+            .map(|t| (t.shape(batch), t))
+            .map(|(shape, t)| (t.name, shape, t.data));
+        let dict = wanted.dict(py, tensors)?;
+        Ok((cache::logits(py, batch, n_pos, recorded.logits)?, dict))
     }
 
     /// Every activation this model records, each as its names (TransformerLens 2.x first, then 4.x's).
@@ -223,18 +199,6 @@ impl Model {
         })
         .or_py()
     }
-}
-
-/// For each activation (by its 2.x name), the names among `names` that ask for it; an error for a name
-/// that names no activation.
-fn asked_by(names: &[String]) -> Result<BTreeMap<String, BTreeSet<String>>> {
-    let mut wanted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for name in names {
-        let canonical = hook_names::canonical(name)
-            .with_context(|| format!("{name:?} is not a TransformerLens hook name"))?;
-        wanted.entry(canonical).or_default().insert(name.clone());
-    }
-    Ok(wanted)
 }
 
 /// The TransformerLens 2.x name of a 2.x or 4.x hook name, or `None`.

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use microlens::{HookKind, HookPoint, Model};
+use microlens::{HookKind, Model};
 
-use microlens_host::device::Device;
-use microlens_host::eval::cache::{hook_name, write_tensors, ActivationCache};
+use microlens_host::device::{check_context, Device};
+use microlens_host::eval::cache::{hook_name, write_tensors};
 use microlens_host::eval::run::{check_sequences, check_tokens, RunOutput, DEFAULT_MAX_SEQ_LEN};
 use microlens_host::eval::sequences::induction_sequences;
 use microlens_host::fidelity::compare_runs;
@@ -172,12 +172,7 @@ fn device_tokens(device: &mut Device, text: &str) -> Result<(Vec<u8>, Vec<u32>)>
     let tokens = parse_tokens(text)?;
     let model = Model::from_bytes(&blob).context("the device's blob")?;
     check_tokens(&model, &tokens)?;
-    ensure!(
-        tokens.len() <= info.context as usize,
-        "{} tokens, but the device's context holds {}",
-        tokens.len(),
-        info.context
-    );
+    check_context(&info, tokens.len())?;
     Ok((blob, tokens))
 }
 
@@ -256,34 +251,9 @@ fn cache(device: &mut Device, text: &str, output: &Path, names: Option<&str>) ->
     device.reset()?;
     device.step(&tokens)?;
     let n = tokens.len();
-    let mut cache = ActivationCache::new(microlens::HookKinds::ALL);
-    for kind in HookKind::ALL {
-        let layers = if kind.per_layer() { cfg.n_layers } else { 1 };
-        let heads = if kind.per_head() { cfg.n_heads } else { 1 };
-        for layer in 0..layers {
-            let name = hook_name(kind, layer);
-            if names.as_ref().is_some_and(|re| !re.is_match(&name)) {
-                continue;
-            }
-            for head in 0..heads {
-                // A point the model or build lacks: none of its heads exists.
-                let Some(rows) = device.read(&name, head, (0, n), true)? else {
-                    break;
-                };
-                for (pos, act) in rows.into_iter().enumerate() {
-                    cache.insert(
-                        HookPoint {
-                            kind,
-                            layer,
-                            head,
-                            pos,
-                        },
-                        act,
-                    );
-                }
-            }
-        }
-    }
+    let cache = device.read_cache(&cfg, n, true, |name| {
+        names.as_ref().is_none_or(|re| re.is_match(name))
+    })?;
     // The device's hash of the logits of the replays, as a last check that it still serves (and its
     // stack high-water mark, which it logs).
     let (positions, _) = device.hash()?;

@@ -1,6 +1,7 @@
 //! A device in serve mode, driven over its serial link with the wire protocol of `microlens-protocol`:
 //! requests out, framed responses in, every wait bounded by a timeout.
 
+mod cache;
 mod link;
 
 use std::io::ErrorKind as IoKind;
@@ -14,6 +15,7 @@ use microlens_protocol::{
 };
 
 pub use link::Stream;
+pub use microlens_protocol::Info;
 
 /// A connected device.
 pub struct Device {
@@ -273,6 +275,16 @@ impl Device {
         }
         Ok(blob)
     }
+}
+
+/// Checks that `n` tokens fit the context of the device `info` describes.
+pub fn check_context(info: &Info, n: usize) -> Result<()> {
+    ensure!(
+        n <= info.context as usize,
+        "{n} tokens, but the device's context holds {}",
+        info.context
+    );
+    Ok(())
 }
 
 /// A short name of a request, for errors.

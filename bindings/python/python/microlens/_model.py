@@ -30,6 +30,24 @@ def _tokens(tokens):
     return np.ascontiguousarray(a, dtype=np.uint32)
 
 
+def _filtered_names(names_filter, all_names):
+    """The names `names_filter` keeps of `all_names` (`None`: all; a name, a list of names, or a
+    callable taking a name); a `ValueError` for a name not in `all_names`."""
+    if names_filter is None:
+        return None
+    if isinstance(names_filter, str):
+        names = [names_filter]
+    elif callable(names_filter):
+        names = [n for n in all_names if names_filter(n)]
+    else:
+        names = list(names_filter)
+    known = set(all_names)
+    for n in names:
+        if not isinstance(n, str) or n not in known:
+            raise ValueError(f"this model has no activation named {n!r}")
+    return names
+
+
 class Model:
     """A converted model (a microlens blob), float or quantised, run by the core's forward pass."""
 
@@ -75,20 +93,7 @@ class Model:
         """`(logits, cache)`: logits as `model(tokens)`, and a read-only `ActivationCache` of the
         activations `names_filter` keeps (all when `None`; a name, a list of names, or a callable
         taking a name), keyed by TransformerLens hook name with the batch dimension first."""
-        all_names = self.hook_names
-        if names_filter is None:
-            names = None
-        elif isinstance(names_filter, str):
-            names = [names_filter]
-        elif callable(names_filter):
-            names = [n for n in all_names if names_filter(n)]
-        else:
-            names = list(names_filter)
-        if names is not None:
-            known = set(all_names)
-            for n in names:
-                if not isinstance(n, str) or n not in known:
-                    raise ValueError(f"this model has no activation named {n!r}")
+        names = _filtered_names(names_filter, self.hook_names)
         logits, arrays = self._m.run_with_cache(_tokens(tokens), names)
         return logits, ActivationCache(arrays)
 
