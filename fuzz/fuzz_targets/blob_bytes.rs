@@ -1,11 +1,4 @@
-//! Raw bytes as a blob: `Model::from_bytes`, then a few steps with hostile hooks if it reads.
+//! libFuzzer's entry to [`microlens_fuzz::targets::blob_bytes`].
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use microlens::Model;
-
-fuzz_target!(|data: &[u8]| {
-    if let Ok(model) = Model::from_bytes(data) {
-        microlens_fuzz::exercise(&model, data);
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| microlens_fuzz::targets::blob_bytes::run(data));

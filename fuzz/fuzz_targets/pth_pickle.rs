@@ -1,10 +1,4 @@
-//! The pickle of a `.pth` file (`data.pkl`), straight to the bounded walk and candle's pickle reader:
-//! deep nesting, memo copies, truncated or unknown opcodes must be errors, never a crash or a stack
-//! overflow.
+//! libFuzzer's entry to [`microlens_fuzz::targets::pth_pickle`].
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
-    let _ = microlens_host::import::parse_pickle(data);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| microlens_fuzz::targets::pth_pickle::run(data));

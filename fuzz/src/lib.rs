@@ -1,7 +1,11 @@
 //! What the fuzz targets share: hostile hooks, a few steps of a session, re-signing a mutated blob, and
-//! arbitrary configs and models written with the core's blob writer.
+//! arbitrary configs and models written with the core's blob writer; the targets themselves
+//! ([`targets`]) and the mutations the replay test makes ([`mutate`]).
 
-use libfuzzer_sys::arbitrary::{Result, Unstructured};
+pub mod mutate;
+pub mod targets;
+
+use arbitrary::{Result, Unstructured};
 use microlens::blob::{self, Activations, Processing, TensorData, PREAMBLE_LEN};
 use microlens::config::{MAX_DIM, MAX_LAYERS};
 use microlens::tensors::Catalogue;
@@ -242,7 +246,7 @@ fn encode_tensor(
 /// A model of `cfg` (valid, at most a few thousand values) with weights and dtypes from `u`, written
 /// with the blob writer; `None` if a value cannot be encoded.
 pub fn model_bytes(u: &mut Unstructured<'_>, cfg: &Config) -> Result<Option<Vec<u8>>> {
-    let dtype = *u.choose(&DType::ALL.as_slice())?;
+    let dtype = *u.choose(DType::ALL.as_slice())?;
     let activations = *u.choose(&Activations::ALL)?;
     let mut tensors = Vec::new();
     for id in Catalogue::new(cfg).ids() {
@@ -251,7 +255,7 @@ pub fn model_bytes(u: &mut Unstructured<'_>, cfg: &Config) -> Result<Option<Vec<
             .map(|_| float(u).map(|v| if v.is_finite() { v } else { 0.5 }))
             .collect::<Result<_>>()?;
         let per_tensor = if u.ratio(1, 4)? {
-            *u.choose(&DType::ALL.as_slice())?
+            *u.choose(DType::ALL.as_slice())?
         } else {
             dtype
         };

@@ -2,23 +2,25 @@
 //! pass and the host's parsers with cargo-fuzz (libFuzzer), on the stable toolchain.
 //!
 //! cargo-fuzz needs nightly flags (`-Zsanitizer`, `-Cpasses=sancov-module`): `RUSTC_BOOTSTRAP=1` lets the
-//! stable compiler take them; `-s none` builds without AddressSanitizer (safe Rust; overflow checks and
-//! debug assertions stay on, see `fuzz/Cargo.toml`). cargo-fuzz is installed with `cargo install` when
-//! missing. The seed corpus is made here, never committed: every fixture and the shipped model converted
-//! to every dtype (`fuzz/corpus/`), plus their checkpoints, configs and token lists for the host parsers.
+//! stable compiler take them; `-s none` builds without AddressSanitizer (safe Rust; cargo-fuzz keeps
+//! overflow checks and debug assertions on), feature `libfuzzer`, into `fuzz/target/`. cargo-fuzz is
+//! installed with `cargo install` when missing. The seed corpus is made here, never committed: every
+//! fixture and the shipped model converted to every dtype (`fuzz/corpus/`), plus their checkpoints,
+//! configs, tokenizers, token lists and frames for the parsers.
+//!
+//! [`replay`] (a `cargo xtask test` step) runs the targets uninstrumented on that corpus and mutations
+//! of it, in the workspace's test build: no second build of the host crates.
 
-use std::fs::File;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use crate::background::{self, logged};
 use crate::paths::root;
 use crate::toolchain::run_status;
 
-/// The fuzz targets (`fuzz/fuzz_targets/*.rs`).
+/// The fuzz targets (`fuzz/fuzz_targets/*.rs`, `microlens_fuzz::targets::ALL`).
 pub const TARGETS: [&str; 9] = [
     "blob_bytes",
     "blob_resigned",
@@ -56,41 +58,50 @@ fn cargo() -> Command {
 }
 
 /// Installs cargo-fuzz with `cargo install` unless `cargo fuzz` already runs.
-fn ensure_cargo_fuzz(log: Option<&File>) -> Result<()> {
+fn ensure_cargo_fuzz() -> Result<()> {
     let installed = cargo()
         .args(["fuzz", "--version"])
         .output()
         .is_ok_and(|o| o.status.success());
     if !installed {
         eprintln!("xtask: cargo install cargo-fuzz --locked");
-        run_status(logged(
-            cargo().args(["install", "cargo-fuzz", "--locked"]),
-            log,
-        )?)?;
+        run_status(cargo().args(["install", "cargo-fuzz", "--locked"]))?;
     }
     Ok(())
 }
 
-/// Installs cargo-fuzz if needed and builds every target, instrumented, in one cargo invocation.
-fn build_all(log: Option<&File>) -> Result<()> {
-    ensure_cargo_fuzz(log)?;
-    eprintln!("xtask: cargo fuzz build -s none (RUSTC_BOOTSTRAP=1)");
-    run_status(logged(
-        cargo()
-            .current_dir(fuzz_dir())
-            .args(["fuzz", "build", "-s", "none"]),
-        log,
-    )?)
+/// What `cargo fuzz build` and `cargo fuzz run` share: no sanitizer, the libFuzzer binaries, their own
+/// target directory.
+fn cargo_fuzz(subcommand: &str) -> Command {
+    let mut c = cargo();
+    c.current_dir(fuzz_dir())
+        .args(["fuzz", subcommand, "-s", "none", "--features", "libfuzzer"])
+        .arg("--target-dir")
+        .arg(fuzz_dir().join("target"));
+    c
 }
 
-/// The background job's name.
-const BACKGROUND_BUILD: &str = "the fuzz targets' instrumented build";
+/// Installs cargo-fuzz if needed and builds every target, instrumented, in one cargo invocation.
+fn build_all() -> Result<()> {
+    ensure_cargo_fuzz()?;
+    eprintln!("xtask: cargo fuzz build -s none --features libfuzzer (RUSTC_BOOTSTRAP=1)");
+    run_status(&mut cargo_fuzz("build"))
+}
 
-/// Starts [`build_all`] in the background ([`crate::background`]), its output in
-/// `fuzz/target/xtask-build.log`; [`run`] waits for it.
-pub fn build_in_background() -> Result<()> {
-    let log = fuzz_dir().join("target").join("xtask-build.log");
-    background::start(BACKGROUND_BUILD, log, |file| build_all(Some(file)))
+/// Mutants per seed in [`replay`].
+const REPLAY_MUTANTS: u32 = 200;
+
+/// Every target on the seed corpus and [`REPLAY_MUTANTS`] mutants of each seed, uninstrumented
+/// (`fuzz/tests/replay.rs` in the workspace's test build).
+pub fn replay() -> Result<()> {
+    make_seeds()?;
+    run_status(
+        Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .current_dir(root())
+            .args(["test", "--test", "replay", "--", "--nocapture"])
+            .env("MICROLENS_FUZZ_CORPUS", fuzz_dir().join("corpus"))
+            .env("MICROLENS_FUZZ_MUTANTS", REPLAY_MUTANTS.to_string()),
+    )
 }
 
 /// Fixtures and the shipped model: `(name, checkpoint)`.
@@ -255,9 +266,8 @@ fn run_target(target: &str, seconds: u64, jobs: u32) -> Result<()> {
     let corpus = fuzz_dir().join("corpus").join(target);
     std::fs::create_dir_all(&corpus)?;
     let started = Instant::now();
-    let mut cmd = cargo();
-    cmd.current_dir(fuzz_dir())
-        .args(["fuzz", "run", "-s", "none", target])
+    let mut cmd = cargo_fuzz("run");
+    cmd.arg(target)
         .arg(&corpus)
         .arg("--")
         .arg(format!("-max_total_time={seconds}"))
@@ -297,19 +307,15 @@ fn run_target(target: &str, seconds: u64, jobs: u32) -> Result<()> {
     Ok(())
 }
 
-/// Installs cargo-fuzz if needed, builds the targets (or waits for [`build_in_background`]), makes
-/// the seed corpus and runs each target for `args.seconds`.
+/// Installs cargo-fuzz if needed, builds the targets, makes the seed corpus and runs each target for
+/// `args.seconds`.
 pub fn run(args: Args) -> Result<()> {
     let targets: Vec<&str> = match &args.target {
         Some(t) if TARGETS.contains(&t.as_str()) => vec![t.as_str()],
         Some(t) => bail!("unknown fuzz target {t:?} (one of {})", TARGETS.join(", ")),
         None => TARGETS.to_vec(),
     };
-    // After a background build this is a no-op that cargo confirms (or the build's errors, shown here).
-    if let Err(e) = background::wait(BACKGROUND_BUILD) {
-        eprintln!("xtask: {e:#}");
-    }
-    build_all(None)?;
+    build_all()?;
     make_seeds()?;
     let mut failed = Vec::new();
     for t in targets {

@@ -32,6 +32,7 @@ mod blob_source;
 mod boards;
 mod browser;
 mod cargo_run;
+mod clippy;
 mod core32;
 mod defmt_print;
 mod demo;

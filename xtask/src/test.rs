@@ -363,27 +363,12 @@ fn edited_facts_on_qemu() -> Result<()> {
     firmware::run(matrix::firmware_args(Board::Mps2An386, &edited, &extra)).map(|_| ())
 }
 
-/// Seconds each fuzz target runs in CI (eight targets: about 70 s in all; the long campaigns:
-/// `cargo xtask fuzz --seconds 3600`).
-const FUZZ_SMOKE_SECONDS: u64 = 8;
-
 /// Every step of `cargo xtask test`, in order.
 fn steps() -> Vec<Step> {
     let mut steps = vec![
         Step {
             name: "rustfmt".into(),
             run: cargo(&["fmt", "--all", "--", "--check"]),
-        },
-        Step {
-            name: "clippy".into(),
-            run: cargo(&[
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ]),
         },
         Step {
             name: "workspace tests".into(),
@@ -449,9 +434,8 @@ fn steps() -> Vec<Step> {
             run: Box::new(thumbv6m::check),
         },
         Step {
-            name: "fuzz targets' instrumented build, started in the background (the fuzz step waits for it)"
-                .into(),
-            run: Box::new(crate::fuzz::build_in_background),
+            name: "clippy, started in the background (one job beside the firmware steps; a step after them waits for it)".into(),
+            run: Box::new(crate::clippy::start),
         },
         Step {
             name: "firmware on QEMU mps2-an386 and mps3-an547, norm, MLP, sinusoidal and LLaMA-shaped models (the LLaMA one on riscv32-virt too)"
@@ -501,18 +485,16 @@ fn steps() -> Vec<Step> {
         run: Box::new(every_board),
     });
     steps.push(Step {
+        name: "clippy: its result".into(),
+        run: Box::new(crate::clippy::wait),
+    });
+    steps.push(Step {
         name: "core tests on 32-bit (i686): their result".into(),
         run: Box::new(crate::core32::wait),
     });
     steps.push(Step {
-        name: "fuzz smoke run".into(),
-        run: Box::new(|| {
-            crate::fuzz::run(crate::fuzz::Args {
-                seconds: FUZZ_SMOKE_SECONDS,
-                target: None,
-                jobs: 1,
-            })
-        }),
+        name: "fuzz targets on their seed corpus and 200 mutants of each seed, uninstrumented (the campaigns: cargo xtask fuzz)".into(),
+        run: Box::new(crate::fuzz::replay),
     });
     steps
 }

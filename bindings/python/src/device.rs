@@ -135,7 +135,9 @@ impl Device {
 
     /// The config of the device's model under TransformerLens's `cfg.to_dict()` names.
     fn cfg_json(&self) -> PyResult<String> {
-        let model = Blob::from_bytes(&self.blob).or_py()?;
+        let model = Blob::from_bytes(&self.blob)
+            .map_err(anyhow::Error::from)
+            .or_py()?;
         Ok(to_tl_json(model.config()).to_string())
     }
 

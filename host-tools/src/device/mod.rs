@@ -10,8 +10,8 @@ use std::time::Duration;
 use anyhow::{bail, ensure, Context, Result};
 use microlens::hash::Fnv1a64;
 use microlens_protocol::{
-    decode, ErrorKind, FrameReader, FrameWriter, Info, Output, Request, Response, MAX_FRAME,
-    MAX_NAME, MAX_STEP_TOKENS, VERSION,
+    decode, ErrorKind, FrameReader, FrameWriter, Output, Request, Response, MAX_FRAME, MAX_NAME,
+    MAX_STEP_TOKENS, VERSION,
 };
 
 pub use link::Stream;
