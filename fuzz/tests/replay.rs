@@ -2,7 +2,7 @@
 //! targets' own assertions and every panic below them, in `cargo test`. The seeds are
 //! `$MICROLENS_FUZZ_CORPUS/<target>/*` when that is set (`cargo xtask test` sets it to the corpus
 //! `cargo xtask fuzz` makes: the fixtures and the shipped model in every dtype, their checkpoints,
-//! configs, tokenizers and frames), else an empty input and random bytes. `MICROLENS_FUZZ_MUTANTS` mutants
+//! configs, tokenizers and frames), and always an empty input and random bytes. `MICROLENS_FUZZ_MUTANTS` mutants
 //! per seed (default 64). A panicking input is written to `target/fuzz-replay/<target>` and named.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -22,9 +22,13 @@ fn mutants_per_seed() -> usize {
         .unwrap_or(64)
 }
 
-/// The seeds of `target`: the corpus directory's files (sorted) or, without a corpus, an empty input
+/// The seeds of `target`: the corpus directory's files (sorted) if there is a corpus, an empty input
 /// and random inputs of 1 to 4,096 bytes.
 fn seeds(target: &str, mutator: &mut Mutator) -> Vec<(String, Vec<u8>)> {
+    let mut out = vec![("empty".to_owned(), Vec::new())];
+    for len in [1, 16, 256, 4096] {
+        out.push((format!("random {len}"), mutator.random(len)));
+    }
     if let Some(dir) = std::env::var_os("MICROLENS_FUZZ_CORPUS") {
         let dir = Path::new(&dir).join(target);
         let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -33,17 +37,10 @@ fn seeds(target: &str, mutator: &mut Mutator) -> Vec<(String, Vec<u8>)> {
             .collect();
         files.sort();
         assert!(!files.is_empty(), "no seeds in {}", dir.display());
-        return files
-            .into_iter()
-            .map(|f| {
-                let bytes = std::fs::read(&f).expect("a seed reads");
-                (f.display().to_string(), bytes)
-            })
-            .collect();
-    }
-    let mut out = vec![("empty".to_owned(), Vec::new())];
-    for len in [1, 16, 256, 4096] {
-        out.push((format!("random {len}"), mutator.random(len)));
+        out.extend(files.into_iter().map(|f| {
+            let bytes = std::fs::read(&f).expect("a seed reads");
+            (f.display().to_string(), bytes)
+        }));
     }
     out
 }
