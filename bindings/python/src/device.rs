@@ -9,7 +9,6 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, ensure, Result};
 use microlens::{HookKind, Model as Blob};
 use microlens_host::device::{check_context, Device as Link, Info};
-use microlens_host::hash::logits_hash;
 use microlens_host::import::tl_config::to_tl_json;
 use numpy::{PyArray3, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
@@ -61,16 +60,7 @@ impl Device {
     fn step(link: &mut Link, row: &[u32]) -> Result<(Vec<Vec<f32>>, u64)> {
         link.reset()?;
         let logits = link.step(row)?;
-        let (positions, hash) = link.hash()?;
-        ensure!(
-            positions as usize == row.len(),
-            "the device hashed {positions} positions, not {}",
-            row.len()
-        );
-        ensure!(
-            hash == logits_hash(logits.iter().map(Vec::as_slice)),
-            "the device's logits hash differs from the hash of the logits it sent"
-        );
+        let hash = link.checked_hash(&logits)?;
         Ok((logits, hash))
     }
 }

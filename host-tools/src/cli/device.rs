@@ -13,7 +13,7 @@ use microlens_host::eval::cache::{hook_name, write_tensors};
 use microlens_host::eval::run::{check_sequences, check_tokens, RunOutput, DEFAULT_MAX_SEQ_LEN};
 use microlens_host::eval::sequences::induction_sequences;
 use microlens_host::fidelity::compare_runs;
-use microlens_host::hash::{hash_line, logits_hash};
+use microlens_host::hash::hash_line;
 use microlens_host::io::output::Outputs;
 use microlens_host::io::tokens::parse_tokens;
 use microlens_host::report::run::print_table;
@@ -182,16 +182,7 @@ fn run_tokens(device: &mut Device, text: &str, json: bool, hash_only: bool) -> R
     let received = device.traffic().0;
     let logits = device.step(&tokens)?;
     let step_bytes = device.traffic().0 - received;
-    let (positions, hash) = device.hash()?;
-    ensure!(
-        positions as usize == tokens.len(),
-        "the device hashed {positions} positions, not {}",
-        tokens.len()
-    );
-    ensure!(
-        hash == logits_hash(logits.iter().map(Vec::as_slice)),
-        "the device's logits hash differs from the hash of the logits it sent"
-    );
+    let hash = device.checked_hash(&logits)?;
     match (json, hash_only) {
         (true, _) => {
             let mut out = serde_json::json!({ "tokens": tokens, "logits": logits });

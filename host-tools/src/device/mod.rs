@@ -220,6 +220,22 @@ impl Device {
         }
     }
 
+    /// [`Device::hash`] of the positions `logits` holds (every position since the last reset), checked
+    /// against the hash of those logits as received: the device's `logits_hash`.
+    pub fn checked_hash(&mut self, logits: &[Values]) -> Result<u64> {
+        let (positions, hash) = self.hash()?;
+        ensure!(
+            positions as usize == logits.len(),
+            "the device hashed {positions} positions, not {}",
+            logits.len()
+        );
+        ensure!(
+            hash == crate::hash::logits_hash(logits.iter().map(Vec::as_slice)),
+            "the device's logits hash differs from the hash of the logits it sent"
+        );
+        Ok(hash)
+    }
+
     /// The activation `name` (TransformerLens name; `head` for per-head points) at positions
     /// `start..end` of the tokens consumed, the output projection head by head if `attn_result` (as
     /// the host's activation cache runs it); `Ok(None)` if the device's model or build has no such
