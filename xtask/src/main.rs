@@ -28,11 +28,11 @@
 
 mod background;
 mod bench_peers;
+mod beside_firmware;
 mod blob_source;
 mod boards;
 mod browser;
 mod cargo_run;
-mod clippy;
 mod core32;
 mod defmt_print;
 mod demo;

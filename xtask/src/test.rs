@@ -371,11 +371,17 @@ fn steps() -> Vec<Step> {
             run: cargo(&["fmt", "--all", "--", "--check"]),
         },
         Step {
-            name: "workspace tests".into(),
+            name: "workspace tests (the slowest two later, beside the firmware steps)".into(),
             // The default members: `research/` has no tests, and `browser-check/` (the browser step's
             // WebDriver client) would unify other features into shared dependencies (syn, smallvec)
             // and so make the host tool's build differ from the tests'.
-            run: cargo(&["test"]),
+            run: Box::new(|| {
+                run_status(
+                    cargo_command()
+                        .args(["test", "--"])
+                        .args(crate::beside_firmware::skip_slow_tests()),
+                )
+            }),
         },
         Step {
             name: "Python package (bindings/python): pytest against the fixtures and the command"
@@ -434,8 +440,8 @@ fn steps() -> Vec<Step> {
             run: Box::new(thumbv6m::check),
         },
         Step {
-            name: "clippy, started in the background (one job beside the firmware steps; a step after them waits for it)".into(),
-            run: Box::new(crate::clippy::start),
+            name: "clippy, then the slowest tests (the fidelity regressions), started in the background (beside the firmware steps; a step after them waits for them)".into(),
+            run: Box::new(crate::beside_firmware::start),
         },
         Step {
             name: "firmware on QEMU mps2-an386 and mps3-an547, norm, MLP, sinusoidal and LLaMA-shaped models (the LLaMA one on riscv32-virt too)"
@@ -485,8 +491,8 @@ fn steps() -> Vec<Step> {
         run: Box::new(every_board),
     });
     steps.push(Step {
-        name: "clippy: its result".into(),
-        run: Box::new(crate::clippy::wait),
+        name: "clippy and the slowest tests: their result".into(),
+        run: Box::new(crate::beside_firmware::wait),
     });
     steps.push(Step {
         name: "core tests on 32-bit (i686): their result".into(),

@@ -48,7 +48,10 @@ class Device:
     def run_with_cache(self, tokens, names_filter=None):
         """`(logits, cache)` as `Model.run_with_cache` gives them (names, aliases, shapes with the
         batch dimension first, `names_filter`), computed on the device: each sequence run from
-        position 0, then its activations read back over the link."""
+        position 0, then its activations read back over the link. The logits are the device's forward
+        pass (the one `hash` covers), equal to `Model(tokens)`; `Model.run_with_cache` with
+        `hook_result` among the names runs the output projection head by head, as TransformerLens's
+        `use_attn_result` does, and its logits can differ from these in the last bits."""
         names = _filtered_names(names_filter, self.hook_names)
         logits, arrays = self._d.run_with_cache(_tokens(tokens), names)
         return logits, ActivationCache(arrays)
