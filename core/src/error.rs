@@ -46,12 +46,6 @@ pub enum Inconsistency {
         /// Index in the tensor table.
         index: usize,
     },
-    /// Tensor entry `index` stores row sums ([`crate::blob::ROW_SUM_BYTES`] each, after its scales) that
-    /// are not its rows' exact sums (or, when writing, a sum that does not fit an `i32`).
-    RowSums {
-        /// Index in the tensor table.
-        index: usize,
-    },
     /// The preamble's lengths do not fit each other.
     Layout,
     /// A tensor the config needs cannot be found.
@@ -152,10 +146,6 @@ impl fmt::Display for Inconsistency {
             Inconsistency::Scale { index } => write!(
                 f,
                 "tensor entry {index} has a scale that is not finite and positive"
-            ),
-            Inconsistency::RowSums { index } => write!(
-                f,
-                "tensor entry {index} stores row sums that are not its rows' sums"
             ),
             Inconsistency::Layout => write!(f, "preamble lengths are inconsistent"),
             Inconsistency::MissingTensor => write!(f, "a tensor the config needs is missing"),

@@ -2,9 +2,7 @@
 
 #[cfg(feature = "std")]
 use crate::blob::TokenizerRecord;
-use crate::blob::{
-    row_sums, scales_valid, Activations, Blob, DType, Processing, TensorEntry, SCALE_BYTES,
-};
+use crate::blob::{scales_valid, Activations, Blob, DType, Processing, TensorEntry, SCALE_BYTES};
 use crate::config::Config;
 use crate::error::{Error, Inconsistency};
 use crate::features::Features;
@@ -64,10 +62,7 @@ fn check_entry(
         .dtype
         .n_scales(rows, cols)
         .ok_or(inconsistent(Inconsistency::Length { index }))?;
-    // The side data: the scales, or (an `I8` matrix) the scales and its row sums.
-    let side = e.scales_len as usize;
-    let with_sums = Some(side) == row_sums::side_len(e.dtype, rows, n_scales);
-    if e.len as usize != len || (side != SCALE_BYTES * n_scales && !with_sums) {
+    if e.len as usize != len || e.scales_len as usize != SCALE_BYTES * n_scales {
         return Err(inconsistent(Inconsistency::Length { index }));
     }
     let within = |offset: u32, len: u32| {
@@ -78,30 +73,11 @@ fn check_entry(
     if !within(e.offset, e.len) || !within(e.scales_offset, e.scales_len) {
         return Err(inconsistent(Inconsistency::Bounds { index }));
     }
-    let side = &data[e.scales_offset as usize..e.scales_offset as usize + side];
-    let (scales, sums) = row_sums::split(e.dtype, rows, side);
+    let scales = &data[e.scales_offset as usize..e.scales_offset as usize + e.scales_len as usize];
     if !scales_valid(scales) {
         return Err(inconsistent(Inconsistency::Scale { index }));
     }
-    if with_sums && !row_sums_hold(e.dtype, rows, cols, &data[e.offset as usize..][..len], sums) {
-        return Err(inconsistent(Inconsistency::RowSums { index }));
-    }
     Ok(())
-}
-
-/// Whether `sums` are the exact row sums of the `I8` matrix `[rows, cols]` whose blob bytes are
-/// `values` (computed as the forward pass computes them without stored sums).
-fn row_sums_hold(dtype: DType, rows: usize, cols: usize, values: &[u8], sums: &[u8]) -> bool {
-    if !DType::I8.compiled() {
-        // Refused as `Unsupported` after the entries' checks.
-        return true;
-    }
-    let m = Matrix::new(dtype, rows, cols, values, &[]);
-    let mut hold = true;
-    let computed = m.each_row_sum_i8(None, |r, sum| {
-        hold &= row_sums::at(sums, r).map(i64::from) == Some(sum);
-    });
-    computed && hold
 }
 
 impl<'a> Model<'a> {
@@ -225,17 +201,13 @@ impl<'a> Model<'a> {
     pub fn matrix(&self, id: TensorId) -> Option<Matrix<'a>> {
         let slot = self.catalogue.slot(id)?;
         let e = TensorEntry::read(self.table, slot).ok()?;
-        let rows = e.rows as usize;
-        let side = self.bytes(e.scales_offset, e.scales_len);
-        let (scales, sums) = row_sums::split(e.dtype, rows, side);
         let m = Matrix::new(
             e.dtype,
-            rows,
+            e.rows as usize,
             e.cols as usize,
             self.bytes(e.offset, e.len),
-            scales,
-        )
-        .with_row_sums(sums);
+            self.bytes(e.scales_offset, e.scales_len),
+        );
         #[cfg(feature = "std")]
         let m = m.with_blocked(self.host.and_then(|h| h.get(slot)));
         Some(m)

@@ -12,7 +12,6 @@ mod header;
 mod nearest;
 mod preamble;
 pub mod quads;
-pub(crate) mod row_sums;
 #[cfg(feature = "std")]
 mod writer;
 
@@ -27,7 +26,6 @@ pub(crate) use header::Header;
 pub use header::{Processing, TokenizerRecord};
 pub(crate) use preamble::Preamble;
 pub use preamble::{MAGIC, PREAMBLE_LEN, VERSION};
-pub use row_sums::ROW_SUM_BYTES;
 #[cfg(feature = "std")]
 pub use writer::{with_tokenizer, write, TensorData};
 

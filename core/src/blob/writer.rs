@@ -8,7 +8,7 @@ use super::{
 };
 use crate::config::Config;
 use crate::error::{Error, Inconsistency};
-use crate::tensors::{Catalogue, TensorId, TensorKind};
+use crate::tensors::{Catalogue, TensorId};
 
 /// One tensor to write, already in blob layout and encoded in its dtype.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,7 +72,7 @@ pub fn write(
             .iter()
             .find(|t| t.id == id)
             .ok_or(Error::Inconsistent(Inconsistency::TensorOrder { index }))?;
-        let entry = append_tensor(&mut data, index, t, activations)?;
+        let entry = append_tensor(&mut data, index, t)?;
         table.extend_from_slice(&entry.encode()?);
     }
     let header = Header {
@@ -96,39 +96,19 @@ pub fn with_tokenizer(blob: &[u8], tokenizer: Option<TokenizerRecord>) -> Result
     seal(&header, parsed.data)
 }
 
-/// Whether tensor `t` of a blob with `activations` gets its row sums stored ([`super::row_sums`]): an
-/// `I8` `W_out`, whose input the integer forward pass centres.
-fn stores_row_sums(t: &TensorData, activations: Activations) -> bool {
-    t.dtype == DType::I8 && t.id.kind == TensorKind::WOut && activations.integer()
-}
-
-/// Appends tensor `t` (the `index`-th of the catalogue) to the data section, its data then its side
-/// data (its scales, and for [`stores_row_sums`] its row sums after them), each aligned, and returns
-/// its table entry.
-fn append_tensor(
-    data: &mut Vec<u8>,
-    index: usize,
-    t: &TensorData,
-    activations: Activations,
-) -> Result<TensorEntry, Error> {
+/// Appends tensor `t` (the `index`-th of the catalogue) to the data section, its data then its scales,
+/// each aligned, and returns its table entry.
+fn append_tensor(data: &mut Vec<u8>, index: usize, t: &TensorData) -> Result<TensorEntry, Error> {
     pad_to(data, 0);
     let offset = data.len();
     data.extend_from_slice(&t.blob_data());
     pad_to(data, 0);
-    let side_start = data.len();
-    let scales_offset = if t.scales.is_empty() { 0 } else { side_start };
+    let scales_offset = if t.scales.is_empty() { 0 } else { data.len() };
     for &s in &t.scales {
         let bytes =
             super::encode_scale(s).ok_or(Error::Inconsistent(Inconsistency::Scale { index }))?;
         data.extend_from_slice(&bytes);
     }
-    if stores_row_sums(t, activations) {
-        let [rows, cols] = t.shape;
-        let sums = super::row_sums::encode(rows, cols, t.scales.len(), &t.data)
-            .ok_or(Error::Inconsistent(Inconsistency::RowSums { index }))?;
-        data.extend_from_slice(&sums);
-    }
-    let scales_len = data.len() - side_start;
     Ok(TensorEntry {
         kind: t.id.kind,
         layer: u16::try_from(t.id.layer)
@@ -139,7 +119,7 @@ fn append_tensor(
         offset: u32_of(offset)?,
         len: u32_of(t.data.len())?,
         scales_offset: u32_of(scales_offset)?,
-        scales_len: u32_of(scales_len)?,
+        scales_len: u32_of(t.scales.len() * super::SCALE_BYTES)?,
     })
 }
 

@@ -99,9 +99,6 @@ pub struct Matrix<'a> {
     cols: usize,
     data: &'a [u8],
     scales: &'a [u8],
-    /// The stored exact row sums of an `I8` matrix (`ROW_SUM_BYTES` little-endian bytes each,
-    /// [`crate::blob::row_sums`]), empty if the blob has none for it.
-    row_sums: &'a [u8],
     /// The host's column-blocked copy (`blocked.rs`), if the model has one attached.
     #[cfg(feature = "std")]
     blocked: Option<&'a Blocked>,
@@ -135,15 +132,9 @@ impl<'a> Matrix<'a> {
             cols,
             data,
             scales,
-            row_sums: &[],
             #[cfg(feature = "std")]
             blocked: None,
         }
-    }
-    /// This matrix with the stored row sums `row_sums` (the blob's, checked by `Model::from_bytes`
-    /// against the rows; [`Matrix::row_sums`] ignores any that are not one per row).
-    pub(crate) fn with_row_sums(self, row_sums: &'a [u8]) -> Self {
-        Matrix { row_sums, ..self }
     }
     /// This matrix computing its whole blocks of rows from the host's blocked copy `b` of it.
     #[cfg(feature = "std")]
@@ -191,14 +182,6 @@ impl<'a> Matrix<'a> {
     /// The stored `f16` scales, little-endian (empty for `f32` and `f16`).
     pub fn scales(&self) -> &'a [u8] {
         self.scales
-    }
-    /// The stored exact row sums `sum_j W[r][j]` of an `I8` matrix, one little-endian `i32` per row
-    /// ([`crate::blob::row_sums`]), if the blob stores them (`None` for the other dtypes, for blobs
-    /// without them, and for any that are not one per row).
-    pub(crate) fn row_sums(&self) -> Option<&'a [u8]> {
-        let whole = self.dtype == DType::I8
-            && self.rows.checked_mul(crate::blob::ROW_SUM_BYTES) == Some(self.row_sums.len());
-        (whole && !self.row_sums.is_empty()).then_some(self.row_sums)
     }
     /// Scale `i` (row `i` for `i8`; row `i / groups`, group `i % groups` for `i4` and `i8g`).
     pub fn scale(&self, i: usize) -> f32 {
