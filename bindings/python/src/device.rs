@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, ensure, Result};
 use microlens::{HookKind, Model as Blob};
-use microlens_host::device::{check_context, Device as Link, Info};
+use microlens_host::device::{check_context, hook_suffixes, Device as Link, Info};
 use microlens_host::import::tl_config::to_tl_json;
 use numpy::{PyArray3, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
@@ -69,12 +69,7 @@ impl Device {
 /// its capabilities as a list and the weights' storage type they name.
 fn describe(info: &Info) -> Result<serde_json::Value> {
     let mut v = serde_json::to_value(info)?;
-    let hooks: Vec<&str> = HookKind::ALL
-        .iter()
-        .enumerate()
-        .filter(|(k, _)| info.hooks & (1 << k) != 0)
-        .map(|(_, kind)| kind.suffix())
-        .collect();
+    let hooks = hook_suffixes(info);
     let features: Vec<&str> = info.features.split(',').filter(|f| !f.is_empty()).collect();
     let weights: Vec<&str> = features
         .iter()

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{ensure, Context, Result};
 use microlens::{HookKind, Model};
 
-use microlens_host::device::{check_context, Device};
+use microlens_host::device::{check_context, hook_suffixes, Device};
 use microlens_host::eval::cache::{hook_name, write_tensors};
 use microlens_host::eval::run::{check_sequences, check_tokens, RunOutput, DEFAULT_MAX_SEQ_LEN};
 use microlens_host::eval::sequences::induction_sequences;
@@ -150,12 +150,7 @@ fn info(device: &mut Device) -> Result<()> {
     );
     println!("context: {} positions", info.context);
     println!("capabilities: {}", info.features);
-    let hooks: Vec<&str> = HookKind::ALL
-        .iter()
-        .enumerate()
-        .filter(|(k, _)| info.hooks & (1 << k) != 0)
-        .map(|(_, kind)| kind.suffix())
-        .collect();
+    let hooks = hook_suffixes(&info);
     println!("hook points: {}", hooks.join(","));
     println!(
         "blob: {} bytes, fnv1a64 {:016x}",

@@ -17,6 +17,16 @@ use microlens_protocol::{
 pub use link::Stream;
 pub use microlens_protocol::Info;
 
+/// The hook points `info` says the device can read (its `hooks` bits), by their suffixes.
+pub fn hook_suffixes(info: &Info) -> Vec<&'static str> {
+    microlens::HookKind::ALL
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| info.hooks & (1 << k) != 0)
+        .map(|(_, kind)| kind.suffix())
+        .collect()
+}
+
 /// A connected device.
 pub struct Device {
     stream: Box<dyn Stream>,
