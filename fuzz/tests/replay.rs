@@ -93,3 +93,20 @@ fn a_panicking_target_is_caught_and_its_input_named() {
         "{text}"
     );
 }
+
+#[test]
+fn every_libfuzzer_binary_runs_a_target_and_every_target_has_one() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz_targets");
+    let mut binaries: Vec<String> = std::fs::read_dir(&dir)
+        .expect("fuzz_targets/ reads")
+        .filter_map(|e| {
+            let path = e.expect("an entry").path();
+            let stem = path.file_stem()?.to_str()?.to_owned();
+            (path.extension()? == "rs").then_some(stem)
+        })
+        .collect();
+    binaries.sort();
+    let mut targets: Vec<String> = targets::ALL.iter().map(|t| t.0.to_owned()).collect();
+    targets.sort();
+    assert_eq!(binaries, targets);
+}

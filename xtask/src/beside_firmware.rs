@@ -9,7 +9,7 @@ use std::process::Command;
 use anyhow::{anyhow, bail, Context, Result};
 
 use crate::background::{self, logged};
-use crate::paths::{root, workspace_target_dir};
+use crate::paths::{cargo, root, workspace_target_dir};
 use crate::toolchain::run_status;
 
 /// The background job's name.
@@ -31,12 +31,6 @@ pub fn skip_slow_tests() -> Vec<String> {
         .iter()
         .flat_map(|name| ["--skip".to_owned(), (*name).to_owned()])
         .collect()
-}
-
-fn cargo() -> Command {
-    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    c.current_dir(root());
-    c
 }
 
 /// `cargo clippy --workspace --all-targets -- -D warnings` with one job (the other core) and its own

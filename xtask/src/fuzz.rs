@@ -20,18 +20,22 @@ use anyhow::{bail, Context, Result};
 use crate::paths::root;
 use crate::toolchain::run_status;
 
-/// The fuzz targets (`fuzz/fuzz_targets/*.rs`, `microlens_fuzz::targets::ALL`).
-pub const TARGETS: [&str; 9] = [
-    "blob_bytes",
-    "blob_resigned",
-    "config_writer",
-    "host_parsers",
-    "pth_pickle",
-    "facts_file",
-    "tokenizer_json",
-    "llama2c_files",
-    "frame_decoder",
-];
+/// The fuzz targets: the libFuzzer binaries' names (`fuzz/fuzz_targets/*.rs`, one per module of
+/// `microlens_fuzz::targets`), sorted.
+fn targets() -> Result<Vec<String>> {
+    let dir = fuzz_dir().join("fuzz_targets");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
+                names.push(stem.to_owned());
+            }
+        }
+    }
+    names.sort();
+    Ok(names)
+}
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
@@ -51,8 +55,9 @@ fn fuzz_dir() -> PathBuf {
     root().join("fuzz")
 }
 
+/// cargo with `RUSTC_BOOTSTRAP=1` (cargo-fuzz's nightly flags).
 fn cargo() -> Command {
-    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    let mut c = crate::paths::cargo();
     c.env("RUSTC_BOOTSTRAP", "1");
     c
 }
@@ -95,9 +100,10 @@ const REPLAY_MUTANTS: u32 = 200;
 /// (`fuzz/tests/replay.rs` in the workspace's test build).
 pub fn replay() -> Result<()> {
     make_seeds()?;
+    // The workspace's cargo test as the workspace-tests step runs it (no RUSTC_BOOTSTRAP: the same
+    // build, nothing recompiled).
     run_status(
-        Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-            .current_dir(root())
+        crate::paths::cargo()
             .args(["test", "--test", "replay", "--", "--nocapture"])
             .env("MICROLENS_FUZZ_CORPUS", fuzz_dir().join("corpus"))
             .env("MICROLENS_FUZZ_MUTANTS", REPLAY_MUTANTS.to_string()),
@@ -310,10 +316,11 @@ fn run_target(target: &str, seconds: u64, jobs: u32) -> Result<()> {
 /// Installs cargo-fuzz if needed, builds the targets, makes the seed corpus and runs each target for
 /// `args.seconds`.
 pub fn run(args: Args) -> Result<()> {
+    let all = targets()?;
     let targets: Vec<&str> = match &args.target {
-        Some(t) if TARGETS.contains(&t.as_str()) => vec![t.as_str()],
-        Some(t) => bail!("unknown fuzz target {t:?} (one of {})", TARGETS.join(", ")),
-        None => TARGETS.to_vec(),
+        Some(t) if all.contains(t) => vec![t.as_str()],
+        Some(t) => bail!("unknown fuzz target {t:?} (one of {})", all.join(", ")),
+        None => all.iter().map(String::as_str).collect(),
     };
     build_all()?;
     make_seeds()?;

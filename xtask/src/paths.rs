@@ -2,6 +2,7 @@
 
 use std::env;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::OnceLock;
 
 /// The repository root (the host workspace).
@@ -12,6 +13,13 @@ pub fn root() -> &'static Path {
         let root = xtask.parent().unwrap_or(xtask);
         root.canonicalize().unwrap_or_else(|_| root.to_path_buf())
     })
+}
+
+/// The cargo running xtask (`$CARGO`, else `cargo` on `PATH`), in the repository's root.
+pub fn cargo() -> Command {
+    let mut c = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    c.current_dir(root());
+    c
 }
 
 /// The firmware example, its own cargo project.

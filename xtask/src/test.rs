@@ -36,9 +36,7 @@ struct Step {
 }
 
 fn cargo_command() -> Command {
-    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.current_dir(root());
-    cmd
+    crate::paths::cargo()
 }
 
 fn cargo(args: &'static [&'static str]) -> Box<dyn Fn() -> Result<()>> {
