@@ -72,7 +72,19 @@ fn test_executable(name: &str) -> Result<PathBuf> {
 /// one test and one thread at a time (their figures do not depend on the thread count).
 fn slow_tests() -> Result<Command> {
     let (target, names) = SLOW_TESTS;
-    let mut c = Command::new(test_executable(target)?);
+    let executable = test_executable(target)?;
+    // Both names must be tests there: a renamed test would otherwise be neither skipped nor run.
+    let listed = Command::new(&executable)
+        .arg("--list")
+        .output()
+        .context("listing the slow tests")?;
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    for name in names {
+        if !listed.lines().any(|l| l == format!("{name}: test")) {
+            bail!("{target} has no test {name} (xtask/src/beside_firmware.rs names it)");
+        }
+    }
+    let mut c = Command::new(executable);
     c.current_dir(root().join("host-tools"))
         .args(names)
         .args(["--exact", "--test-threads", "1", "--nocapture"])
