@@ -41,7 +41,7 @@ pub fn run(args: Args) -> Result<()> {
         );
         return Ok(());
     };
-    let staging = crate::python::stage()?;
+    let staging = crate::python::stage("python")?;
     run_status(
         Command::new(python)
             .current_dir(root())

@@ -1,19 +1,19 @@
-//! What `cargo xtask test` runs on a thread of its own beside the firmware steps, whose fat-LTO builds
-//! and QEMU runs keep one core busy: clippy, then the slowest tests (the fidelity regressions, which
-//! quantise every model in every build with GPTQ), one after the other on the other core. A step at the
-//! end waits for them ([`wait`]); the workspace-tests step skips those tests ([`SLOW_TESTS`]).
+//! The steps `cargo xtask test` runs beside the firmware steps, whose fat-LTO builds and QEMU runs keep
+//! one core busy: the host-side steps that need no firmware (the Python package, the shipped model's
+//! reproduction, the browser pages, the slowest tests) run one after the other in a second `xtask
+//! test` process on the other core, its output in `target/xtask-beside-firmware.log`; a step at the
+//! end waits for it and reports its steps. `cargo xtask test --only TEXT` runs them in place.
 
+use std::fs::File;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Child, Command};
+use std::sync::Mutex;
+use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use crate::background::{self, logged};
 use crate::paths::{cargo, root, workspace_target_dir};
 use crate::toolchain::run_status;
-
-/// The background job's name.
-const BACKGROUND: &str = "clippy and the slow tests, beside the firmware steps";
 
 /// The slow tests: `(test target, test names)`.
 pub const SLOW_TESTS: (&str, [&str; 2]) = (
@@ -31,20 +31,6 @@ pub fn skip_slow_tests() -> Vec<String> {
         .iter()
         .flat_map(|name| ["--skip".to_owned(), (*name).to_owned()])
         .collect()
-}
-
-/// `cargo clippy --workspace --all-targets -- -D warnings` with one job (the other core) and its own
-/// target directory (check builds share nothing with the test build, and the steps' `cargo build`s
-/// never wait on its lock); the dependencies' proc macros and build scripts, which a check build
-/// compiles, without optimisation.
-fn clippy() -> Command {
-    let mut c = cargo();
-    c.args(["clippy", "--workspace", "--all-targets", "-j", "1"])
-        .args(["--config", "profile.dev.package.\"*\".opt-level=0"])
-        .arg("--target-dir")
-        .arg(workspace_target_dir().join("clippy"))
-        .args(["--", "-D", "warnings"]);
-    c
 }
 
 /// The executable of the workspace's test target `name`, as `cargo test` built it (built now if
@@ -68,9 +54,9 @@ fn test_executable(name: &str) -> Result<PathBuf> {
         .ok_or_else(|| anyhow!("cargo built no executable for the test target {name}"))
 }
 
-/// [`SLOW_TESTS`] run straight from their executable (no cargo, so no lock on the target directory),
-/// one test and one thread at a time (their figures do not depend on the thread count).
-fn slow_tests() -> Result<Command> {
+/// Runs [`SLOW_TESTS`] straight from their executable, one test and one thread at a time (their
+/// figures do not depend on the thread count).
+pub fn slow_tests() -> Result<()> {
     let (target, names) = SLOW_TESTS;
     let executable = test_executable(target)?;
     // Both names must be tests there: a renamed test would otherwise be neither skipped nor run.
@@ -84,31 +70,83 @@ fn slow_tests() -> Result<Command> {
             bail!("{target} has no test {name} (xtask/src/beside_firmware.rs names it)");
         }
     }
-    let mut c = Command::new(executable);
-    c.current_dir(root().join("host-tools"))
-        .args(names)
-        .args(["--exact", "--test-threads", "1", "--nocapture"])
-        .env("RAYON_NUM_THREADS", "1");
-    Ok(c)
+    run_status(
+        Command::new(executable)
+            .current_dir(root().join("host-tools"))
+            .args(names)
+            .args(["--exact", "--test-threads", "1", "--nocapture"])
+            .env("RAYON_NUM_THREADS", "1"),
+    )
 }
 
-/// Starts clippy, then the slow tests, on a thread of their own (output in
-/// `target/xtask-beside-firmware.log`).
-pub fn start() -> Result<()> {
-    let (mut clippy, mut tests) = (clippy(), slow_tests()?);
-    let log = workspace_target_dir().join("xtask-beside-firmware.log");
-    background::start(BACKGROUND, log, move |file| {
-        let linted = run_status(logged(&mut clippy, Some(file))?).context("clippy");
-        let tested = run_status(logged(&mut tests, Some(file))?).context("the slow tests");
-        match (linted, tested) {
-            (Ok(()), Ok(())) => Ok(()),
-            (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
-            (Err(a), Err(b)) => Err(anyhow!("{a:#}; {b:#}")),
-        }
-    })
+/// The second process, while it runs.
+struct Lane {
+    child: Child,
+    log: PathBuf,
 }
 
-/// The outcome of [`start`]'s work: clippy's diagnostics or the failing tests when it failed.
+static LANE: Mutex<Option<Lane>> = Mutex::new(None);
+
+/// The log of the second process.
+fn log_path() -> PathBuf {
+    workspace_target_dir().join("xtask-beside-firmware.log")
+}
+
+/// Starts `xtask test --step NAME ...` for the `steps` named, its output going to [`log_path`].
+pub fn start(steps: &[String]) -> Result<()> {
+    let log = log_path();
+    let file = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    let exe = std::env::current_exe().context("the xtask executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.current_dir(root()).arg("test");
+    for step in steps {
+        cmd.arg("--step").arg(step);
+    }
+    let child = cmd
+        .stdout(file.try_clone()?)
+        .stderr(file)
+        .spawn()
+        .context("starting the steps beside the firmware")?;
+    eprintln!(
+        "xtask: {} steps beside the firmware steps, in a second process ({})",
+        steps.len(),
+        log.display()
+    );
+    *LANE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Lane { child, log });
+    Ok(())
+}
+
+/// Waits for the second process: its steps' summary lines, and the end of its log when one failed.
+/// `Ok` when it was not started.
 pub fn wait() -> Result<()> {
-    background::wait(BACKGROUND)
+    let Some(mut lane) = LANE.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+        return Ok(());
+    };
+    let started = Instant::now();
+    let status = lane
+        .child
+        .wait()
+        .context("waiting for the second process")?;
+    let text = std::fs::read_to_string(&lane.log).unwrap_or_default();
+    for line in text.lines() {
+        if line.starts_with("=== ") && line.contains(" done in ") || line.starts_with("steps: ") {
+            println!("beside the firmware: {line}");
+        }
+    }
+    eprintln!(
+        "xtask: the steps beside the firmware ended (waited {:.0} s; their output: {})",
+        started.elapsed().as_secs_f64(),
+        lane.log.display()
+    );
+    if !status.success() {
+        let lines: Vec<&str> = text.lines().collect();
+        eprintln!("{}", lines[lines.len().saturating_sub(80)..].join("\n"));
+        let failed = text
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("failed steps: "))
+            .unwrap_or("(see the log)");
+        bail!("beside the firmware, failed: {failed} ({status})");
+    }
+    Ok(())
 }

@@ -90,10 +90,15 @@ fn relative(path: &Path) -> PathBuf {
     path.strip_prefix(root()).unwrap_or(path).to_path_buf()
 }
 
+/// Installs Chromium and chromedriver if missing (Debian packages).
+pub fn prepare() -> Result<()> {
+    ensure_packages(&[CHROMIUM, CHROMEDRIVER])
+}
+
 /// Runs the step.
 pub fn run(args: Args) -> Result<()> {
     let started = Instant::now();
-    ensure_packages(&[CHROMIUM, CHROMEDRIVER])?;
+    prepare()?;
     eprintln!(
         "xtask: chromium and chromedriver ready in {:.1} s",
         started.elapsed().as_secs_f64()

@@ -1,11 +1,11 @@
 //! The host tool `microlens` (crate `microlens-host`), built in the workspace's own target directory.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::sync::Mutex;
 
 use anyhow::Result;
 
-use crate::paths::{root, workspace_target_dir};
+use crate::paths::{cargo, workspace_target_dir};
 use crate::toolchain::run_status;
 
 /// Builds `microlens` with the `test` profile (optimised, like release) and returns its path: the same
@@ -21,17 +21,23 @@ pub fn build_package(package: &str, bin: &str) -> Result<PathBuf> {
     Ok(workspace_target_dir().join("debug").join(bin))
 }
 
-/// `cargo build --profile test -p P ...` of the workspace `packages` (artifacts in `target/debug`).
+/// `cargo build --profile test -p P ...` of the workspace `packages` (artifacts in `target/debug`), once
+/// per process: a later call with the same packages finds them built (the sources do not change during
+/// a command), so the steps that run beside another process's builds do not wait on cargo's lock.
 pub fn build_test_profile(packages: &[&str]) -> Result<()> {
-    eprintln!(
-        "xtask: cargo build --profile test -p {}",
-        packages.join(" -p ")
-    );
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(root()).args(["build", "--profile", "test"]);
+    static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let key = packages.join(" -p ");
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if built.contains(&key) {
+        return Ok(());
+    }
+    eprintln!("xtask: cargo build --profile test -p {key}");
+    let mut cmd = cargo();
+    cmd.args(["build", "--profile", "test"]);
     packages.iter().for_each(|p| {
         cmd.args(["-p", p]);
     });
-    run_status(&mut cmd)
+    run_status(&mut cmd)?;
+    built.push(key);
+    Ok(())
 }

@@ -42,6 +42,7 @@ mod elf_size;
 mod firmware;
 mod fuzz;
 mod host_tool;
+mod lint;
 mod matrix;
 mod models;
 mod paths;

@@ -15,10 +15,12 @@ pub fn root() -> &'static Path {
     })
 }
 
-/// The cargo running xtask (`$CARGO`, else `cargo` on `PATH`), in the repository's root.
+/// The cargo running xtask (`$CARGO`, else `cargo` on `PATH`), in the repository's root, its builds
+/// linted when `cargo xtask test` runs ([`crate::lint`]).
 pub fn cargo() -> Command {
     let mut c = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     c.current_dir(root());
+    crate::lint::apply(&mut c);
     c
 }
 

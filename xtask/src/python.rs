@@ -54,11 +54,24 @@ fn venv() -> Result<PathBuf> {
     Ok(python)
 }
 
-/// Builds the extension with the test profile and stages the package (`target/python/microlens`):
-/// its Python files and the extension as `_native.abi3.so`. Returns the staging directory.
-pub fn stage() -> Result<PathBuf> {
-    crate::host_tool::build_test_profile(&["microlens-python", "microlens-host"])?;
-    let staging = workspace_target_dir().join("python");
+/// What the Python step and the serve step's device tests need made first, in the process that starts
+/// the steps beside the firmware: the venv and the extension's build.
+pub fn prepare() -> Result<()> {
+    venv()?;
+    build()
+}
+
+/// Builds the extension (and the host tool the tests run) with the test profile.
+fn build() -> Result<()> {
+    crate::host_tool::build_test_profile(&["microlens-python", "microlens-host"])
+}
+
+/// Builds the extension and stages the package in `target/<dir>/microlens`: its Python files and the
+/// extension as `_native.abi3.so`. Returns the staging directory. Each user stages in a `dir` of its
+/// own (the Python step and the serve step's device tests run at once).
+pub fn stage(dir: &str) -> Result<PathBuf> {
+    build()?;
+    let staging = workspace_target_dir().join(dir);
     let package = staging.join("microlens");
     let _ = fs::remove_dir_all(&package);
     fs::create_dir_all(&package)?;
@@ -83,7 +96,7 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
 /// The step: the venv, the staged package, maturin's source distribution, then pytest.
 pub fn test() -> Result<()> {
     let python = venv()?;
-    let staging = stage()?;
+    let staging = stage("python")?;
     let bin = python.with_file_name("maturin");
     run_status(
         Command::new(bin)
@@ -121,7 +134,7 @@ fn pytest(python: &Path, staging: &Path, tool: &Path, tests: &str) -> Command {
 /// made as the Python step makes them; `tool` is the `microlens` command).
 pub fn device_tests(port: &str, blob: &Path, tool: &Path) -> Result<()> {
     let python = venv()?;
-    let staging = stage()?;
+    let staging = stage("python-device")?;
     let mut cmd = pytest(
         &python,
         &staging,

@@ -29,9 +29,11 @@ use crate::paths::root;
 use crate::toolchain::run_status;
 use crate::{firmware, host_tool, matrix, thumbv6m};
 
-/// One step: a name and what it runs.
+/// One step: a name, what it runs, and whether a full run runs it beside the firmware steps (in a
+/// second process, [`crate::beside_firmware`]).
 struct Step {
     name: String,
+    beside: bool,
     run: Box<dyn Fn() -> Result<()>>,
 }
 
@@ -366,13 +368,15 @@ fn steps() -> Vec<Step> {
     let mut steps = vec![
         Step {
             name: "rustfmt".into(),
+            beside: false,
             run: cargo(&["fmt", "--all", "--", "--check"]),
         },
         Step {
-            name: "workspace tests (the slowest two later, beside the firmware steps)".into(),
+            name: "workspace tests, linted by clippy as they build (the slowest two in their own step)".into(),
             // The default members: `research/` has no tests, and `browser-check/` (the browser step's
             // WebDriver client) would unify other features into shared dependencies (syn, smallvec)
             // and so make the host tool's build differ from the tests'.
+            beside: false,
             run: Box::new(|| {
                 run_status(
                     cargo_command()
@@ -382,20 +386,37 @@ fn steps() -> Vec<Step> {
             }),
         },
         Step {
+            name: "clippy on the targets the other steps do not build (benches, research/)".into(),
+            beside: false,
+            run: Box::new(|| {
+                run_status(cargo_command().args(["test", "--benches", "--no-run"]))?;
+                host_tool::build_test_profile(&["microlens-research"])
+            }),
+        },
+        Step {
+            name: "the slowest tests (the fidelity regressions, one thread)".into(),
+            beside: true,
+            run: Box::new(crate::beside_firmware::slow_tests),
+        },
+        Step {
             name: "Python package (bindings/python): pytest against the fixtures and the command"
                 .into(),
+            beside: true,
             run: Box::new(crate::python::test),
         },
         Step {
             name: "the shipped induction model reproduces from its recipe".into(),
+            beside: true,
             run: Box::new(crate::reproduce::shipped_model),
         },
         Step {
             name: "microlens report and --html pages in headless Chromium (WebDriver)".into(),
+            beside: true,
             run: Box::new(|| crate::browser::run(crate::browser::Args { screenshot: None })),
         },
         Step {
             name: "core docs (every public item documented, no broken links)".into(),
+            beside: false,
             run: Box::new(|| {
                 run_status(
                     cargo_command()
@@ -413,41 +434,45 @@ fn steps() -> Vec<Step> {
         },
         Step {
             name: "core without std".into(),
+            beside: false,
             run: cargo(&["build", "-p", "microlens", "--no-default-features"]),
         },
         Step {
             name: "core and protocol trees have no std/alloc".into(),
+            beside: false,
             run: Box::new(no_std_no_alloc),
         },
         Step {
             name: "host tool and tests share one build (same features)".into(),
             // The host tool ([`host_tool::build`]): CI and the demo compile candle and the host
             // crates once.
+            beside: false,
             run: Box::new(|| shares_test_build("microlens-host", "the host tool")),
         },
         Step {
             name: "Python extension and tests share one build (same features)".into(),
+            beside: false,
             run: Box::new(|| shares_test_build("microlens-python", "the Python extension")),
         },
         Step {
             name: "core tests on 32-bit (i686), started in the background (a step after the firmware waits for them)".into(),
+            beside: false,
             run: Box::new(crate::core32::run_in_background),
         },
         Step {
-            name: "thumbv6m build".into(),
+            name: THUMBV6M.into(),
+            beside: false,
             run: Box::new(thumbv6m::check),
-        },
-        Step {
-            name: "clippy, then the slowest tests (the fidelity regressions), started in the background (beside the firmware steps; a step after them waits for them)".into(),
-            run: Box::new(crate::beside_firmware::start),
         },
         Step {
             name: "firmware on QEMU mps2-an386 and mps3-an547, norm, MLP, sinusoidal and LLaMA-shaped models (the LLaMA one on riscv32-virt too)"
                 .into(),
+            beside: false,
             run: Box::new(fixtures_on_qemu),
         },
         Step {
             name: "firmware on QEMU mps2-an386, the byte-level model (int8)".into(),
+            beside: false,
             run: Box::new(|| {
                 let args = ["firmware", "--skip-thumbv6m", "--model", "bytes"];
                 firmware::run(matrix::parse_firmware_args(args)).map(|_| ())
@@ -456,28 +481,34 @@ fn steps() -> Vec<Step> {
         Step {
             name: "firmware on QEMU mps2-an386, int4 and f16 (and a norm and MLP model as int4)"
                 .into(),
+            beside: false,
             run: Box::new(int4_f16_on_qemu),
         },
         Step {
             name: "firmware on QEMU mps2-an386, W8A16 (--activations i16; i8 and i8g, the int16 KV cache; i8g on riscv32-virt)"
                 .into(),
+            beside: false,
             run: Box::new(w8a16_on_qemu),
         },
         Step {
             name: "firmware on QEMU mps2-an386, a ROME-edited fact model".into(),
+            beside: false,
             run: Box::new(edited_facts_on_qemu),
         },
     ];
     steps.push(Step {
         name: "the firmware's default blob is the shipped model's current int8 conversion".into(),
+        beside: false,
         run: Box::new(crate::cargo_run::default_blob_is_current),
     });
     steps.push(Step {
         name: "cargo run --release --features mps2-an386 in firmware-example (the runner, QEMU): logits hash equals the host's".into(),
+        beside: false,
         run: Box::new(|| crate::cargo_run::check(Board::Mps2An386)),
     });
     steps.push(Step {
         name: "serve mode on QEMU mps2-an386, netduinoplus2 and microbit at once (int8 and f32): device run --hash, device cache and device fidelity equal the host's; 10,000 corrupted frames on the mps2-an386".into(),
+        beside: false,
         run: Box::new(serve_boards),
     });
     steps.push(Step {
@@ -486,22 +517,58 @@ fn steps() -> Vec<Step> {
             board_names(true),
             board_names(false)
         ),
+        beside: false,
         run: Box::new(every_board),
     });
     steps.push(Step {
-        name: "clippy and the slowest tests: their result".into(),
+        name: "the steps beside the firmware: their results".into(),
+        beside: false,
         run: Box::new(crate::beside_firmware::wait),
     });
     steps.push(Step {
         name: "core tests on 32-bit (i686): their result".into(),
+        beside: false,
         run: Box::new(crate::core32::wait),
     });
     steps.push(Step {
         name: "fuzz targets on their seed corpus and 200 mutants of each seed, uninstrumented (the campaigns: cargo xtask fuzz)".into(),
+        beside: false,
         run: Box::new(crate::fuzz::replay),
     });
+    // In a full run the steps marked `beside` run in a second process, started after the thumbv6m
+    // build (the last step of this process on the workspace's target directory before the waiting
+    // step: the builds of the two processes never wait on each other's lock).
+    let beside: Vec<String> = steps
+        .iter()
+        .filter(|s| s.beside)
+        .map(|s| s.name.clone())
+        .collect();
+    let at = steps
+        .iter()
+        .position(|s| s.name == THUMBV6M)
+        .map_or(0, |i| i + 1);
+    steps.insert(
+        at,
+        Step {
+            name: START_BESIDE.into(),
+            beside: false,
+            run: Box::new(move || {
+                host_tool::build()?;
+                crate::python::prepare()?;
+                crate::browser::prepare()?;
+                crate::beside_firmware::start(&beside)
+            }),
+        },
+    );
     steps
 }
+
+/// The name of the step that starts the steps beside the firmware (never part of an `--only` run,
+/// which runs them in place).
+const START_BESIDE: &str = "the steps beside the firmware, started in a second process (the Python venv, Chromium and the Python extension made first)";
+
+/// The thumbv6m step's name.
+const THUMBV6M: &str = "thumbv6m build";
 
 /// User + system CPU seconds of this process's finished children (compilers, QEMU, tests), from
 /// `/proc/self/stat` (Linux; 100 ticks a second): a step's cost whatever else the machine is doing.
@@ -515,20 +582,35 @@ fn children_cpu_seconds() -> Option<f64> {
 /// Arguments of `cargo xtask test`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Only the steps whose names contain this text (case-insensitive), e.g. `serve`; CI runs every
-    /// step.
+    /// Only the steps whose names contain this text (case-insensitive), e.g. `serve`, all in this
+    /// process; CI runs every step.
     #[arg(long)]
     pub only: Option<String>,
+    /// Exactly the step of this name (repeatable): how the full run starts the steps beside the
+    /// firmware in a second process.
+    #[arg(long = "step", hide = true, conflicts_with = "only")]
+    pub steps: Vec<String>,
 }
 
-/// Runs every step (or those `args.only` names) and fails if any failed.
+/// Runs every step (or those `args.only` or `args.steps` names) and fails if any failed. The
+/// workspace's crates are compiled by clippy ([`crate::lint`]).
 pub fn run(args: Args) -> Result<()> {
+    crate::lint::enable()?;
     let only = args.only.map(|s| s.to_lowercase());
-    let steps: Vec<Step> = steps()
+    let all = steps();
+    if let Some(unknown) = args
+        .steps
+        .iter()
+        .find(|n| !all.iter().any(|s| &s.name == *n))
+    {
+        bail!("no step is named {unknown:?}");
+    }
+    let steps: Vec<Step> = all
         .into_iter()
-        .filter(|s| {
-            only.as_ref()
-                .is_none_or(|o| s.name.to_lowercase().contains(o))
+        .filter(|s| match (&only, args.steps.is_empty()) {
+            (Some(o), _) => s.name != START_BESIDE && s.name.to_lowercase().contains(o),
+            (None, false) => args.steps.contains(&s.name),
+            (None, true) => !s.beside,
         })
         .collect();
     if steps.is_empty() {
