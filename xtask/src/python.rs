@@ -54,11 +54,10 @@ fn venv() -> Result<PathBuf> {
     Ok(python)
 }
 
-/// What the Python step and the serve step's device tests need made first, in the process that starts
-/// the steps beside the firmware: the venv and the extension's build.
+/// What the Python step and the serve step's device tests both need made first, by the process that
+/// starts the steps beside the firmware: the venv.
 pub fn prepare() -> Result<()> {
-    venv()?;
-    build()
+    venv().map(|_| ())
 }
 
 /// Builds the extension (and the host tool the tests run) with the test profile.

@@ -387,7 +387,7 @@ fn steps() -> Vec<Step> {
         },
         Step {
             name: "clippy on the targets the other steps do not build (benches, research/)".into(),
-            beside: false,
+            beside: true,
             run: Box::new(|| {
                 run_status(cargo_command().args(["test", "--benches", "--no-run"]))?;
                 host_tool::build_test_profile(&["microlens-research"])
@@ -416,7 +416,7 @@ fn steps() -> Vec<Step> {
         },
         Step {
             name: "core docs (every public item documented, no broken links)".into(),
-            beside: false,
+            beside: true,
             run: Box::new(|| {
                 run_status(
                     cargo_command()
@@ -461,7 +461,7 @@ fn steps() -> Vec<Step> {
         },
         Step {
             name: THUMBV6M.into(),
-            beside: false,
+            beside: true,
             run: Box::new(thumbv6m::check),
         },
         Step {
@@ -535,9 +535,9 @@ fn steps() -> Vec<Step> {
         beside: false,
         run: Box::new(crate::fuzz::replay),
     });
-    // In a full run the steps marked `beside` run in a second process, started after the thumbv6m
-    // build (the last step of this process on the workspace's target directory before the waiting
-    // step: the builds of the two processes never wait on each other's lock).
+    // In a full run the steps marked `beside` run in a second process, started just before the
+    // firmware steps (after them, this process builds nothing more in the workspace's target
+    // directory but the Python extension, once, for the serve step).
     let beside: Vec<String> = steps
         .iter()
         .filter(|s| s.beside)
@@ -556,6 +556,7 @@ fn steps() -> Vec<Step> {
                 host_tool::build()?;
                 crate::python::prepare()?;
                 crate::browser::prepare()?;
+                thumbv6m::prepare()?;
                 crate::beside_firmware::start(&beside)
             }),
         },
@@ -565,7 +566,7 @@ fn steps() -> Vec<Step> {
 
 /// The name of the step that starts the steps beside the firmware (never part of an `--only` run,
 /// which runs them in place).
-const START_BESIDE: &str = "the steps beside the firmware, started in a second process (the Python venv, Chromium and the Python extension made first)";
+const START_BESIDE: &str = "the steps beside the firmware, started in a second process (the host tool built, the Python venv, Chromium and the thumbv6m toolchain installed first)";
 
 /// The thumbv6m step's name.
 const THUMBV6M: &str = "thumbv6m build";

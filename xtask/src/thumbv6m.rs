@@ -3,16 +3,22 @@
 
 use anyhow::Result;
 
-use crate::paths::root;
+use crate::paths::{root, workspace_target_dir};
 use crate::toolchain::{ensure_packages, run_status, Toolchain};
 
 /// The Cortex-M0+ target.
 pub const TARGET: &str = "thumbv6m-none-eabi";
 
-/// Builds the `microlens` library for [`TARGET`] in the workspace's target directory.
+/// Installs the toolchain the build needs (Debian packages), if missing.
+pub fn prepare() -> Result<()> {
+    ensure_packages(Toolchain::detect(TARGET, root()).packages())
+}
+
+/// Builds the `microlens` library for [`TARGET`] in a target directory of its own (`target/thumbv6m`:
+/// it never waits on the lock of the host builds' directory).
 pub fn check() -> Result<()> {
     let toolchain = Toolchain::detect(TARGET, root());
-    ensure_packages(toolchain.packages())?;
+    prepare()?;
     eprintln!(
         "xtask: building microlens for {TARGET} ({})",
         toolchain.describe()
@@ -20,7 +26,8 @@ pub fn check() -> Result<()> {
     run_status(
         toolchain
             .cargo_build(TARGET, root())
-            .args(["-p", "microlens"]),
+            .args(["-p", "microlens", "--target-dir"])
+            .arg(workspace_target_dir().join("thumbv6m")),
     )?;
     println!("core_{TARGET}=ok");
     Ok(())
