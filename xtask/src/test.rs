@@ -1,19 +1,21 @@
 //! `cargo xtask test`: every test the project has, as CI runs it (`.ci/run` calls exactly this).
 //!
-//! Formatting, clippy with warnings denied, the workspace's tests, the Python package's pytest suite
-//! (`bindings/python`, in a virtual environment it makes), the shipped induction model trained
-//! again from its recipe (byte for byte), `microlens report`'s page in headless Chromium, the core's
-//! docs with warnings denied, the core crate without `std` or `alloc`, the host tool's features against
-//! the tests' (one build for both), the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every
-//! emulated board checked against the host (the shipped model as int8 and as f32), two fixtures with
-//! norms and MLPs on the Cortex-M4F and M55, the shipped model as int4, f16 and W8A16 (and a fixture as
-//! int4), the byte-level model (its continuation checked too) and a ROME-edited fact model (its recall
-//! checked) on the Cortex-M4F, `cargo run` in the firmware example on the Cortex-M4F (its default blob
-//! checked to be the shipped model's current conversion), serve mode on the Cortex-M4F, the STM32F405 and
-//! the Cortex-M0 at once (the device's hash, activation cache and fidelity report against the host's;
-//! 10,000 corrupted frames on the M4F), every board two at a time (the real boards' builds with their
-//! sizes and budgets), and a short run of every fuzz target (built in the background beside the firmware steps). Every step runs even if an earlier one
-//! failed; the last line counts them.
+//! Formatting, clippy with warnings denied (inside the builds, [`crate::lint`]), the workspace's tests,
+//! the Python package's pytest suite (`bindings/python`, in a virtual environment it makes), the shipped
+//! induction model trained again from its recipe (byte for byte), `microlens report`'s page in headless
+//! Chromium, the core's docs with warnings denied, the core crate without `std` or `alloc`, the host
+//! tool's features against the tests' (one build for both), the core's tests on 32-bit (i686), the
+//! thumbv6m build, the firmware on every emulated board checked against the host (the shipped model as
+//! int8 and as f32), fixtures with norms, MLPs, sinusoidal and LLaMA-shaped models on the Cortex-M4F,
+//! M55 and RISC-V, the shipped model as int4, f16 and W8A16 (and a fixture as int4), the byte-level
+//! model (its continuation checked too) and a ROME-edited fact model (its recall checked) on the
+//! Cortex-M4F, `cargo run` in the firmware example on the Cortex-M4F (its default blob checked to be the
+//! shipped model's current conversion), serve mode on the Cortex-M4F, the STM32F405 and the Cortex-M0 at
+//! once (the device's hash, activation cache and fidelity report against the host's; 10,000 corrupted
+//! frames on the M4F), every board two at a time (the real boards' builds with their sizes and budgets),
+//! and every fuzz target replayed on its seed corpus and mutants. The host-side steps that need no
+//! firmware run in a second process beside the firmware steps ([`crate::beside_firmware`]). Every step
+//! runs even if an earlier one failed; the last line counts them.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
