@@ -69,7 +69,7 @@ pub fn wait(name: &str) -> Result<()> {
 }
 
 /// The last `n` lines of `log`.
-fn log_tail(log: &Path, n: usize) -> String {
+pub fn log_tail(log: &Path, n: usize) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")

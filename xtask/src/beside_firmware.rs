@@ -139,8 +139,7 @@ pub fn wait() -> Result<()> {
         lane.log.display()
     );
     if !status.success() {
-        let lines: Vec<&str> = text.lines().collect();
-        eprintln!("{}", lines[lines.len().saturating_sub(80)..].join("\n"));
+        eprintln!("{}", crate::background::log_tail(&lane.log, 80));
         let failed = text
             .lines()
             .rev()
