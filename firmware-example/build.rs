@@ -197,7 +197,6 @@ fn with_stack_reserve(map: &str, bytes: &str) -> Result<String, String> {
 fn model_consts(manifest_dir: &Path, out: &Path, map: &str) -> Result<(), String> {
     println!("cargo:rerun-if-env-changed=MICROLENS_BLOB");
     println!("cargo:rerun-if-env-changed=MICROLENS_SEED");
-    println!("cargo:rerun-if-env-changed=MICROLENS_FACT_PROMPT");
     let blob = env::var_os("MICROLENS_BLOB").unwrap_or_else(|| DEFAULT_BLOB.into());
     let blob = manifest_dir.join(blob);
     let blob = blob
@@ -228,7 +227,9 @@ fn model_consts(manifest_dir: &Path, out: &Path, map: &str) -> Result<(), String
         Ok(s) => parse_seed(&s).ok_or(format!("MICROLENS_SEED={s}: not a u64"))?,
         Err(_) => DEFAULT_SEED,
     };
-    let fact_prompt = fact_prompt(cfg.d_vocab, n_ctx)?;
+    let fact_prompt = token_list("MICROLENS_FACT_PROMPT", cfg.d_vocab, n_ctx)?;
+    // Repeated once in the prompt, with room for the continuation (`Prompt::phrase`).
+    let text_prompt = token_list("MICROLENS_TEXT_PROMPT", cfg.d_vocab, 3 * n_ctx / 8)?;
     let path = blob
         .to_str()
         .ok_or(format!("{}: path is not UTF-8", blob.display()))?;
@@ -253,7 +254,14 @@ fn model_consts(manifest_dir: &Path, out: &Path, map: &str) -> Result<(), String
          pub type Token = {token};\n\
          /// Whether the model is byte-level (`d_vocab` 256, token `b` the byte `b`): its prompt is then\n\
          /// English text and it also prints its greedy continuation as text.\n\
-         pub const TEXT: bool = {text};\n\
+         pub const BYTES: bool = {text};\n\
+         /// A text prompt's token ids (from `MICROLENS_TEXT_PROMPT`, encoded on the host by the model's\n\
+         /// tokenizer): the prompt is then these tokens twice, and the firmware continues it. Empty\n\
+         /// otherwise.\n\
+         pub const TEXT_PROMPT: &[Token] = &{text_prompt:?};\n\
+         /// Whether the prompt is text (a byte-level model's phrase or [`TEXT_PROMPT`]) that the\n\
+         /// firmware continues greedily.\n\
+         pub const TEXT: bool = BYTES || !TEXT_PROMPT.is_empty();\n\
          /// Width of the sliding window the prompt is streamed through (twice) when the context is capped\n\
          /// below the model's, 0 otherwise: its token ring's length.\n\
          pub const WINDOW: usize = {window};\n\
@@ -317,23 +325,22 @@ fn check_features(model: &microlens::Model<'_>) -> Result<(), String> {
     ))
 }
 
-/// The fact prompt of `MICROLENS_FACT_PROMPT` (comma-separated token ids), empty if unset: every token
-/// below `d_vocab`, at most `n_ctx` of them.
-fn fact_prompt(d_vocab: usize, n_ctx: usize) -> Result<Vec<u32>, String> {
-    let Ok(text) = env::var("MICROLENS_FACT_PROMPT") else {
+/// The token ids of `var` (comma-separated), empty if unset: every token below `d_vocab`, 1 to
+/// `max` of them (`MICROLENS_FACT_PROMPT`, `MICROLENS_TEXT_PROMPT`).
+fn token_list(var: &str, d_vocab: usize, max: usize) -> Result<Vec<u32>, String> {
+    println!("cargo:rerun-if-env-changed={var}");
+    let Ok(text) = env::var(var) else {
         return Ok(Vec::new());
     };
     let tokens = text
         .split(',')
         .map(|t| match t.trim().parse::<u32>() {
             Ok(t) if (t as usize) < d_vocab => Ok(t),
-            _ => Err(format!(
-                "MICROLENS_FACT_PROMPT={text}: {t:?} is not a token below {d_vocab}"
-            )),
+            _ => Err(format!("{var}={text}: {t:?} is not a token below {d_vocab}")),
         })
         .collect::<Result<Vec<u32>, String>>()?;
-    if tokens.is_empty() || tokens.len() > n_ctx {
-        return Err(format!("MICROLENS_FACT_PROMPT={text}: 1 to {n_ctx} tokens"));
+    if tokens.is_empty() || tokens.len() > max {
+        return Err(format!("{var}={text}: 1 to {max} tokens"));
     }
     Ok(tokens)
 }

@@ -116,7 +116,7 @@ fn run() -> Result<(), FirmwareError> {
     };
     // 3. Every induction head, zero-ablated together.
     ablate(session, &prompt, &heads[..*n_heads], &mut counter)?;
-    // 4. A byte-level model's prompt and greedy continuation, as text.
+    // 4. A text prompt's greedy continuation (a byte-level model's, or a tokenizer's prompt).
     if model::TEXT {
         text::continue_prompt(session, &prompt, &mut counter)?;
     }

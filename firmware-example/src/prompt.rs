@@ -1,5 +1,5 @@
 //! The prompt: a random prefix, then a random segment of distinct tokens, repeated once; for a
-//! byte-level model, an English phrase repeated once.
+//! byte-level model, an English phrase repeated once; for a text prompt, its tokens repeated once.
 //!
 //! The second copy of the segment is predictable only by induction (look back for the previous
 //! occurrence of the current token, predict the token that followed it): accuracy and the induction
@@ -25,24 +25,26 @@ pub struct Prompt {
 }
 
 impl Prompt {
-    /// The prompt of the model: [`Prompt::phrase`] with [`PHRASE`] for a byte-level model
-    /// ([`crate::model::TEXT`]), else [`Prompt::generate`] from `seed`.
+    /// The prompt of the model: [`Prompt::phrase`] with a text prompt's tokens
+    /// ([`crate::model::TEXT_PROMPT`]), or with [`PHRASE`] for a byte-level model, else
+    /// [`Prompt::generate`] from `seed`.
     pub fn for_model(seed: u64, cfg: &Config) -> Self {
-        match crate::model::TEXT {
-            true => Self::phrase(PHRASE, cfg),
-            false => Self::generate(seed, cfg),
+        match (crate::model::TEXT_PROMPT, crate::model::BYTES) {
+            (text, _) if !text.is_empty() => Self::phrase(text, cfg),
+            (_, true) => Self::phrase(PHRASE, cfg),
+            _ => Self::generate(seed, cfg),
         }
     }
 
-    /// `phrase` twice, as bytes (no prefix), cut to fit twice in the context with room for a
-    /// continuation of a quarter of it.
-    pub fn phrase(phrase: &[u8], cfg: &Config) -> Self {
+    /// `phrase` twice (no prefix: bytes of a byte-level model, or token ids), cut to fit twice in the
+    /// context with room for a continuation of a quarter of it.
+    pub fn phrase<T: Copy + Into<Token>>(phrase: &[T], cfg: &Config) -> Self {
         let n_ctx = cfg.n_ctx.min(N_CTX);
         let segment_len = phrase.len().min(3 * n_ctx / 8);
         let mut tokens: [Token; N_CTX] = [0; N_CTX];
         for (i, &b) in phrase[..segment_len].iter().enumerate() {
-            tokens[i] = Token::from(b);
-            tokens[i + segment_len] = Token::from(b);
+            tokens[i] = b.into();
+            tokens[i + segment_len] = b.into();
         }
         Prompt {
             tokens,

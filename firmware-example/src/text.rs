@@ -1,4 +1,4 @@
-//! A byte-level model's prompt and greedy continuation, printed as text lines.
+//! A text prompt's greedy continuation: token ids, and for a byte-level model text lines.
 
 use microlens::Session;
 
@@ -9,13 +9,13 @@ use crate::line;
 use crate::model::{Token, N_CTX};
 use crate::prompt::Prompt;
 
-/// Most bytes the continuation has.
+/// Most tokens the continuation has.
 pub const MAX_NEW: usize = 16;
 
-/// Feeds the prompt, then each argmax in turn, and prints `prompt_text=`, `continuation=` (token ids,
-/// which `cargo xtask firmware` checks against the host's `microlens generate`) and
-/// `continuation_text=`. The continuation has [`MAX_NEW`] bytes, fewer if the context is shorter:
-/// prompt and continuation but its last byte fit in the session's context.
+/// Feeds the prompt, then each argmax in turn, and prints `continuation=` (token ids, which `cargo
+/// xtask firmware` checks against the host's `microlens generate` and decodes) and, for a byte-level
+/// model, `prompt_text=` and `continuation_text=`. The continuation has [`MAX_NEW`] tokens, fewer if the context is shorter:
+/// prompt and continuation but its last token fit in the session's context.
 #[inline(never)]
 pub fn continue_prompt(
     session: &mut Session<'_, '_>,
@@ -35,8 +35,10 @@ pub fn continue_prompt(
             next = argmax(session.step(next)?);
         }
     }
-    line::print_text("prompt_text=", tokens);
     line::print_tokens("continuation=", &out[..n_new]);
-    line::print_text("continuation_text=", &out[..n_new]);
+    if crate::model::BYTES {
+        line::print_text("prompt_text=", tokens);
+        line::print_text("continuation_text=", &out[..n_new]);
+    }
     Ok(())
 }

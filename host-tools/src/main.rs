@@ -54,6 +54,9 @@ enum Command {
     Device(cli::device::Args),
     /// Train the tiny attention-only induction model on the CPU with candle.
     TrainInduction(cli::train_induction::Args),
+    /// Train a LLaMA-family story model (llama2.c's stories260K shape: RMSNorm, rotary, grouped-query
+    /// attention, SwiGLU) on generated English stories, with its own BPE tokenizer.
+    TrainLlama(cli::train_llama::Args),
     /// Train the tiny fact model (subject tokens + relation token -> object, attention + MLP) for causal
     /// tracing and memory editing.
     TrainFacts(cli::train_facts::Args),
@@ -123,6 +126,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cli::run::run(a),
         Command::Device(a) => cli::device::run(a),
         Command::TrainInduction(a) => cli::train_induction::run(a),
+        Command::TrainLlama(a) => cli::train_llama::run(a),
         Command::TrainFacts(a) => cli::train_facts::run(a),
         Command::Trace(a) => cli::trace::run(a),
         Command::Edit(a) => cli::edit::run(a),

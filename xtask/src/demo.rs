@@ -2,7 +2,7 @@
 //! f32 and int8 blobs, its circuits are shown (which heads are previous-token and induction heads), the
 //! int8-vs-float fidelity table, and the firmware running the int8 blob on QEMU; then the byte-level
 //! model's held-out tests, and the same English phrase continued on the host and on QEMU (device =
-//! host).
+//! host); then the LLaMA-family story model continuing a story on the host and on QEMU.
 
 use std::path::Path;
 use std::process::Command;
@@ -82,5 +82,40 @@ pub fn run() -> Result<()> {
 
     section("6. the byte-level model on QEMU: the same phrase continued, checked against the host");
     let args = ["firmware", "--skip-thumbv6m", "--model", "bytes"];
+    firmware::run(matrix::parse_firmware_args(args))?;
+
+    let stories = root().join(models::by_name("stories")?.checkpoint);
+    let stories_blob = out.join("stories-260k-i8.mlb");
+    let (stories, stories_blob) = (stories.to_string_lossy(), stories_blob.to_string_lossy());
+    section("7. the LLaMA-family story model (llama2.c's stories260K shape) as int8, continuing a story");
+    microlens(
+        &tool,
+        &["convert", &stories, "-o", &stories_blob, "--dtype", "i8"],
+    )?;
+    println!("microlens generate --text {STORY:?} --max-new-tokens 40:");
+    microlens(
+        &tool,
+        &[
+            "generate",
+            &stories_blob,
+            "--text",
+            STORY,
+            "--max-new-tokens",
+            "40",
+        ],
+    )?;
+    section("8. the story model on QEMU: its prompt continued, checked against the host");
+    let args = [
+        "firmware",
+        "--skip-thumbv6m",
+        "--model",
+        "stories",
+        "--min-accuracy",
+        "0.8",
+        "--min-ablation-drop=-1",
+    ];
     firmware::run(matrix::parse_firmware_args(args)).map(|_| ())
 }
+
+/// The story opening the story model continues on the host.
+const STORY: &str = "One day, Tom went to the park. Tom had a red kite. ";

@@ -28,8 +28,9 @@ pub struct Args {
     /// Checkpoint to convert with `microlens convert` [default: the `--model`'s].
     #[arg(long, conflicts_with = "model")]
     checkpoint: Option<PathBuf>,
-    /// A shipped model by name: `induction` (the token model, the default) or `bytes` (the byte-level
-    /// model, which also prints its prompt and greedy continuation as text).
+    /// A shipped model by name: `induction` (the token model, the default), `bytes` (the byte-level
+    /// model, which also prints its prompt and greedy continuation as text) or `stories` (the
+    /// LLaMA-family story model, which continues a story's first sentence).
     #[arg(long, default_value = models::SHIPPED[0].name)]
     model: String,
     /// Config JSON of the checkpoint [default: <checkpoint stem>.json beside it if it exists, else
@@ -49,6 +50,9 @@ pub struct Args {
     /// Lookup tables of a converted W8A16 blob: i8, i8g or f16 [default: as the matrices].
     #[arg(long, conflicts_with = "blob")]
     tables: Option<String>,
+    /// Rounding of a converted blob's integer weights: gptq or nearest [default: convert's].
+    #[arg(long, conflicts_with = "blob")]
+    rounding: Option<String>,
     /// Board to build for: an emulated one (its QEMU machine) is run and checked, a real one built and
     /// measured.
     #[arg(long, value_enum, default_value_t = Board::Mps2An386)]
@@ -82,6 +86,11 @@ pub struct Args {
     /// ablation thresholds, which a fact model does not meet).
     #[arg(long)]
     fact_prompt: Option<String>,
+    /// A text prompt, encoded by the blob's tokenizer (`microlens run --text`): the firmware's prompt is
+    /// its tokens twice, and it continues them greedily; the continuation is checked against the host's
+    /// and printed decoded [default: the `--model`'s own, for a model with a tokenizer].
+    #[arg(long, conflicts_with = "fact_prompt")]
+    text_prompt: Option<String>,
     /// Fail unless the recalled token (`--fact-prompt`) is this one.
     #[arg(long, requires = "fact_prompt")]
     expect_recall: Option<u32>,
@@ -116,6 +125,11 @@ struct Built {
     budget: RamBudget,
     /// A named model's own stack reserve (`None` for the board's).
     model_reserve: Option<u32>,
+    /// The named model's flash and RAM budget (checked with its own stack reserve).
+    limits: models::Limits,
+    /// The tokenizer file of a converted checkpoint (`tokenizer.bin` or `tokenizer.json` beside it), for
+    /// the host tool's text of a blob that lies elsewhere.
+    tokenizer: Option<PathBuf>,
 }
 
 /// Runs `cargo xtask firmware`.
@@ -141,9 +155,15 @@ pub fn run(args: Args) -> Result<Outcome> {
                 built.elf.display(),
                 built.elf.display()
             );
-            checked_budget(&built.budget, &built.sizes, &args, built.model_reserve)
-                .into_iter()
-                .collect()
+            checked_budget(
+                &built.budget,
+                &built.sizes,
+                &args,
+                built.model_reserve,
+                built.limits,
+            )
+            .into_iter()
+            .collect()
         }
     };
     eprintln!(
@@ -164,6 +184,7 @@ fn prepare(args: &Args, spec: Spec) -> Result<Built> {
         (None, None) => named.stack_reserve,
         _ => None,
     };
+    let limits = named.limits;
     let source = match &args.blob {
         Some(blob) => BlobSource::Given(blob.clone()),
         None => BlobSource::Convert {
@@ -177,6 +198,7 @@ fn prepare(args: &Args, spec: Spec) -> Result<Built> {
                 ("--activations", &args.activations),
                 ("--kv", &args.kv),
                 ("--tables", &args.tables),
+                ("--rounding", &args.rounding),
             ]
             .into_iter()
             .filter_map(|(f, v)| v.clone().map(|v| (f, v)))
@@ -191,7 +213,15 @@ fn prepare(args: &Args, spec: Spec) -> Result<Built> {
     }
     timed("packages", || ensure_packages(&packages))?;
 
+    let text = args
+        .text_prompt
+        .as_deref()
+        .or(match (&args.blob, &args.checkpoint) {
+            (None, None) => named.text_prompt,
+            _ => None,
+        });
     let needs_tool = source.needs_host_tool()
+        || text.is_some()
         || (args.board.emulated() && args.reference == Reference::HostTool);
     let tool = if needs_tool {
         Some(timed("host tool", host_tool::build)?)
@@ -199,6 +229,21 @@ fn prepare(args: &Args, spec: Spec) -> Result<Built> {
         None
     };
     let blob = timed("blob", || source.resolve(tool.as_deref()))?;
+    let tokenizer = match &source {
+        BlobSource::Convert { checkpoint, .. } => ["tokenizer.json", "tokenizer.bin"]
+            .map(|n| checkpoint.with_file_name(n))
+            .into_iter()
+            .find(|p| p.is_file()),
+        BlobSource::Given(_) => None,
+    };
+    let text_prompt = match (text, &tool) {
+        (Some(text), Some(tool)) => {
+            let ids = reference::host_tool_tokens(tool, &blob, text, tokenizer.as_deref())?;
+            let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+            Some(ids.join(","))
+        }
+        _ => None,
+    };
     // An int8 or int4 blob without a reserve of its own (the shipped model's, or one whose stack is as
     // shallow; deeper models pass `--stack-reserve`), on a board with an integer budget: that budget's
     // shallower stack reserve and allowance (the f16 build's deeper stack sets memory.x's).
@@ -224,6 +269,7 @@ fn prepare(args: &Args, spec: Spec) -> Result<Built> {
             args.seed.as_deref(),
             stack_reserve,
             args.fact_prompt.as_deref(),
+            text_prompt.as_deref(),
             false,
         )
     })?;
@@ -236,6 +282,8 @@ fn prepare(args: &Args, spec: Spec) -> Result<Built> {
         sizes,
         budget,
         model_reserve,
+        limits,
+        tokenizer,
     })
 }
 
@@ -260,17 +308,22 @@ fn run_emulated(
     print_per_mac(&run.report);
     outcome.instructions_per_token = run.report.parse("instructions_per_token").ok();
     outcome.macs_per_token = run.report.parse("macs_per_token").ok();
-    let mut failures: Vec<String> =
-        checked_budget(&built.budget, &built.sizes, args, built.model_reserve)
-            .into_iter()
-            .collect();
+    let mut failures: Vec<String> = checked_budget(
+        &built.budget,
+        &built.sizes,
+        args,
+        built.model_reserve,
+        built.limits,
+    )
+    .into_iter()
+    .collect();
     failures.extend(check_stack(&run.report, &built.sizes));
     failures.extend(run.ending.failure(args.timeout));
     if !failures.is_empty() && !run.stderr.trim().is_empty() {
         eprintln!("{}", run.stderr.trim_end());
     }
     let tool = built.tool.as_deref();
-    failures.extend(check(&run.report, &built.blob, tool, args));
+    failures.extend(check(&run.report, built, args));
     let capped = built.budget.context < built.budget.n_ctx;
     failures.extend(check_window(&run.report, &built.blob, tool, args, capped));
     Ok(failures)
@@ -284,6 +337,7 @@ fn checked_budget(
     sizes: &elf_size::Sizes,
     args: &Args,
     model_reserve: Option<u32>,
+    limits: models::Limits,
 ) -> Option<String> {
     match (args.stack_reserve, model_reserve) {
         (Some(_), _) => {
@@ -294,14 +348,12 @@ fn checked_budget(
             let (flash, ram) = (sizes.flash(), sizes.ram());
             println!(
                 "device_budget=flash {flash} of {} B, RAM {ram} of {} B",
-                models::FLASH_LIMIT,
-                models::RAM_LIMIT
+                limits.flash, limits.ram
             );
-            (flash > models::FLASH_LIMIT || ram > models::RAM_LIMIT).then(|| {
+            (flash > limits.flash || ram > limits.ram).then(|| {
                 format!(
                     "flash {flash} B or RAM {ram} B exceeds the device budget ({} B, {} B)",
-                    models::FLASH_LIMIT,
-                    models::RAM_LIMIT
+                    limits.flash, limits.ram
                 )
             })
         }
@@ -362,6 +414,7 @@ pub fn build(
     seed: Option<&str>,
     stack_reserve: Option<u32>,
     fact_prompt: Option<&str>,
+    text_prompt: Option<&str>,
     serve: bool,
 ) -> Result<PathBuf> {
     // One build at a time: builds for one target share `release/BIN` until it is copied out.
@@ -398,6 +451,10 @@ pub fn build(
     match fact_prompt {
         Some(tokens) => cmd.env("MICROLENS_FACT_PROMPT", tokens),
         None => cmd.env_remove("MICROLENS_FACT_PROMPT"),
+    };
+    match text_prompt {
+        Some(tokens) => cmd.env("MICROLENS_TEXT_PROMPT", tokens),
+        None => cmd.env_remove("MICROLENS_TEXT_PROMPT"),
     };
     match stack_reserve {
         Some(bytes) => cmd.env("MICROLENS_STACK_RESERVE", bytes.to_string()),
@@ -578,7 +635,8 @@ fn check_window(
 /// The device against the host: the same logits hash for its prompt, the same greedy continuation (a
 /// byte-level model's `continuation=`), and accuracy at least the minimum.
 /// Returns what failed.
-fn check(report: &Report, blob: &Path, tool: Option<&Path>, args: &Args) -> Vec<String> {
+fn check(report: &Report, built: &Built, args: &Args) -> Vec<String> {
+    let (blob, tool) = (built.blob.as_path(), built.tool.as_deref());
     let mut failures = Vec::new();
     let hashes = report.prompt().and_then(|prompt| {
         let device = report.logits_hash()?;
@@ -600,7 +658,19 @@ fn check(report: &Report, blob: &Path, tool: Option<&Path>, args: &Args) -> Vec<
         let host = device.and_then(|device| {
             let prompt = report.prompt()?;
             let host = match tool {
-                Some(tool) => reference::host_tool_continuation(tool, blob, &prompt, device.len())?,
+                Some(tool) => {
+                    let (host, text) = reference::host_tool_generate(
+                        tool,
+                        blob,
+                        &prompt,
+                        device.len(),
+                        built.tokenizer.as_deref(),
+                    )?;
+                    if let Some(text) = text {
+                        println!("continuation_text={text:?}");
+                    }
+                    host
+                }
                 None => reference::core_continuation(blob, &prompt, device.len())?,
             };
             Ok((device, host))

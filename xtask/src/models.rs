@@ -13,23 +13,46 @@ pub struct Shipped {
     /// What it is.
     pub about: &'static str,
     /// Its stack reserve in bytes, if deeper than the boards' `memory.x` (set for the first model): its
-    /// RAM is then checked against [`RAM_LIMIT`] (and its flash against [`FLASH_LIMIT`]) instead of the
-    /// first model's KV cache + workspace + 2 KiB.
+    /// flash and RAM are then checked against its [`Shipped::limits`] instead of the first model's KV
+    /// cache + workspace + 2 KiB.
     pub stack_reserve: Option<u32>,
+    /// Its device budget.
+    pub limits: Limits,
+    /// The text prompt the firmware continues (encoded by the model's tokenizer), for a model with
+    /// one.
+    pub text_prompt: Option<&'static str>,
 }
 
-/// Flash a shipped model's firmware may take (issue 14's budget on the Cortex-M4F).
-pub const FLASH_LIMIT: u64 = 128 * 1024;
-/// RAM a shipped model's firmware may take (issue 14's budget on the Cortex-M4F).
-pub const RAM_LIMIT: u64 = 64 * 1024;
+/// Flash and RAM a shipped model's firmware may take, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Flash.
+    pub flash: u64,
+    /// RAM.
+    pub ram: u64,
+}
+
+/// The small models' budget (issue 14's on the Cortex-M4F): 128 KiB of flash, 64 KiB of RAM.
+pub const SMALL: Limits = Limits {
+    flash: 128 * 1024,
+    ram: 64 * 1024,
+};
+
+/// The story model's budget: an STM32F4 / nRF52840-class part's 512 KiB of flash and 128 KiB of RAM.
+pub const STORIES: Limits = Limits {
+    flash: 512 * 1024,
+    ram: 128 * 1024,
+};
 
 /// Every shipped model; the first is the default.
-pub const SHIPPED: [Shipped; 2] = [
+pub const SHIPPED: [Shipped; 3] = [
     Shipped {
         name: "induction",
         checkpoint: "firmware-example/model/induction-2l.safetensors",
         about: "the token-level induction model (vocabulary 64), on a seeded random prompt",
         stack_reserve: None,
+        limits: SMALL,
+        text_prompt: None,
     },
     Shipped {
         name: "bytes",
@@ -37,6 +60,17 @@ pub const SHIPPED: [Shipped; 2] = [
         about: "the byte-level induction model (vocabulary 256), on an English phrase it continues",
         // Its high-water mark on the Cortex-M4F as int8 (2,632 B) plus the 112 B margin, rounded up.
         stack_reserve: Some(3072),
+        limits: SMALL,
+        text_prompt: None,
+    },
+    Shipped {
+        name: "stories",
+        checkpoint: "firmware-example/model/stories/stories-260k.safetensors",
+        about: "the LLaMA-family story model (llama2.c's stories260K shape, vocabulary 512), continuing a story",
+        // Its high-water mark on the Cortex-M4F as int8 plus a margin.
+        stack_reserve: Some(4096),
+        limits: STORIES,
+        text_prompt: Some("Once upon a time, there was a little girl named Lily. "),
     },
 ];
 

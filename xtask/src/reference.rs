@@ -60,28 +60,59 @@ pub fn host_tool_continuation(
     prompt: &[u32],
     n: usize,
 ) -> Result<Vec<u32>> {
+    Ok(host_tool_generate(tool, blob, prompt, n, None)?.0)
+}
+
+/// `microlens generate BLOB --tokens ... --max-new-tokens n --json` (with `--tokenizer` if given):
+/// the new tokens, and their text when the blob has a tokenizer.
+pub fn host_tool_generate(
+    tool: &Path,
+    blob: &Path,
+    prompt: &[u32],
+    n: usize,
+    tokenizer: Option<&Path>,
+) -> Result<(Vec<u32>, Option<String>)> {
     let list: Vec<String> = prompt.iter().map(u32::to_string).collect();
-    let stdout = host_tool_output(
-        Command::new(tool)
-            .arg("generate")
-            .arg(blob)
-            .args(["--tokens", &list.join(",")])
-            .args(["--max-new-tokens", &n.to_string(), "--json"]),
-    )?;
-    let tokens = stdout
-        .split_once("\"tokens\":[")
-        .and_then(|(_, rest)| rest.split_once(']'))
-        .with_context(|| format!("microlens generate printed no tokens: {stdout}"))?
-        .0;
-    tokens
-        .split(',')
-        .filter(|t| !t.is_empty())
-        .map(|t| {
-            t.trim()
-                .parse()
-                .with_context(|| format!("bad token {t:?} from microlens generate"))
-        })
-        .collect()
+    let mut cmd = Command::new(tool);
+    cmd.arg("generate")
+        .arg(blob)
+        .args(["--tokens", &list.join(",")])
+        .args(["--max-new-tokens", &n.to_string(), "--json"]);
+    if let Some(t) = tokenizer {
+        cmd.arg("--tokenizer").arg(t);
+    }
+    let stdout = host_tool_output(&mut cmd)?;
+    #[derive(serde::Deserialize)]
+    struct Generated {
+        tokens: Vec<u32>,
+        text: Option<String>,
+    }
+    let g: Generated = serde_json::from_str(stdout.trim())
+        .with_context(|| format!("microlens generate printed no tokens: {stdout}"))?;
+    Ok((g.tokens, g.text))
+}
+
+/// The token ids `microlens run BLOB --text TEXT --json` reads `text` as (BOS first when the
+/// model's tokenizer has one), with `tokenizer` or else the one beside the blob.
+pub fn host_tool_tokens(
+    tool: &Path,
+    blob: &Path,
+    text: &str,
+    tokenizer: Option<&Path>,
+) -> Result<Vec<u32>> {
+    let mut cmd = Command::new(tool);
+    cmd.arg("run").arg(blob).args(["--text", text, "--json"]);
+    if let Some(t) = tokenizer {
+        cmd.arg("--tokenizer").arg(t);
+    }
+    let stdout = host_tool_output(&mut cmd)?;
+    #[derive(serde::Deserialize)]
+    struct Run {
+        tokens: Vec<u32>,
+    }
+    let r: Run = serde_json::from_str(stdout.trim())
+        .with_context(|| format!("microlens run printed no tokens: {stdout}"))?;
+    Ok(r.tokens)
 }
 
 /// [`core_hash`] of `tokens` streamed through a sliding window of `width` tokens.

@@ -125,6 +125,7 @@ pub fn build(board: Board, blob: &Path) -> Result<PathBuf> {
         None,
         Some(stack_reserve(board)),
         None,
+        None,
         true,
     )?;
     firmware::print_sizes(&crate::elf_size::read(&elf)?);

@@ -16,3 +16,4 @@ pub mod token_input;
 pub mod trace;
 pub mod train_facts;
 pub mod train_induction;
+pub mod train_llama;

@@ -308,6 +308,16 @@ impl Model {
     }
 }
 
+impl super::Trainable for Model {
+    fn logits(&self, tokens: &Tensor) -> Result<Tensor> {
+        Ok(self.forward(tokens)?.logits)
+    }
+
+    fn vars(&self) -> Vec<Var> {
+        Model::vars(self)
+    }
+}
+
 /// `x [b, t, d] + w_pos [t, d]` for every sequence.
 fn add_positions(x: &Tensor, w_pos: &Tensor) -> Result<Tensor> {
     let (b, t, d) = x.dims3()?;

@@ -11,8 +11,8 @@ use anyhow::{anyhow, Result};
 use candle_core::backprop::GradStore;
 
 use super::loss::{losses, repeated_accuracy, Batch};
-use super::model::Model;
 use super::sequence::Sequence;
+use super::Trainable;
 
 /// Shards per batch (one per core of the 2-core machine the recipe is timed on).
 pub const SHARDS: usize = 2;
@@ -46,9 +46,9 @@ impl Drop for OneThreadPerOp {
 /// its repeated-part loss and hits (summed, not averaged) and its number of repeated predictions.
 type ShardResult = (GradStore, [f64; 3], usize);
 
-fn shard_gradients(model: &Model, part: &[Sequence], weight: f64) -> Result<ShardResult> {
+fn shard_gradients<M: Trainable>(model: &M, part: &[Sequence], weight: f64) -> Result<ShardResult> {
     let batch = Batch::new(part)?;
-    let logits = model.forward(&batch.tokens)?.logits;
+    let logits = model.logits(&batch.tokens)?;
     let l = losses(&logits, &batch)?;
     let grads = (&l.all * weight)?.backward()?;
     let n = batch.n_repeated as f64;
@@ -62,8 +62,8 @@ fn shard_gradients(model: &Model, part: &[Sequence], weight: f64) -> Result<Shar
 
 /// Gradients of the mean loss over all predictions of `seqs`, and its figures `[loss, repeated loss,
 /// repeated accuracy]`, from [`SHARDS`] contiguous shards run on up to `threads` threads.
-pub fn sharded_gradients(
-    model: &Model,
+pub fn sharded_gradients<M: Trainable>(
+    model: &M,
     seqs: &[Sequence],
     threads: usize,
 ) -> Result<(GradStore, [f64; 3])> {
@@ -112,7 +112,7 @@ pub fn sharded_gradients(
 mod tests {
     use super::*;
     use crate::train::data::TrainData;
-    use crate::train::model::ModelConfig;
+    use crate::train::model::{Model, ModelConfig};
     use crate::train::trainer::rng;
     use microlens::{Normalization, Positional};
 

@@ -14,7 +14,9 @@ use rand_chacha::ChaCha8Rng;
 
 use super::data::TrainData;
 use super::model::{Model, ModelConfig};
+use super::sequence::Sequence;
 use super::shards::{sharded_gradients, OneThreadPerOp};
+use super::Trainable;
 
 /// Training hyper-parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -40,6 +42,39 @@ pub struct TrainConfig {
 }
 
 impl TrainConfig {
+    /// Learning rate at `step` ([`Schedule::lr_at`]).
+    pub fn lr_at(&self, step: usize) -> f64 {
+        self.schedule().lr_at(step)
+    }
+
+    /// Its optimiser settings.
+    pub fn schedule(&self) -> Schedule {
+        Schedule {
+            steps: self.steps,
+            lr: self.lr,
+            weight_decay: self.weight_decay,
+            warmup: self.warmup,
+            final_lr_frac: self.final_lr_frac,
+        }
+    }
+}
+
+/// The optimiser's settings: AdamW for `steps` steps, linear warm-up then cosine decay.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Schedule {
+    /// Optimiser steps.
+    pub steps: usize,
+    /// Peak learning rate.
+    pub lr: f64,
+    /// AdamW weight decay.
+    pub weight_decay: f64,
+    /// Steps of linear warm-up.
+    pub warmup: usize,
+    /// Final learning rate as a fraction of the peak.
+    pub final_lr_frac: f64,
+}
+
+impl Schedule {
     /// Learning rate at `step` (0-based): `lr * (step+1)/warmup` during warm-up, then cosine from `lr` to
     /// `final_lr_frac * lr`.
     pub fn lr_at(&self, step: usize) -> f64 {
@@ -84,7 +119,7 @@ pub fn rng(seed: u64, stream: u64) -> ChaCha8Rng {
 }
 
 /// Trains a model from scratch, calling `on_step` after every step.
-pub fn train(cfg: &TrainConfig, mut on_step: impl FnMut(&StepReport)) -> Result<Trained> {
+pub fn train(cfg: &TrainConfig, on_step: impl FnMut(&StepReport)) -> Result<Trained> {
     ensure!(
         cfg.steps > 0 && cfg.batch > 0,
         "steps and batch must be positive"
@@ -93,6 +128,32 @@ pub fn train(cfg: &TrainConfig, mut on_step: impl FnMut(&StepReport)) -> Result<
     cfg.data.check(n_ctx, d_vocab)?;
     let model = Model::new(cfg.model, &mut rng(cfg.seed, 0))?;
     let mut data_rng = rng(cfg.seed, 1);
+    let (last, elapsed) = optimise(
+        &model,
+        &cfg.schedule(),
+        |_| {
+            cfg.data
+                .sample_many(&mut data_rng, n_ctx, d_vocab, cfg.batch)
+        },
+        on_step,
+    )?;
+    Ok(Trained {
+        model,
+        last,
+        elapsed,
+    })
+}
+
+/// The training loop on any [`Trainable`] model: the steps of `cfg`, each on the batch `batch(step)`
+/// gives, calling `on_step` after each. Returns the last step's figures and the loop's
+/// wall time.
+pub fn optimise<M: Trainable>(
+    model: &M,
+    cfg: &Schedule,
+    mut batch: impl FnMut(usize) -> Result<Vec<Sequence>>,
+    mut on_step: impl FnMut(&StepReport),
+) -> Result<(StepReport, Duration)> {
+    ensure!(cfg.steps > 0, "steps must be positive");
     let params = ParamsAdamW {
         lr: cfg.lr_at(0),
         weight_decay: cfg.weight_decay,
@@ -104,11 +165,9 @@ pub fn train(cfg: &TrainConfig, mut on_step: impl FnMut(&StepReport)) -> Result<
     let start = Instant::now();
     let mut last = None;
     for step in 0..cfg.steps {
-        let seqs = cfg
-            .data
-            .sample_many(&mut data_rng, n_ctx, d_vocab, cfg.batch)?;
+        let seqs = batch(step)?;
         opt.set_learning_rate(cfg.lr_at(step));
-        let (grads, figures) = sharded_gradients(&model, &seqs, threads)?;
+        let (grads, figures) = sharded_gradients(model, &seqs, threads)?;
         opt.step(&grads)?;
         let report = StepReport {
             step: step + 1,
@@ -120,9 +179,5 @@ pub fn train(cfg: &TrainConfig, mut on_step: impl FnMut(&StepReport)) -> Result<
         last = Some(report);
     }
     let last = last.expect("steps > 0");
-    Ok(Trained {
-        model,
-        last,
-        elapsed: start.elapsed(),
-    })
+    Ok((last, start.elapsed()))
 }
