@@ -336,7 +336,9 @@ fn token_list(var: &str, d_vocab: usize, max: usize) -> Result<Vec<u32>, String>
         .split(',')
         .map(|t| match t.trim().parse::<u32>() {
             Ok(t) if (t as usize) < d_vocab => Ok(t),
-            _ => Err(format!("{var}={text}: {t:?} is not a token below {d_vocab}")),
+            _ => Err(format!(
+                "{var}={text}: {t:?} is not a token below {d_vocab}"
+            )),
         })
         .collect::<Result<Vec<u32>, String>>()?;
     if tokens.is_empty() || tokens.len() > max {
