@@ -10,6 +10,10 @@
 //!   `_stack_reserve` (plus [`FULL_STACK_EXTRA`] with the `full` feature): for models other than the
 //!   shipped one, whose stacks are deeper, and for the shipped model's integer builds on mps2-an386,
 //!   whose stacks are shallower (`cargo xtask firmware` sets it).
+//! - `MICROLENS_FACT_PROMPT` (optional): a fact model's prompt, comma-separated token ids.
+//! - `MICROLENS_TEXT_PROMPT` (optional): a text prompt's token ids, comma-separated (encoded on the host
+//!   by the model's tokenizer: `cargo xtask firmware --text-prompt TEXT` or `--model stories`); the
+//!   prompt is then these tokens twice, and the firmware continues it.
 
 use std::env;
 use std::fs;
