@@ -98,15 +98,18 @@ impl Outputs {
             .extension()
             .map(|e| format!(".{}", e.to_string_lossy()))
             .unwrap_or_default();
-        let mut builder = tempfile::Builder::new();
-        builder.prefix(".microlens-").suffix(&suffix);
-        if let Some(p) = &mode {
-            builder.permissions(p.clone());
-        }
-        let tmp = builder
-            .tempfile_in(dir)
+        // The name is registered before the file exists: a signal at any instant finds it.
+        let mut registered = None;
+        let tmp = tempfile::Builder::new()
+            .prefix(".microlens-")
+            .suffix(&suffix)
+            .make_in(dir, |path| {
+                let guard = interrupt::register(path);
+                let file = create_new(path, mode.as_ref())?;
+                registered = Some(guard);
+                Ok(file)
+            })
             .with_context(|| format!("cannot write in {}", dir.display()))?;
-        let registered = interrupt::register(tmp.path());
         Ok(Pending {
             tmp,
             _registered: registered,
@@ -138,7 +141,7 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
 #[derive(Debug)]
 pub struct Pending {
     tmp: tempfile::NamedTempFile,
-    _registered: Registered,
+    _registered: Option<Registered>,
     target: PathBuf,
     shown: PathBuf,
     keep_mode: Option<std::fs::Permissions>,
@@ -200,6 +203,21 @@ fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
 #[cfg(not(unix))]
 fn same_file(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
     false
+}
+
+/// Creates `path`, which must not exist, for reading and writing, with `mode` where the platform has
+/// modes.
+fn create_new(path: &Path, mode: Option<&std::fs::Permissions>) -> std::io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true).write(true).create_new(true);
+    #[cfg(unix)]
+    if let Some(m) = mode {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(m.mode());
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    options.open(path)
 }
 
 /// `0666`, which the umask cuts at creation (tempfile's own default is `0600`).
