@@ -25,15 +25,27 @@ pub fn build_package(package: &str, bin: &str) -> Result<PathBuf> {
 /// per process: a later call with the same packages finds them built (the sources do not change during
 /// a command), so the steps that run beside another process's builds do not wait on cargo's lock.
 pub fn build_test_profile(packages: &[&str]) -> Result<()> {
+    build_profile("test", packages)
+}
+
+/// Builds the workspace package `package` with the workspace's cargo profile `profile` (its own directory
+/// under `target/`) and returns the path of its binary `bin`.
+pub fn build_package_with(profile: &str, package: &str, bin: &str) -> Result<PathBuf> {
+    build_profile(profile, &[package])?;
+    Ok(workspace_target_dir().join(profile).join(bin))
+}
+
+/// `cargo build --profile PROFILE -p P ...`, once per process and profile (see [`build_test_profile`]).
+fn build_profile(profile: &str, packages: &[&str]) -> Result<()> {
     static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let key = packages.join(" -p ");
+    let key = format!("{profile} -p {}", packages.join(" -p "));
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
     if built.contains(&key) {
         return Ok(());
     }
-    eprintln!("xtask: cargo build --profile test -p {key}");
+    eprintln!("xtask: cargo build --profile {key}");
     let mut cmd = cargo();
-    cmd.args(["build", "--profile", "test"]);
+    cmd.args(["build", "--profile", profile]);
     packages.iter().for_each(|p| {
         cmd.args(["-p", p]);
     });

@@ -6,7 +6,7 @@
 //! (plain, hook-free) pass are counted: the instructions between the first and the second call of the
 //! board's instruction counter (its `now`), the second and the third, and so on, until the pass ends. Each
 //! counted address is then attributed with `llvm-addr2line -i` to its innermost inlined function and
-//! source file (the release profile keeps debug info), and the totals are printed per token, largest
+//! source file (the release profile keeps line tables), and the totals are printed per token, largest
 //! first, by function and by file.
 
 use std::collections::HashMap;
