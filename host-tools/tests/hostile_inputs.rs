@@ -691,6 +691,41 @@ fn item11_train_induction_checks_its_arguments_first() {
     assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
 }
 
+/// `train-llama` refuses what cannot train before it generates or allocates anything, naming the
+/// flag; nothing is written.
+#[test]
+fn train_llama_checks_its_arguments_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o");
+    let huge = "18446744073709551615";
+    for (flag, value, needle) in [
+        ("--lr", "NaN", "--lr"),
+        ("--steps", "0", "--steps"),
+        ("--batch", huge, "GiB to train"),
+        ("--n-ctx", "0", "n_ctx 0"),
+        ("--n-ctx", huge, "n_ctx"),
+        ("--vocab", "4294967296", "d_vocab"),
+        ("--vocab", "10", "vocabulary of 10"),
+        ("--d-mlp", huge, "d_mlp"),
+        ("--kv-heads", "3", "n_kv_heads 3"),
+        ("--heads", "0", "--heads 0"),
+        ("--layers", "100000", "parameters"),
+        ("--stories", "0", "--stories"),
+        ("--stories", "1", "--stories 1"),
+    ] {
+        let o = microlens_within(
+            &["train-llama", "-o", s(&out), flag, value],
+            Duration::from_secs(60),
+        );
+        assert_one_line_error(&o, needle);
+        assert!(!out.exists(), "{flag} {value}: wrote {out:?}");
+    }
+    let file = write(dir.path(), "existing", b"keep me");
+    let o = microlens_within(&["train-llama", "-o", s(&file)], Duration::from_secs(60));
+    assert_one_line_error(&o, "not a directory");
+    assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
+}
+
 // 12. 0/0 printed as figures.
 
 #[test]

@@ -17,3 +17,4 @@ pub mod trace;
 pub mod train_facts;
 pub mod train_induction;
 pub mod train_llama;
+pub mod training_args;

@@ -104,16 +104,7 @@ fn check_sizes(args: &Args, cfg: &FactsTrainConfig) -> Result<()> {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
-    ensure!(
-        args.lr.is_finite() && args.lr > 0.0,
-        "--lr must be a positive finite number, not {}",
-        args.lr
-    );
-    ensure!(
-        !args.out.exists() || args.out.is_dir(),
-        "-o {} exists and is not a directory",
-        args.out.display()
-    );
+    super::training_args::check_lr_and_out(args.lr, &args.out)?;
     let cfg = FactsTrainConfig {
         model: ModelConfig {
             n_layers: args.layers,

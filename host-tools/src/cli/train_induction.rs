@@ -151,16 +151,7 @@ impl Args {
 /// Refuses arguments that cannot train: a bad learning rate, an output path that is a file, sizes
 /// beyond the training budget ([`TrainingShape::check`]).
 fn check(args: &Args) -> Result<()> {
-    ensure!(
-        args.lr.is_finite() && args.lr > 0.0,
-        "--lr must be a positive finite number, not {}",
-        args.lr
-    );
-    ensure!(
-        !args.out.exists() || args.out.is_dir(),
-        "-o {} exists and is not a directory",
-        args.out.display()
-    );
+    super::training_args::check_lr_and_out(args.lr, &args.out)?;
     ensure!(args.eval_size > 0, "--eval-size must be positive");
     let cfg = args.train_config();
     TrainingShape {

@@ -110,11 +110,7 @@ impl Args {
 
 /// Refuses arguments that cannot train, before anything is generated or allocated.
 fn check(args: &Args) -> Result<()> {
-    ensure!(
-        args.lr.is_finite() && args.lr > 0.0,
-        "--lr must be a positive finite number, not {}",
-        args.lr
-    );
+    super::training_args::check_lr_and_out(args.lr, &args.out)?;
     ensure!(
         args.steps > 0 && args.batch > 0,
         "--steps and --batch must be positive"
@@ -129,11 +125,6 @@ fn check(args: &Args) -> Result<()> {
         (1..=1_000_000).contains(&args.stories),
         "--stories must be in 1..=1000000, not {}",
         args.stories
-    );
-    ensure!(
-        !args.out.exists() || args.out.is_dir(),
-        "-o {} exists and is not a directory",
-        args.out.display()
     );
     let m = args.model();
     m.validate()?;
@@ -163,6 +154,13 @@ pub fn run(args: Args) -> Result<()> {
     let cfg = args.model();
     let docs = stories::stories(args.seed, args.stories);
     let vocab = bpe::train(&docs[..docs.len().min(TOKENIZER_STORIES)], cfg.d_vocab)?;
+    ensure!(
+        vocab.pieces.len() == cfg.d_vocab,
+        "--stories {}: the stories run out of pairs to merge at {} tokens, short of --vocab {}; use more stories or a smaller vocabulary",
+        args.stories,
+        vocab.pieces.len(),
+        cfg.d_vocab
+    );
     let tokenizer_bin = vocab.to_tokenizer_bin();
     let tokenizer =
         Llama2cTokenizer::from_bytes(&tokenizer_bin, cfg.d_vocab, &args.out.join("tokenizer.bin"))?;

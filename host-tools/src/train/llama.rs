@@ -5,7 +5,7 @@
 //! TransformerLens names and shapes (right-multiplying, `y = x @ W`); the biases TransformerLens keeps
 //! for these models are exported as zeros.
 
-use anyhow::{ensure, Result};
+use anyhow::{bail, ensure, Result};
 use candle_core::{Device, Tensor, Var, D};
 use rand::Rng;
 use serde_json::{json, Value};
@@ -63,19 +63,18 @@ impl LlamaConfig {
     /// 2^28 parameters (the trainer's memory holds a few copies of each).
     pub fn validate(&self) -> Result<()> {
         let dims = [
-            self.n_layers,
-            self.d_model,
-            self.n_heads,
-            self.n_kv_heads,
-            self.d_head,
-            self.d_mlp,
-            self.d_vocab,
-            self.n_ctx,
+            ("n_layers", self.n_layers),
+            ("d_model", self.d_model),
+            ("n_heads", self.n_heads),
+            ("n_kv_heads", self.n_kv_heads),
+            ("d_head", self.d_head),
+            ("d_mlp", self.d_mlp),
+            ("d_vocab", self.d_vocab),
+            ("n_ctx", self.n_ctx),
         ];
-        ensure!(
-            dims.iter().all(|&d| d > 0 && d <= 1 << 20),
-            "every model dimension must be in 1..=2^20: {self:?}"
-        );
+        if let Some((name, d)) = dims.iter().find(|(_, d)| !(1..=1 << 20).contains(d)) {
+            bail!("{name} {d} is outside 1..=2^20");
+        }
         ensure!(
             self.n_heads % self.n_kv_heads == 0,
             "n_kv_heads {} must divide n_heads {}",
