@@ -1,4 +1,4 @@
-//! Writes the hand-built induction model (the test fixture `tests/common/toy.rs`) to a blob, to try the analysis
+//! Writes the hand-built induction model (the test fixture `tests/suite/common/toy.rs`) to a blob, to try the analysis
 //! commands on a model whose circuit is known:
 //!
 //! ```text
@@ -6,7 +6,7 @@
 //! microlens circuits toy.mlb --plot plots/
 //! ```
 
-#[path = "../tests/common/toy.rs"]
+#[path = "../tests/suite/common/toy.rs"]
 mod toy;
 
 fn main() -> anyhow::Result<()> {

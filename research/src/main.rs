@@ -10,8 +10,8 @@
 //! cargo run --release -p microlens-research -- NAME
 //! ```
 
-// The fixtures and the fidelity measurement the host tools' tests use (`host-tools/tests/common`).
-#[path = "../../host-tools/tests/common/mod.rs"]
+// The fixtures and the fidelity measurement the host tools' tests use (`host-tools/tests/suite/common`).
+#[path = "../../host-tools/tests/suite/common/mod.rs"]
 mod common;
 
 use microlens::blob::TensorData;

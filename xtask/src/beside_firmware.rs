@@ -17,10 +17,10 @@ use crate::toolchain::run_status;
 
 /// The slow tests: `(test target, test names)`.
 pub const SLOW_TESTS: (&str, [&str; 2]) = (
-    "fidelity_fixtures",
+    "suite",
     [
-        "measured_fidelity_does_not_regress",
-        "w8a16_fidelity_does_not_regress",
+        "fidelity_fixtures::measured_fidelity_does_not_regress",
+        "fidelity_fixtures::w8a16_fidelity_does_not_regress",
     ],
 );
 

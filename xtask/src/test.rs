@@ -619,6 +619,10 @@ pub struct Args {
 /// Runs every step (or those `args.only` or `args.steps` names) and fails if any failed. The
 /// workspace's crates are compiled by clippy ([`crate::lint`]).
 pub fn run(args: Args) -> Result<()> {
+    // A test run compiles each workspace crate once: incremental compilation's caches (and its many
+    // codegen units) would cost about a fifth more CPU and never be reused (docs/build-time.md). Set
+    // before any thread starts; every cargo this process and the second one run inherits it.
+    std::env::set_var("CARGO_INCREMENTAL", "0");
     crate::lint::enable()?;
     let only = args.only.map(|s| s.to_lowercase());
     let all = steps();

@@ -19,7 +19,7 @@ NAMES = [
     if line.strip().startswith('"')
 ]
 WITH_CACHE = [n for n in NAMES if (FIXTURES / n / "cache.safetensors").exists()]
-# `microlens run`'s cache tolerance (host-tools/tests/cache_vs_tl.rs): |ours - tl| <= TOL (1 + |tl|).
+# `microlens run`'s cache tolerance (host-tools/tests/suite/cache_vs_tl.rs): |ours - tl| <= TOL (1 + |tl|).
 TOL = 1e-4
 
 

@@ -1,7 +1,7 @@
 //! Every multi-sequence command runs its sequences (or patched runs) on rayon's threads: what it reports
 //! is the same, to the bit, on 1 thread and on 3.
 
-mod common;
+use crate::common;
 
 use microlens::{DType, Model};
 use microlens_host::analysis::{ablation_table, activation_patching, head_scores};

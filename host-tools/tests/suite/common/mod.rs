@@ -10,7 +10,7 @@ use microlens_host::convert::fold::ProcessingOptions;
 use microlens_host::convert::{convert, ConvertOptions};
 use serde_json::Value;
 
-include!("../../../tests/fixture_names.rs");
+include!("../../../../tests/fixture_names.rs");
 
 /// Fixtures with TransformerLens caches (all but `hf_gpt2`).
 pub fn with_cache() -> impl Iterator<Item = &'static str> {

@@ -1,8 +1,7 @@
 //! `microlens circuits`, `microlens patch` and `microlens run --cache` on the hand-built induction model,
 //! through the binary.
 
-#[path = "common/toy.rs"]
-mod toy;
+use crate::toy;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,8 +1,7 @@
 //! The hand-built induction model: the detectors, composition scores, copying scores, ablation table,
 //! attribution and patching must find exactly the heads it was built with.
 
-#[path = "common/toy.rs"]
-mod toy;
+use crate::toy;
 
 use microlens::analysis::{Head, HeadPattern};
 use microlens::Model;

@@ -4,7 +4,7 @@
 //! TransformerLens applied (`expected.processing`), so the shortformer fixture compares too (the
 //! converter's default would fold its norms further, by design).
 
-mod common;
+use crate::common;
 
 use microlens::{HookKinds, Model};
 use microlens_host::eval::batch_cache::record_batch;

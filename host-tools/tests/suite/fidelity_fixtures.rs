@@ -9,7 +9,7 @@
 //! measured today, not targets: each model's mean KL within 25% of its own figure, the other metrics
 //! within the worst model's.
 
-mod common;
+use crate::common;
 
 use microlens::{Activations, DType, Model};
 use microlens_host::eval::sequences::induction_sequences;

@@ -3,7 +3,7 @@
 //! sinusoidal fixture, a two-layer rotary fixture (re-encoded) and a one-layer one (keys re-rotated,
 //! nothing re-encoded); the CLI's errors.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -2,7 +2,7 @@
 //! against TransformerLens's processed model, the unprocessed blob against the unprocessed one (the
 //! LLaMA fixtures too: a head's `W_K`/`W_V` are its key/value head's, as TransformerLens repeats them).
 
-mod common;
+use crate::common;
 
 use microlens::Model;
 use microlens_host::analysis::{
