@@ -16,36 +16,46 @@ use crate::errors::OrPy;
 
 /// The activations a `run_with_cache` call asks for: all (`None` names), or, by 2.x name, the names
 /// that asked for each.
-pub struct Wanted(Option<BTreeMap<String, BTreeSet<String>>>);
+pub struct Wanted {
+    names: Option<BTreeMap<String, BTreeSet<String>>>,
+    /// The model's depth (`ln_final.hook_in` names its last block's output).
+    n_layers: usize,
+}
 
 impl Wanted {
-    /// The activations `names` asks for (all when `None`); an error for a name that names no
-    /// activation.
-    pub fn new(names: Option<Vec<String>>) -> Result<Self> {
+    /// The activations `names` asks for in a model of `n_layers` layers (all when `None`); an error
+    /// for a name that names no activation.
+    pub fn new(names: Option<Vec<String>>, n_layers: usize) -> Result<Self> {
         let Some(names) = names else {
-            return Ok(Wanted(None));
+            return Ok(Wanted {
+                names: None,
+                n_layers,
+            });
         };
         let mut wanted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for name in names {
-            let canonical = hook_names::canonical(&name)
+            let canonical = hook_names::canonical(&name, n_layers)
                 .with_context(|| format!("{name:?} is not a TransformerLens hook name"))?;
             wanted.entry(canonical).or_default().insert(name);
         }
-        Ok(Wanted(Some(wanted)))
+        Ok(Wanted {
+            names: Some(wanted),
+            n_layers,
+        })
     }
 
     /// Whether the activation of 2.x name `name` is asked for.
     pub fn contains(&self, name: &str) -> bool {
-        self.0.as_ref().is_none_or(|w| w.contains_key(name))
+        self.names.as_ref().is_none_or(|w| w.contains_key(name))
     }
 
     /// The hook kinds of the activations asked for.
     pub fn kinds(&self) -> HookKinds {
-        match &self.0 {
+        match &self.names {
             None => HookKinds::ALL,
             Some(w) => w
                 .keys()
-                .filter_map(|n| hook_names::parse(n))
+                .filter_map(|n| hook_names::parse(n, self.n_layers))
                 .fold(HookKinds::NONE, |k, (kind, _)| k.with(kind)),
         }
     }
@@ -63,7 +73,7 @@ impl Wanted {
                 .map_err(|e| anyhow!("{name}: {e}"))
                 .or_py()?
                 .into_pyarray(py);
-            match &self.0 {
+            match &self.names {
                 None => dict.set_item(&name, &array)?,
                 Some(w) => {
                     for asked in w.get(&name).into_iter().flatten() {

@@ -141,8 +141,8 @@ impl Device {
         names: Option<Vec<String>>,
     ) -> PyResult<(Bound<'py, PyArray3<f32>>, Bound<'py, PyDict>)> {
         let rows = tokens::rows(&tokens);
-        let wanted = Wanted::new(names).or_py()?;
         let cfg = *self.check(&rows).or_py()?.config();
+        let wanted = Wanted::new(names, cfg.n_layers).or_py()?;
         // As the host records them: the output projection head by head when `hook_result` is asked for.
         let attn_result = wanted.kinds().contains(HookKind::Result);
         let recorded: Vec<Recorded> = py

@@ -124,7 +124,8 @@ impl Model {
         names: Option<Vec<String>>,
     ) -> PyResult<(Bound<'py, PyArray3<f32>>, Bound<'py, PyDict>)> {
         let rows = tokens::rows(&tokens);
-        let wanted = Wanted::new(names).or_py()?;
+        let n_layers = self.blob().or_py()?.config().n_layers;
+        let wanted = Wanted::new(names, n_layers).or_py()?;
         let recorded = py
             .detach(|| {
                 let model = self.blob()?;
@@ -148,10 +149,14 @@ impl Model {
             .detach(|| {
                 let model = self.blob()?;
                 let (cache, _) = ActivationCache::record(&model, &[0], HookKinds::ALL)?;
-                Ok(cache.tensors(model.config(), 1))
+                Ok((cache.tensors(model.config(), 1), model.config().n_layers))
             })
             .or_py()?;
-        Ok(recorded.keys().map(|n| hook_names::aliases(n)).collect())
+        let (recorded, n_layers) = recorded;
+        Ok(recorded
+            .keys()
+            .map(|n| hook_names::aliases(n, n_layers))
+            .collect())
     }
 
     /// The logits hash of each row of `tokens` `[batch, pos]` (16 hex digits, as
@@ -201,8 +206,8 @@ impl Model {
     }
 }
 
-/// The TransformerLens 2.x name of a 2.x or 4.x hook name, or `None`.
+/// The TransformerLens 2.x name of a 2.x or 4.x hook name in a model of `n_layers` layers, or `None`.
 #[pyfunction]
-pub fn canonical_name(name: &str) -> Option<String> {
-    hook_names::canonical(name)
+pub fn canonical_name(name: &str, n_layers: usize) -> Option<String> {
+    hook_names::canonical(name, n_layers)
 }

@@ -157,7 +157,9 @@ pub fn write_tensors(
         tensors = tensors
             .into_iter()
             .filter_map(|(name, t)| {
-                let chosen = aliases(&name).into_iter().find(|n| re.is_match(n))?;
+                let chosen = aliases(&name, cfg.n_layers)
+                    .into_iter()
+                    .find(|n| re.is_match(n))?;
                 Some((chosen, t))
             })
             .collect();

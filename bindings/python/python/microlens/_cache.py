@@ -10,11 +10,12 @@ class ActivationCache(Mapping):
 
     `cache["pattern", 0]` is TransformerLens's shorthand for `cache["blocks.0.attn.hook_pattern"]`
     (`cache["embed"]`, `cache["resid_post", 1]`, `cache["scale", 0, "ln1"]` alike). A 4.x canonical
-    name (`blocks.0.attn.q.hook_out`) finds the activation its 2.x name holds.
+    name (`blocks.0.attn.q.hook_out`, `ln_final.hook_in`) finds the activation its 2.x name holds.
     """
 
-    def __init__(self, arrays):
+    def __init__(self, arrays, n_layers):
         self._arrays = dict(arrays)
+        self._n_layers = n_layers
         for a in self._arrays.values():
             a.flags.writeable = False
 
@@ -27,11 +28,11 @@ class ActivationCache(Mapping):
             key = _act_name(key)
             if key in self._arrays:
                 return key
-        canonical = _native.canonical_name(key) if isinstance(key, str) else None
+        canonical = _native.canonical_name(key, self._n_layers) if isinstance(key, str) else None
         if canonical in self._arrays:
             return canonical
         for name in self._arrays:
-            if _native.canonical_name(name) == canonical and canonical is not None:
+            if canonical is not None and _native.canonical_name(name, self._n_layers) == canonical:
                 return name
         raise KeyError(key)
 

@@ -54,7 +54,7 @@ class Device:
         `use_attn_result` does, and its logits can differ from these in the last bits."""
         names = _filtered_names(names_filter, self.hook_names)
         logits, arrays = self._d.run_with_cache(_tokens(tokens), names)
-        return logits, ActivationCache(arrays)
+        return logits, ActivationCache(arrays, self.cfg["n_layers"])
 
     def hash(self, tokens):
         """The device's `logits_hash` of `tokens` (16 hex digits; a list for a batch), equal to

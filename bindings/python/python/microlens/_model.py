@@ -95,7 +95,7 @@ class Model:
         taking a name), keyed by TransformerLens hook name with the batch dimension first."""
         names = _filtered_names(names_filter, self.hook_names)
         logits, arrays = self._m.run_with_cache(_tokens(tokens), names)
-        return logits, ActivationCache(arrays)
+        return logits, ActivationCache(arrays, self.cfg["n_layers"])
 
     def hash(self, tokens):
         """The `logits_hash` the firmware and `microlens run --hash` print (16 hex digits); a list of

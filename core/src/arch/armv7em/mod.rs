@@ -17,7 +17,7 @@ pub(crate) mod quantize;
 pub(crate) mod rows;
 pub(crate) mod vector;
 
-#[cfg(not(feature = "weights-i8"))]
+#[cfg(all(microlens_arch = "armv7em", not(feature = "weights-i8")))]
 pub(crate) use super::portable::dot4_rescaled;
 #[cfg(feature = "fast-math")]
 pub(crate) use super::portable::exp_shifted;
