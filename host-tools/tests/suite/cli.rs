@@ -1,38 +1,11 @@
 //! The `microlens` binary as scripts use it: outputs, exit codes, one-line errors, nothing half-written.
 
+use crate::binary::{fixture, microlens, one_line_error};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
-        .join(name)
-}
-
-fn microlens(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_microlens"))
-        .args(args)
-        .output()
-        .expect("microlens runs")
-}
+use std::process::Output;
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// A failure: non-zero exit and exactly one line on stderr.
-fn assert_one_line_error(o: &Output, mentions: &str) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success(),
-        "expected failure, got success: {}",
-        stdout(o)
-    );
-    assert_eq!(err.trim_end().lines().count(), 1, "stderr: {err}");
-    assert!(
-        err.contains(mentions),
-        "stderr {err:?} does not mention {mentions:?}"
-    );
 }
 
 fn converted(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
@@ -108,7 +81,7 @@ fn bad_checkpoints_fail_with_one_line_and_write_nothing() {
         "-o",
         out.to_str().unwrap(),
     ]);
-    assert_one_line_error(&o, "model.safetensors");
+    one_line_error(&o, "model.safetensors");
     assert!(!out.exists());
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
@@ -132,7 +105,7 @@ fn bad_checkpoints_fail_with_one_line_and_write_nothing() {
         "--config",
         bad_cfg.to_str().unwrap(),
     ]);
-    assert_one_line_error(&o, "embed.W_E");
+    one_line_error(&o, "embed.W_E");
     assert!(!out.exists());
 }
 
@@ -145,18 +118,18 @@ fn bad_blobs_and_runs_fail_with_one_line() {
     bytes[last] ^= 0x40;
     let corrupt = dir.path().join("corrupt.mlb");
     std::fs::write(&corrupt, &bytes).unwrap();
-    assert_one_line_error(
+    one_line_error(
         &microlens(&["run", corrupt.to_str().unwrap(), "--tokens", "1"]),
         "CRC",
     );
     std::fs::write(&corrupt, &bytes[..100]).unwrap();
-    assert_one_line_error(
+    one_line_error(
         &microlens(&["inspect", corrupt.to_str().unwrap()]),
         "truncated",
     );
 
     let blob = blob.to_str().unwrap();
     let too_long = vec!["1"; 17].join(",");
-    assert_one_line_error(&microlens(&["run", blob, "--tokens", &too_long]), "context");
-    assert_one_line_error(&microlens(&["run", blob, "--tokens", "1,64"]), "64");
+    one_line_error(&microlens(&["run", blob, "--tokens", &too_long]), "context");
+    one_line_error(&microlens(&["run", blob, "--tokens", "1,64"]), "64");
 }

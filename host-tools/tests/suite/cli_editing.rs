@@ -1,43 +1,18 @@
 //! `microlens trace`, `edit` and `train-facts` through the binary: a JSON trace of the shipped fact
 //! model, an edit with its JSON report, and what bad input gets (one line, nothing written).
 
+use crate::binary::{convert_to, microlens, one_line_error};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 fn model_file(ext: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join(format!("../firmware-example/model/facts-4l.{ext}"))
 }
 
-fn microlens(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_microlens"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
 fn converted(dir: &Path, dtype: &str) -> String {
-    let out = dir.join(format!("facts-{dtype}.mlb"));
     let ckpt = model_file("safetensors");
-    let o = microlens(&[
-        "convert",
-        ckpt.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--dtype",
-        dtype,
-        "--rounding",
-        "nearest",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = convert_to(dir, &ckpt, "facts", dtype, &["--rounding", "nearest"]);
     out.to_str().unwrap().to_string()
-}
-
-fn one_line_error(o: &Output, mentions: &str) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success());
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains(mentions), "{err}");
 }
 
 #[test]

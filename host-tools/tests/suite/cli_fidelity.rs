@@ -1,35 +1,15 @@
 //! `microlens convert --dtype`, `inspect`'s per-dtype footprint and `microlens fidelity` as scripts use them.
 
+use crate::binary::{convert_to, microlens, ok};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn microlens(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_microlens"))
-        .args(args)
-        .output()
-        .expect("microlens runs")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use std::process::Output;
 
 fn convert(dir: &Path, name: &str, dtype: &str) -> PathBuf {
     let ckpt = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fixtures")
         .join(name)
         .join("model.safetensors");
-    let out = dir.join(format!("{name}-{dtype}.mlb"));
-    ok(&microlens(&[
-        "convert",
-        ckpt.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--dtype",
-        dtype,
-    ]));
-    out
+    convert_to(dir, &ckpt, name, dtype, &[])
 }
 
 fn json(o: &Output) -> serde_json::Value {

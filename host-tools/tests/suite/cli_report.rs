@@ -3,40 +3,15 @@
 //! --json`, token text escaped, outputs never over an input. The browser test (`cargo xtask browser`)
 //! drives the same pages in Chromium.
 
+use crate::binary::{convert_to, microlens, ok, s};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn microlens(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_microlens"))
-        .args(args)
-        .output()
-        .expect("microlens runs")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 /// A shipped checkpoint converted to `dtype` in `dir`.
 fn convert(dir: &Path, name: &str, dtype: &str) -> PathBuf {
     let ckpt = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../firmware-example/model")
         .join(format!("{name}.safetensors"));
-    let out = dir.join(format!("{name}-{dtype}.mlb"));
-    ok(&microlens(&[
-        "convert",
-        ckpt.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--dtype",
-        dtype,
-    ]));
-    out
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
+    convert_to(dir, &ckpt, name, dtype, &[])
 }
 
 /// What every page must be: one document, a CSP forbidding fetches, nothing external.

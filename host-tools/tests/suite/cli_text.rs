@@ -2,33 +2,14 @@
 //! blob's tokenizer record, trace/edit/patch by text equal to the same by ids, `fidelity --text-file`,
 //! and one clear line for each bad input, with nothing written.
 
+use crate::binary::{microlens, ok, one_line_error, s};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use microlens::tensors::Catalogue;
 use microlens::{Config, TensorKind};
 use microlens_host::import::layout::tl_shape;
 use serde_json::{json, Value};
-
-fn microlens(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_microlens"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(o: Output) -> String {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap()
-}
-
-fn one_line_error(o: &Output, mentions: &str) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success(), "succeeded: {err}");
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains(mentions), "{err}");
-}
 
 fn repo(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -38,10 +19,6 @@ fn repo(path: &str) -> PathBuf {
 
 fn fixture_tokenizer() -> PathBuf {
     repo("tests/fixtures/tokenizer/tokenizer.json")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// A random 2-layer model with `d_vocab` tokens and a 32-token context in `dir/ckpt`, with the fixture
@@ -125,7 +102,7 @@ fn text_is_tokens_byte_for_byte_with_the_recorded_tokenizer() {
     let dir = tempfile::tempdir().unwrap();
     let ckpt = checkpoint(dir.path(), 384, true);
     let blob = dir.path().join("m.mlb");
-    let said = ok(microlens(&["convert", s(&ckpt), "-o", s(&blob)]));
+    let said = ok(&microlens(&["convert", s(&ckpt), "-o", s(&blob)]));
     assert!(
         said.contains("tokenizer: ") && said.contains("BOS 0"),
         "{said}"
@@ -134,7 +111,7 @@ fn text_is_tokens_byte_for_byte_with_the_recorded_tokenizer() {
     let cases = golden_cases();
     assert!(cases.len() >= 8);
     for (text, golden, str_tokens) in &cases {
-        let by_text = ok(microlens(&[
+        let by_text = ok(&microlens(&[
             "run",
             s(&blob),
             "--text",
@@ -145,7 +122,7 @@ fn text_is_tokens_byte_for_byte_with_the_recorded_tokenizer() {
         ]));
         // GPT-2's default_prepend_bos: one <|endoftext|> (id 0) first.
         let with_bos = ids(&[&[0], &golden[..]].concat());
-        let by_ids = ok(microlens(&[
+        let by_ids = ok(&microlens(&[
             "run",
             s(&blob),
             "--tokens",
@@ -159,7 +136,7 @@ fn text_is_tokens_byte_for_byte_with_the_recorded_tokenizer() {
         let shown: Vec<String> = serde_json::from_value(json["str_tokens"].clone()).unwrap();
         assert_eq!(shown[0], "<|endoftext|>");
         assert_eq!(&shown[1..], &str_tokens[..], "{text:?}");
-        let no_bos = ok(microlens(&[
+        let no_bos = ok(&microlens(&[
             "run",
             s(&blob),
             "--text",
@@ -169,7 +146,7 @@ fn text_is_tokens_byte_for_byte_with_the_recorded_tokenizer() {
             "--no-prepend-bos",
             "--json",
         ]));
-        let plain = ok(microlens(&[
+        let plain = ok(&microlens(&[
             "run",
             s(&blob),
             "--tokens",
@@ -182,21 +159,21 @@ fn text_is_tokens_byte_for_byte_with_the_recorded_tokenizer() {
     }
     // tokenizer.json beside the blob is found by itself.
     std::fs::copy(&tok, dir.path().join("tokenizer.json")).unwrap();
-    let table = ok(microlens(&["run", s(&blob), "--text", "The Eiffel Tower"]));
+    let table = ok(&microlens(&["run", s(&blob), "--text", "The Eiffel Tower"]));
     assert!(
         table.contains("\"<|endoftext|>\"") && table.contains("\"The\""),
         "{table}"
     );
     // The blob converted without a tokenizer takes one on the command line all the same.
     let plain_blob = dir.path().join("plain.mlb");
-    ok(microlens(&[
+    ok(&microlens(&[
         "convert",
         s(&ckpt),
         "-o",
         s(&plain_blob),
         "--no-tokenizer",
     ]));
-    let a = ok(microlens(&[
+    let a = ok(&microlens(&[
         "run",
         s(&plain_blob),
         "--text",
@@ -205,7 +182,7 @@ fn text_is_tokens_byte_for_byte_with_the_recorded_tokenizer() {
         s(&tok),
         "--hash",
     ]));
-    let b = ok(microlens(&[
+    let b = ok(&microlens(&[
         "run",
         s(&blob),
         "--text",
@@ -214,14 +191,14 @@ fn text_is_tokens_byte_for_byte_with_the_recorded_tokenizer() {
     ]));
     assert_eq!(a, b);
     // A record changes no logit: the same hash as the blob without one, on the same tokens.
-    let c = ok(microlens(&[
+    let c = ok(&microlens(&[
         "run",
         s(&plain_blob),
         "--tokens",
         "0,40,299",
         "--hash",
     ]));
-    let d = ok(microlens(&[
+    let d = ok(&microlens(&[
         "run",
         s(&blob),
         "--tokens",
@@ -230,7 +207,7 @@ fn text_is_tokens_byte_for_byte_with_the_recorded_tokenizer() {
     ]));
     assert_eq!(c, d);
     // generate decodes its continuation with the tokenizer.
-    let g: Value = serde_json::from_str(&ok(microlens(&[
+    let g: Value = serde_json::from_str(&ok(&microlens(&[
         "generate",
         s(&blob),
         "--text",
@@ -249,7 +226,7 @@ fn tokenizers_that_do_not_fit_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let ckpt = checkpoint(dir.path(), 384, true);
     let blob = dir.path().join("m.mlb");
-    ok(microlens(&["convert", s(&ckpt), "-o", s(&blob)]));
+    ok(&microlens(&["convert", s(&ckpt), "-o", s(&blob)]));
     // Without the tokenizer beside the blob or on the command line: what to do.
     one_line_error(
         &microlens(&["run", s(&blob), "--text", "The"]),
@@ -273,7 +250,7 @@ fn tokenizers_that_do_not_fit_are_refused() {
         "d_vocab is 300",
     );
     assert!(!out.exists());
-    ok(microlens(&[
+    ok(&microlens(&[
         "convert",
         s(&ckpt),
         "-o",
@@ -298,7 +275,7 @@ fn hostile_tokenizers_and_texts_get_one_line_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let ckpt = checkpoint(dir.path(), 384, false);
     let blob = dir.path().join("m.mlb");
-    ok(microlens(&["convert", s(&ckpt), "-o", s(&blob)]));
+    ok(&microlens(&["convert", s(&ckpt), "-o", s(&blob)]));
     let invalid = dir.path().join("invalid.json");
     std::fs::write(&invalid, "{\"model\": 3").unwrap();
     let truncated = dir.path().join("truncated.json");
@@ -369,7 +346,7 @@ fn word_tokenizer(path: &Path) {
 
 fn fact_blob(dir: &Path) -> PathBuf {
     let out = dir.join("facts.mlb");
-    ok(microlens(&[
+    ok(&microlens(&[
         "convert",
         s(&repo("firmware-example/model/facts-4l.safetensors")),
         "-o",
@@ -394,7 +371,7 @@ fn trace_edit_and_patch_by_text_equal_the_same_by_ids() {
     let words = dir.path().join("words.json");
     word_tokenizer(&words);
     let w = s(&words);
-    let by_text = ok(microlens(&[
+    let by_text = ok(&microlens(&[
         "trace",
         s(&blob),
         "--prompt-text",
@@ -405,7 +382,7 @@ fn trace_edit_and_patch_by_text_equal_the_same_by_ids() {
         w,
         "--json",
     ]));
-    let by_ids = ok(microlens(&[
+    let by_ids = ok(&microlens(&[
         "trace",
         s(&blob),
         "--prompt",
@@ -435,7 +412,7 @@ fn trace_edit_and_patch_by_text_equal_the_same_by_ids() {
         ];
         args.extend_from_slice(extra);
         args.extend_from_slice(&["-o", s(out)]);
-        ok(microlens(&args))
+        ok(&microlens(&args))
     };
     let by_text = edit(
         &[
@@ -460,7 +437,7 @@ fn trace_edit_and_patch_by_text_equal_the_same_by_ids() {
     // blob takes text with that tokenizer and refuses another.
     let tagged = dir.path().join("tagged.mlb");
     let facts = repo("firmware-example/model/facts-4l.safetensors");
-    ok(microlens(&[
+    ok(&microlens(&[
         "convert",
         s(&facts),
         "-o",
@@ -486,10 +463,10 @@ fn trace_edit_and_patch_by_text_equal_the_same_by_ids() {
         "-o",
         s(&edited),
     ]);
-    ok(microlens(&args));
+    ok(&microlens(&args));
     let beside = dir.path().join("tokenizer.json");
     std::fs::copy(&words, &beside).unwrap();
-    let table = ok(microlens(&["run", s(&edited), "--text", "t2 t21 t33"]));
+    let table = ok(&microlens(&["run", s(&edited), "--text", "t2 t21 t33"]));
     assert!(table.contains("\"t21\""), "{table}");
     let mut other = std::fs::read(&words).unwrap();
     other.push(b' ');
@@ -505,7 +482,7 @@ fn trace_edit_and_patch_by_text_equal_the_same_by_ids() {
         "{by_text}"
     );
 
-    let by_text = ok(microlens(&[
+    let by_text = ok(&microlens(&[
         "patch",
         s(&blob),
         "--clean-text",
@@ -520,7 +497,7 @@ fn trace_edit_and_patch_by_text_equal_the_same_by_ids() {
         w,
         "--json",
     ]));
-    let by_ids = ok(microlens(&[
+    let by_ids = ok(&microlens(&[
         "patch",
         s(&blob),
         "--clean",
@@ -604,8 +581,8 @@ fn fidelity_on_a_text_file_and_bad_text_files() {
     let dir = tempfile::tempdir().unwrap();
     let ckpt = repo("firmware-example/model/induction-bytes.safetensors");
     let (f32, i8) = (dir.path().join("f32.mlb"), dir.path().join("i8.mlb"));
-    ok(microlens(&["convert", s(&ckpt), "-o", s(&f32)]));
-    ok(microlens(&[
+    ok(&microlens(&["convert", s(&ckpt), "-o", s(&f32)]));
+    ok(&microlens(&[
         "convert",
         s(&ckpt),
         "-o",
@@ -616,7 +593,7 @@ fn fidelity_on_a_text_file_and_bad_text_files() {
         "nearest",
     ]));
     let corpus = repo("tests/fixtures/tokenizer/corpus.txt");
-    let json: Value = serde_json::from_str(&ok(microlens(&[
+    let json: Value = serde_json::from_str(&ok(&microlens(&[
         "fidelity",
         s(&f32),
         s(&i8),
@@ -656,16 +633,28 @@ fn circuits_by_text_equal_circuits_by_ids_on_the_repeated_sequence() {
     let dir = tempfile::tempdir().unwrap();
     let ckpt = checkpoint(dir.path(), 384, true);
     let blob = dir.path().join("m.mlb");
-    ok(microlens(&["convert", s(&ckpt), "-o", s(&blob)]));
+    ok(&microlens(&["convert", s(&ckpt), "-o", s(&blob)]));
     std::fs::copy(fixture_tokenizer(), dir.path().join("tokenizer.json")).unwrap();
     let text = "The Eiffel Tower is in";
-    let run: Value =
-        serde_json::from_str(&ok(microlens(&["run", s(&blob), "--text", text, "--json"]))).unwrap();
+    let run: Value = serde_json::from_str(&ok(&microlens(&[
+        "run",
+        s(&blob),
+        "--text",
+        text,
+        "--json",
+    ])))
+    .unwrap();
     let with_bos: Vec<u32> = serde_json::from_value(run["tokens"].clone()).unwrap();
     assert_eq!(with_bos[0], 0);
     let body = &with_bos[1..];
-    let by_text = ok(microlens(&["circuits", s(&blob), "--text", text, "--json"]));
-    let by_ids = ok(microlens(&[
+    let by_text = ok(&microlens(&[
+        "circuits",
+        s(&blob),
+        "--text",
+        text,
+        "--json",
+    ]));
+    let by_ids = ok(&microlens(&[
         "circuits",
         s(&blob),
         "--tokens",
@@ -684,7 +673,7 @@ fn circuits_by_text_equal_circuits_by_ids_on_the_repeated_sequence() {
     let run_shown: Vec<String> = serde_json::from_value(run["str_tokens"].clone()).unwrap();
     assert_eq!(shown, [&run_shown[..], &run_shown[1..]].concat());
     // Without BOS the whole text is repeated; the table shows the string tokens.
-    let plain: Value = serde_json::from_str(&ok(microlens(&[
+    let plain: Value = serde_json::from_str(&ok(&microlens(&[
         "circuits",
         s(&blob),
         "--text",
@@ -695,7 +684,7 @@ fn circuits_by_text_equal_circuits_by_ids_on_the_repeated_sequence() {
     .unwrap();
     assert_eq!(plain["tokens"], json!([body, body].concat()));
     assert_ne!(plain["heads"], json["heads"]);
-    let table = ok(microlens(&["circuits", s(&blob), "--text", text]));
+    let table = ok(&microlens(&["circuits", s(&blob), "--text", text]));
     assert!(
         table.contains("\"<|endoftext|>\"") && table.contains("the given sequence: 1 + 2 x"),
         "{table}"
@@ -770,7 +759,7 @@ fn llama2c_checkpoint_and_tokenizer_read_and_generate_text() {
     let dir = tempfile::tempdir().unwrap();
     let ckpt = llama2c_checkpoint(dir.path());
     let blob = dir.path().join("m.mlb");
-    let said = ok(microlens(&["convert", s(&ckpt), "-o", s(&blob)]));
+    let said = ok(&microlens(&["convert", s(&ckpt), "-o", s(&blob)]));
     assert!(
         said.contains("config from the llama2.c checkpoint") && said.contains("BOS 1"),
         "{said}"
@@ -783,7 +772,7 @@ fn llama2c_checkpoint_and_tokenizer_read_and_generate_text() {
     for case in golden["cases"].as_array().unwrap() {
         let text = case["text"].as_str().unwrap();
         let want: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
-        let by_text = ok(microlens(&[
+        let by_text = ok(&microlens(&[
             "run",
             s(&blob),
             "--text",
@@ -793,7 +782,7 @@ fn llama2c_checkpoint_and_tokenizer_read_and_generate_text() {
             "--json",
         ]));
         // llama2.c's generation starts at BOS (id 1): the default here too.
-        let by_ids = ok(microlens(&[
+        let by_ids = ok(&microlens(&[
             "run",
             s(&blob),
             "--tokens",
@@ -806,7 +795,7 @@ fn llama2c_checkpoint_and_tokenizer_read_and_generate_text() {
     }
     // tokenizer.bin beside the blob is found by itself; generate decodes its continuation.
     std::fs::copy(&tok, dir.path().join("tokenizer.bin")).unwrap();
-    let g: Value = serde_json::from_str(&ok(microlens(&[
+    let g: Value = serde_json::from_str(&ok(&microlens(&[
         "generate",
         s(&blob),
         "--text",

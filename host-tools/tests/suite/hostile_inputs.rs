@@ -2,6 +2,7 @@
 //! clear stderr line and a non-zero exit (or works), never a panic (exit 101), an abort, a hang, or a
 //! destroyed input. One test (or more) per finding of the reliability review, numbered as there.
 
+use crate::binary::{fixture, s};
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -14,12 +15,6 @@ use microlens::{Config, DType, Normalization, Positional};
 use safetensors::tensor::TensorView;
 use safetensors::Dtype;
 use serde_json::{json, Value};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
-        .join(name)
-}
 
 /// Runs `microlens args`, killing it after `limit` (a hang is a failure).
 fn microlens_within(args: &[&str], limit: Duration) -> Output {
@@ -99,10 +94,6 @@ fn assert_ok(o: &Output) {
         o.status,
         text(&o.stderr)
     );
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 // ----------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 //! The host tools' integration tests, one test binary (one link of the host crates): each module holds
 //! one area's tests, `common` what several share.
 
+mod binary;
 mod common;
 /// The hand-built induction model (also `examples/induction_toy.rs`).
 #[path = "common/toy.rs"]
