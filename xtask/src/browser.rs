@@ -155,7 +155,7 @@ pub fn run(args: Args) -> Result<()> {
     )?;
 
     let build = Instant::now();
-    let checker = host_tool::build_package_with("webdriver", "browser-check", "browser-check")?;
+    let checker = host_tool::build_package("webdriver", "browser-check", "browser-check")?;
     eprintln!(
         "xtask: browser-check built in {:.1} s",
         build.elapsed().as_secs_f64()

@@ -11,14 +11,7 @@ use crate::toolchain::run_status;
 /// Builds `microlens` with the `test` profile (optimised, like release) and returns its path: the same
 /// artifacts `cargo test` builds, so CI compiles the host crates (and candle) once.
 pub fn build() -> Result<PathBuf> {
-    build_package("microlens-host", "microlens")
-}
-
-/// Builds the workspace package `package` with the `test` profile and returns the path of its binary
-/// `bin`.
-pub fn build_package(package: &str, bin: &str) -> Result<PathBuf> {
-    build_test_profile(&[package])?;
-    Ok(workspace_target_dir().join("debug").join(bin))
+    build_package("test", "microlens-host", "microlens")
 }
 
 /// `cargo build --profile test -p P ...` of the workspace `packages` (artifacts in `target/debug`), once
@@ -28,11 +21,16 @@ pub fn build_test_profile(packages: &[&str]) -> Result<()> {
     build_profile("test", packages)
 }
 
-/// Builds the workspace package `package` with the workspace's cargo profile `profile` (its own directory
-/// under `target/`) and returns the path of its binary `bin`.
-pub fn build_package_with(profile: &str, package: &str, bin: &str) -> Result<PathBuf> {
+/// Builds the workspace package `package` with the workspace's cargo profile `profile` (once per
+/// process, [`build_test_profile`]) and returns the path of its binary `bin`: in `target/debug` for
+/// `dev` and `test`, in the profile's own directory for the others.
+pub fn build_package(profile: &str, package: &str, bin: &str) -> Result<PathBuf> {
     build_profile(profile, &[package])?;
-    Ok(workspace_target_dir().join(profile).join(bin))
+    let dir = match profile {
+        "dev" | "test" => "debug",
+        custom => custom,
+    };
+    Ok(workspace_target_dir().join(dir).join(bin))
 }
 
 /// `cargo build --profile PROFILE -p P ...`, once per process and profile (see [`build_test_profile`]).
