@@ -17,7 +17,8 @@ pub fn ok(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// A failure: a non-zero exit and exactly one line on stderr, which mentions `mentions`.
+/// A failure: a non-zero exit that is not a panic (101) or a signal, and exactly one line on stderr,
+/// which mentions `mentions`.
 #[track_caller]
 pub fn one_line_error(o: &Output, mentions: &str) {
     let err = String::from_utf8_lossy(&o.stderr);
@@ -25,6 +26,12 @@ pub fn one_line_error(o: &Output, mentions: &str) {
         !o.status.success(),
         "expected failure, got success: {}",
         String::from_utf8_lossy(&o.stdout)
+    );
+    let code = o.status.code();
+    assert!(
+        code.is_some() && code != Some(101),
+        "exit {:?} (panic or signal): {err}",
+        o.status
     );
     assert_eq!(err.trim_end().lines().count(), 1, "stderr: {err}");
     assert!(err.contains(mentions), "{mentions:?} not in: {err}");

@@ -2,7 +2,7 @@
 //! clear stderr line and a non-zero exit (or works), never a panic (exit 101), an abort, a hang, or a
 //! destroyed input. One test (or more) per finding of the reliability review, numbered as there.
 
-use crate::binary::{fixture, s};
+use crate::binary::{fixture, one_line_error, s};
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -61,29 +61,6 @@ fn microlens(args: &[&str]) -> Output {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-/// A failure: non-zero exit that is not a panic (101) or a signal, and exactly one line on stderr that
-/// mentions `needle`.
-#[track_caller]
-fn assert_one_line_error(o: &Output, needle: &str) {
-    let err = text(&o.stderr);
-    assert!(
-        !o.status.success(),
-        "expected a failure, got success; stdout: {}",
-        text(&o.stdout)
-    );
-    let code = o.status.code();
-    assert!(
-        code.is_some() && code != Some(101),
-        "exit {:?} (panic or signal): {err}",
-        o.status
-    );
-    assert_eq!(err.trim_end().lines().count(), 1, "stderr: {err}");
-    assert!(
-        err.to_lowercase().contains(&needle.to_lowercase()),
-        "stderr {err:?} does not mention {needle:?}"
-    );
 }
 
 #[track_caller]
@@ -281,13 +258,13 @@ fn item01_non_regular_outputs_are_refused() {
     let (ck, _) = fixture_copy(dir.path());
     let fifo = dir.path().join("fifo");
     mkfifo(&fifo);
-    assert_one_line_error(
+    one_line_error(
         &microlens(&["convert", s(&ck), "-o", s(&fifo)]),
         "not a regular file",
     );
     assert!(fifo.symlink_metadata().unwrap().file_type().is_fifo());
     let blob = fixture_blob(dir.path());
-    assert_one_line_error(
+    one_line_error(
         &microlens(&["run", s(&blob), "--tokens", "1,2", "--cache", s(&fifo)]),
         "not a regular file",
     );
@@ -295,16 +272,16 @@ fn item01_non_regular_outputs_are_refused() {
     // A link to a FIFO, and a directory, are refused too.
     let link = dir.path().join("link");
     std::os::unix::fs::symlink(&fifo, &link).unwrap();
-    assert_one_line_error(
+    one_line_error(
         &microlens(&["convert", s(&ck), "-o", s(&link)]),
         "not a regular file",
     );
-    assert_one_line_error(
+    one_line_error(
         &microlens(&["convert", s(&ck), "-o", s(dir.path())]),
         "not a regular file",
     );
     // A character device (never replaced, whoever runs this).
-    assert_one_line_error(
+    one_line_error(
         &microlens(&["convert", s(&ck), "-o", "/dev/null"]),
         "not a regular file",
     );
@@ -322,17 +299,17 @@ fn item02_output_equal_to_an_input_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (ck, cf) = fixture_copy(dir.path());
     let (ck_bytes, cf_bytes) = (std::fs::read(&ck).unwrap(), std::fs::read(&cf).unwrap());
-    assert_one_line_error(
+    one_line_error(
         &microlens(&["convert", s(&ck), "--config", s(&cf), "-o", s(&ck)]),
         "input",
     );
-    assert_one_line_error(&microlens(&["convert", s(&ck), "-o", s(&cf)]), "input");
+    one_line_error(&microlens(&["convert", s(&ck), "-o", s(&cf)]), "input");
     // The same file by another name: a relative path, a hard link.
     let hard = dir.path().join("hard.json");
     std::fs::hard_link(&cf, &hard).unwrap();
-    assert_one_line_error(&microlens(&["convert", s(&ck), "-o", s(&hard)]), "input");
+    one_line_error(&microlens(&["convert", s(&ck), "-o", s(&hard)]), "input");
     let dotted = dir.path().join(".").join("model.safetensors");
-    assert_one_line_error(&microlens(&["convert", s(&ck), "-o", s(&dotted)]), "input");
+    one_line_error(&microlens(&["convert", s(&ck), "-o", s(&dotted)]), "input");
     assert_eq!(
         std::fs::read(&ck).unwrap(),
         ck_bytes,
@@ -342,7 +319,7 @@ fn item02_output_equal_to_an_input_is_refused() {
 
     let blob = fixture_blob(dir.path());
     let blob_bytes = std::fs::read(&blob).unwrap();
-    assert_one_line_error(
+    one_line_error(
         &microlens(&["run", s(&blob), "--tokens", "1,2", "--cache", s(&blob)]),
         "input",
     );
@@ -415,7 +392,7 @@ fn item05_circuits_with_a_context_of_one() {
         "c1.mlb",
         &random_blob(&attn_only(1, 4, 2, 5, 1)),
     );
-    assert_one_line_error(&microlens(&["circuits", s(&blob)]), "n_ctx");
+    one_line_error(&microlens(&["circuits", s(&blob)]), "n_ctx");
 }
 
 // 6. Absurd sequence counts.
@@ -426,17 +403,17 @@ fn item06_absurd_sequence_counts_are_refused_up_front() {
     let blob = fixture_blob(dir.path());
     let quick = Duration::from_secs(20);
     for n in ["18446744073709551615", "1000000000"] {
-        assert_one_line_error(
+        one_line_error(
             &microlens_within(&["fidelity", s(&blob), s(&blob), "--sequences", n], quick),
             "--sequences",
         );
-        assert_one_line_error(
+        one_line_error(
             &microlens_within(&["circuits", s(&blob), "--sequences", n], quick),
             "--sequences",
         );
         let ck = fixture("attn_only_2l").join("model.safetensors");
         let out = dir.path().join("q.mlb");
-        assert_one_line_error(
+        one_line_error(
             &microlens_within(
                 &[
                     "convert",
@@ -461,33 +438,33 @@ fn item06_absurd_sequence_counts_are_refused_up_front() {
 #[test]
 fn item07_endless_streams_fail_on_their_first_bytes() {
     let quick = Duration::from_secs(20);
-    assert_one_line_error(
+    one_line_error(
         &microlens_within(&["run", "/dev/zero", "--tokens", "1"], quick),
         "/dev/zero",
     );
-    assert_one_line_error(
+    one_line_error(
         &microlens_within(&["inspect", "/dev/urandom"], quick),
         "/dev/urandom",
     );
-    assert_one_line_error(
+    one_line_error(
         &microlens_within(&["eval-induction", "/dev/zero"], quick),
         "/dev/zero",
     );
-    assert_one_line_error(
+    one_line_error(
         &microlens_within(&["generate", "/dev/zero", "--tokens", "1"], quick),
         "/dev/zero",
     );
     let dir = tempfile::tempdir().unwrap();
     let cfg = fixture("attn_only_2l").join("config.json");
     let out = dir.path().join("o.mlb");
-    assert_one_line_error(
+    one_line_error(
         &microlens_within(
             &["convert", "/dev/zero", "--config", s(&cfg), "-o", s(&out)],
             quick,
         ),
         "/dev/zero",
     );
-    assert_one_line_error(
+    one_line_error(
         &microlens_within(
             &[
                 "convert",
@@ -502,7 +479,7 @@ fn item07_endless_streams_fail_on_their_first_bytes() {
         "/dev/urandom",
     );
     let ck = fixture("attn_only_2l").join("model.safetensors");
-    assert_one_line_error(
+    one_line_error(
         &microlens_within(
             &["convert", s(&ck), "--config", "/dev/zero", "-o", s(&out)],
             quick,
@@ -510,7 +487,7 @@ fn item07_endless_streams_fail_on_their_first_bytes() {
         "/dev/zero",
     );
     let blob = fixture_blob(dir.path());
-    assert_one_line_error(
+    one_line_error(
         &microlens_within(
             &["fidelity", s(&blob), s(&blob), "--tokens", "/dev/zero"],
             quick,
@@ -568,7 +545,7 @@ fn item09_errors_are_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let blob = fixture_blob(dir.path());
     let cache = dir.path().join("c.st");
-    assert_one_line_error(
+    one_line_error(
         &microlens(&[
             "run",
             s(&blob),
@@ -581,16 +558,16 @@ fn item09_errors_are_one_line() {
         ]),
         "--names",
     );
-    assert_one_line_error(&microlens(&["run", s(&blob), "--tokens", "-1"]), "-1");
-    assert_one_line_error(
+    one_line_error(&microlens(&["run", s(&blob), "--tokens", "-1"]), "-1");
+    one_line_error(
         &microlens(&["fidelity", s(&blob), s(&blob), "--emulate-int8", "bad"]),
         "bad",
     );
-    assert_one_line_error(
+    one_line_error(
         &microlens(&["fidelity", s(&blob), s(&blob), "--emulate-integer", "nope"]),
         "nope",
     );
-    assert_one_line_error(
+    one_line_error(
         &microlens(&[
             "patch",
             s(&blob),
@@ -604,8 +581,8 @@ fn item09_errors_are_one_line() {
         ]),
         "-1",
     );
-    assert_one_line_error(&microlens(&["inspect"]), "model");
-    assert_one_line_error(&microlens(&["frobnicate"]), "frobnicate");
+    one_line_error(&microlens(&["inspect"]), "<MODEL>");
+    one_line_error(&microlens(&["frobnicate"]), "frobnicate");
 }
 
 // 10. Huge finite weights.
@@ -631,12 +608,12 @@ fn item10_non_finite_logits_are_an_error() {
         "--no-center-writing-weights",
     ]);
     if o.status.success() {
-        assert_one_line_error(
+        one_line_error(
             &microlens(&["run", s(&out), "--tokens", "1,2"]),
             "non-finite",
         );
     } else {
-        assert_one_line_error(&o, "overflow");
+        one_line_error(&o, "overflow");
     }
 }
 
@@ -661,7 +638,7 @@ fn item11_train_induction_checks_its_arguments_first() {
             ],
             Duration::from_secs(60),
         );
-        assert_one_line_error(&o, "--lr");
+        one_line_error(&o, "--lr");
         assert!(!out.exists(), "--lr {lr}: wrote {out:?}");
     }
     let file = write(dir.path(), "existing", b"keep me");
@@ -677,7 +654,7 @@ fn item11_train_induction_checks_its_arguments_first() {
         ],
         Duration::from_secs(60),
     );
-    assert_one_line_error(&o, "not a directory");
+    one_line_error(&o, "not a directory");
     assert!(!text(&o.stdout).contains("trained"), "it trained first");
     assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
 }
@@ -708,12 +685,12 @@ fn train_llama_checks_its_arguments_first() {
             &["train-llama", "-o", s(&out), flag, value],
             Duration::from_secs(60),
         );
-        assert_one_line_error(&o, needle);
+        one_line_error(&o, needle);
         assert!(!out.exists(), "{flag} {value}: wrote {out:?}");
     }
     let file = write(dir.path(), "existing", b"keep me");
     let o = microlens_within(&["train-llama", "-o", s(&file)], Duration::from_secs(60));
-    assert_one_line_error(&o, "not a directory");
+    one_line_error(&o, "not a directory");
     assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
 }
 
@@ -724,7 +701,7 @@ fn item12_degenerate_comparisons_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let blob = fixture_blob(dir.path());
     let b = s(&blob);
-    assert_one_line_error(
+    one_line_error(
         &microlens(&[
             "patch",
             b,
@@ -739,7 +716,7 @@ fn item12_degenerate_comparisons_are_refused() {
         ]),
         "--wrong",
     );
-    assert_one_line_error(
+    one_line_error(
         &microlens(&[
             "patch",
             b,
@@ -754,7 +731,7 @@ fn item12_degenerate_comparisons_are_refused() {
         ]),
         "identical",
     );
-    assert_one_line_error(&microlens(&["circuits", b, "--half", "0"]), "--half");
+    one_line_error(&microlens(&["circuits", b, "--half", "0"]), "--half");
     let o = microlens(&[
         "fidelity",
         b,
@@ -792,7 +769,7 @@ fn item13_gptq_failure_names_the_hessian() {
     let out = dir.path().join("q.mlb");
     let o = microlens(&["convert", s(&ck), "-o", s(&out), "--dtype", "i8"]);
     if !o.status.success() {
-        assert_one_line_error(&o, "Hessian");
+        one_line_error(&o, "Hessian");
         assert!(
             !text(&o.stderr).contains("has a NaN or infinite value")
                 || text(&o.stderr).contains("Hessian")
@@ -834,7 +811,7 @@ fn item15_a_missing_checkpoint_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.safetensors");
     let out = dir.path().join("x.mlb");
-    assert_one_line_error(
+    one_line_error(
         &microlens(&["convert", s(&missing), "-o", s(&out)]),
         "missing.safetensors",
     );
@@ -858,7 +835,7 @@ fn more_train_induction_sizes_are_refused_up_front() {
         let mut args = vec!["train-induction", "-o", s(&out), "--steps", "2"];
         args.extend(extra);
         let o = microlens_within(&args, Duration::from_secs(30));
-        assert_one_line_error(&o, &extra[0][2..]);
+        one_line_error(&o, &extra[0][2..]);
         assert!(!out.exists(), "{extra:?}");
     }
 }
@@ -881,24 +858,24 @@ fn huge_counts_and_odd_token_lists() {
     );
     assert_ok(&top);
     for tokens in ["", "1,,2", " ", "1;2", "99999999999"] {
-        assert_one_line_error(&microlens(&["run", b, "--tokens", tokens]), "token");
+        one_line_error(&microlens(&["run", b, "--tokens", tokens]), "token");
     }
-    assert_one_line_error(
+    one_line_error(
         &microlens(&["fidelity", b, b, "--seq-len", "18446744073709551615"]),
         "--seq-len",
     );
-    assert_one_line_error(&microlens(&["inspect", s(dir.path())]), "directory");
+    one_line_error(&microlens(&["inspect", s(dir.path())]), "directory");
     let cache = dir.path().join("missing-dir").join("c.st");
-    assert_one_line_error(
+    one_line_error(
         &microlens(&["run", b, "--tokens", "1", "--cache", s(&cache)]),
         "missing-dir",
     );
     // A truncated blob behind a good preamble, and an empty file.
     let bytes = std::fs::read(&blob).unwrap();
     let cut = write(dir.path(), "cut.mlb", &bytes[..64]);
-    assert_one_line_error(&microlens(&["inspect", s(&cut)]), "truncated");
+    one_line_error(&microlens(&["inspect", s(&cut)]), "truncated");
     let empty = write(dir.path(), "empty.mlb", b"");
-    assert_one_line_error(
+    one_line_error(
         &microlens(&["run", s(&empty), "--tokens", "1"]),
         "truncated",
     );
@@ -906,7 +883,7 @@ fn huge_counts_and_odd_token_lists() {
     let mut long = bytes.clone();
     long.extend_from_slice(&[0; 7]);
     let long = write(dir.path(), "long.mlb", &long);
-    assert_one_line_error(&microlens(&["inspect", s(&long)]), "long.mlb");
+    one_line_error(&microlens(&["inspect", s(&long)]), "long.mlb");
 }
 
 // ----------------------------------------------------------------------------------------------------
@@ -994,7 +971,7 @@ fn third01_plots_never_land_on_an_input() {
             }
             let mut args = args.clone();
             args.extend(["--plot", s(&plot)]);
-            assert_one_line_error(&microlens(&args), "input");
+            one_line_error(&microlens(&args), "input");
             assert_eq!(
                 std::fs::read(model).unwrap(),
                 before,
@@ -1046,7 +1023,7 @@ fn third03_every_input_is_guarded_whichever_option_names_it() {
     let keep = |p: &Path| std::fs::read(p).unwrap();
     let (f_bytes, u_bytes) = (keep(&f), keep(&u));
     let edited = dir.path().join("e.mlb");
-    assert_one_line_error(
+    one_line_error(
         &microlens(&[
             "edit",
             s(&facts),
@@ -1070,14 +1047,14 @@ fn third03_every_input_is_guarded_whichever_option_names_it() {
     ];
     let mut with_u = args.to_vec();
     with_u.extend(["--unrelated", s(&u), "-o", s(&u)]);
-    assert_one_line_error(&microlens(&with_u), "input");
+    one_line_error(&microlens(&with_u), "input");
     assert_eq!(keep(&u), u_bytes, "edit --unrelated U -o U destroyed U");
     assert!(!edited.exists());
 
     let (ck, _) = fixture_copy(dir.path());
     let c = write(dir.path(), "c.tokens", b"1,2,3,4\n5,6,7,8\n");
     let c_bytes = keep(&c);
-    assert_one_line_error(
+    one_line_error(
         &microlens(&[
             "convert",
             s(&ck),
@@ -1098,7 +1075,7 @@ fn third03_every_input_is_guarded_whichever_option_names_it() {
     // Through a symbolic link to the input too.
     let link = dir.path().join("link.tokens");
     std::os::unix::fs::symlink(&c, &link).unwrap();
-    assert_one_line_error(
+    one_line_error(
         &microlens(&[
             "convert",
             s(&ck),
@@ -1216,15 +1193,15 @@ fn third05_counts_are_bounded_before_allocation() {
             ],
             quick,
         );
-        assert_one_line_error(&o, "--calibration");
+        one_line_error(&o, "--calibration");
         assert!(text(&o.stderr).contains("GiB"), "{}", text(&o.stderr));
         let o = microlens_within(&["eval-induction", a, "--sequences", n], quick);
-        assert_one_line_error(&o, "--sequences");
+        one_line_error(&o, "--sequences");
         let o = microlens_within(
             &["generate", a, "--tokens", "1,2", "--max-new-tokens", n],
             quick,
         );
-        assert_one_line_error(&o, "--max-new-tokens");
+        one_line_error(&o, "--max-new-tokens");
         let o = microlens_within(
             &[
                 "trace",
@@ -1238,18 +1215,18 @@ fn third05_counts_are_bounded_before_allocation() {
             ],
             quick,
         );
-        assert_one_line_error(&o, "--samples");
+        one_line_error(&o, "--samples");
     }
     assert!(!out.exists());
     // Out of a documented range: refused, not clamped.
-    assert_one_line_error(
+    one_line_error(
         &microlens(&["eval-induction", a, "--sequences", "0"]),
         "--sequences",
     );
     for half in ["0", "9", "33"] {
-        assert_one_line_error(&microlens(&["circuits", a, "--half", half]), "--half");
+        one_line_error(&microlens(&["circuits", a, "--half", half]), "--half");
     }
-    assert_one_line_error(
+    one_line_error(
         &microlens(&[
             "trace",
             m,
@@ -1263,7 +1240,7 @@ fn third05_counts_are_bounded_before_allocation() {
         "--samples",
     );
     // Options that would be ignored.
-    assert_one_line_error(
+    one_line_error(
         &microlens(&[
             "edit",
             m,
@@ -1291,7 +1268,7 @@ fn third05_counts_are_bounded_before_allocation() {
         "--noise",
         "1e38",
     ]);
-    assert_one_line_error(&o, "--noise");
+    one_line_error(&o, "--noise");
 }
 
 #[test]
@@ -1313,7 +1290,7 @@ fn third06_train_facts_sizes_are_checked() {
         let mut args = vec!["train-facts", "-o", s(&out), "--steps", "1"];
         args.extend(&extra);
         let o = microlens_within(&args, Duration::from_secs(30));
-        assert_one_line_error(&o, "GiB");
+        one_line_error(&o, "GiB");
         assert!(!out.exists(), "{extra:?}");
     }
     for extra in [
@@ -1326,7 +1303,7 @@ fn third06_train_facts_sizes_are_checked() {
         let mut args = vec!["train-facts", "-o", s(&out), "--steps", "1"];
         args.extend(extra);
         let o = microlens_within(&args, Duration::from_secs(30));
-        assert_one_line_error(&o, &extra[0][2..]);
+        one_line_error(&o, &extra[0][2..]);
         assert!(!out.exists(), "{extra:?}");
     }
 }
@@ -1358,14 +1335,14 @@ fn third07_hostile_pickles_are_bounded() {
     deep.extend(std::iter::repeat_n(0x85, 300_000));
     deep.push(b'.');
     let pth = pth_with(dir.path(), &deep);
-    assert_one_line_error(&microlens(&["convert", s(&pth), "-o", s(&out)]), "deep");
+    one_line_error(&microlens(&["convert", s(&pth), "-o", s(&out)]), "deep");
     // The same through MARK ... TUPLE, and lists through APPEND.
     let mut marks = vec![0x80, 2];
     marks.extend(std::iter::repeat_n(b'(', 300_000));
     marks.extend(std::iter::repeat_n(b't', 300_000));
     marks.push(b'.');
     let pth = pth_with(dir.path(), &marks);
-    assert_one_line_error(&microlens(&["convert", s(&pth), "-o", s(&out)]), "deep");
+    one_line_error(&microlens(&["convert", s(&pth), "-o", s(&out)]), "deep");
     // A memo doubling an object 64 times ("billion laughs"): 2^64 objects once copied out.
     let mut laughs = vec![0x80, 2, b')', b'q', 0];
     for _ in 0..64 {
@@ -1373,7 +1350,7 @@ fn third07_hostile_pickles_are_bounded() {
     }
     laughs.push(b'.');
     let pth = pth_with(dir.path(), &laughs);
-    assert_one_line_error(&microlens(&["convert", s(&pth), "-o", s(&out)]), "objects");
+    one_line_error(&microlens(&["convert", s(&pth), "-o", s(&out)]), "objects");
     assert!(!out.exists());
 }
 
@@ -1386,7 +1363,7 @@ fn third08_text_inputs_are_bounded_by_size() {
     let mut padded = std::fs::read(&cf).unwrap();
     padded.resize(2 << 20, b' ');
     let big = write(dir.path(), "big.json", &padded);
-    assert_one_line_error(
+    one_line_error(
         &microlens(&["convert", s(&ck), "--config", s(&big), "-o", s(&out)]),
         "MiB",
     );
@@ -1407,10 +1384,10 @@ fn third08_text_inputs_are_bounded_by_size() {
         "-o",
         s(&out),
     ]);
-    assert_one_line_error(&o, "MiB");
+    one_line_error(&o, "MiB");
     let attn = fixture_blob(dir.path());
     let o = microlens(&["fidelity", s(&attn), s(&attn), "--tokens", s(&huge)]);
-    assert_one_line_error(&o, "MiB");
+    one_line_error(&o, "MiB");
     assert!(!out.exists());
 }
 
@@ -1492,7 +1469,7 @@ fn third10_fidelity_plots_never_land_on_its_candidate_or_tokens() {
             "--plot",
             s(&plot),
         ]);
-        assert_one_line_error(&o, "input");
+        one_line_error(&o, "input");
         assert_eq!(
             std::fs::read(input).unwrap(),
             before,
@@ -1515,5 +1492,5 @@ fn third11_a_broken_tokenizer_json_is_an_error_not_a_panic() {
     let broken = format!("{}\"decoder\": {{\"type\" \"ByteLevel\"}}}}", &good[..at]);
     let tok = write(dir.path(), "tokenizer.json", broken.as_bytes());
     let o = microlens(&["run", s(&blob), "--tokenizer", s(&tok), "--text", "ab"]);
-    assert_one_line_error(&o, "not a HuggingFace tokenizer.json");
+    one_line_error(&o, "not a HuggingFace tokenizer.json");
 }
