@@ -124,13 +124,14 @@ impl Model {
         names: Option<Vec<String>>,
     ) -> PyResult<(Bound<'py, PyArray3<f32>>, Bound<'py, PyDict>)> {
         let rows = tokens::rows(&tokens);
-        let n_layers = self.blob().or_py()?.config().n_layers;
-        let wanted = Wanted::new(names, n_layers).or_py()?;
-        let recorded = py
+        let (wanted, recorded) = py
             .detach(|| {
                 let model = self.blob()?;
+                let wanted = Wanted::new(names, model.config().n_layers)?;
                 tokens::check(&model, &rows)?;
-                record_batch(&model, &rows, wanted.kinds(), |name| wanted.contains(name))
+                let recorded =
+                    record_batch(&model, &rows, wanted.kinds(), |name| wanted.contains(name))?;
+                Ok((wanted, recorded))
             })
             .or_py()?;
         let (batch, n_pos) = (rows.len(), rows.first().map_or(0, Vec::len));
