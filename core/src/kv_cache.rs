@@ -5,7 +5,8 @@
 //! The cache also computes what attention reads from it, so each storage type keeps its own arithmetic:
 //! the scores `q . k_j / attn_scale` (int8 x int8 with `i32` accumulation for an int8 cache) and the mix
 //! `z = sum_j p_j v_j` (for an int8 cache in fixed point, [`crate::quant::mix`]: int16 weights
-//! `p_j * scale_j / S` times int8 values, summed exactly, times `S`).
+//! `p_j * scale_j / S` times int8 values, summed exactly, times `S`). The integer-only arithmetic keeps
+//! int8 keys and values at fixed scales and computes its own attention ([`KvCache::integer_layer`]).
 
 use crate::arch::{dot_lanes16, kv_heads8, sum_to_f32, sums4_f32};
 use crate::blob::Activations;
@@ -81,6 +82,7 @@ impl<'b> KvCache<'b> {
             Activations::F32 => both,
             Activations::I16Kv16 => both.div_ceil(2).saturating_add(scales),
             Activations::I8 | Activations::I16 => both.div_ceil(4).saturating_add(scales),
+            Activations::Integer => both.div_ceil(4),
         };
         if per_side == usize::MAX || both == usize::MAX {
             usize::MAX
@@ -116,6 +118,15 @@ impl<'b> KvCache<'b> {
                 k: take(&mut rest, per_side),
                 v: take(&mut rest, per_side),
             },
+            Activations::Integer => {
+                let mut values: &mut [i8] = bytemuck::cast_slice_mut(rest);
+                Store::I8 {
+                    k: take(&mut values, per_side),
+                    v: take(&mut values, per_side),
+                    k_scale: &mut [],
+                    v_scale: &mut [],
+                }
+            }
             Activations::I8 | Activations::I16 | Activations::I16Kv16 => {
                 let n_scales = cfg.n_layers * cfg.n_ctx * cfg.n_key_value_heads;
                 let k_scale = take(&mut rest, n_scales);
@@ -144,8 +155,28 @@ impl<'b> KvCache<'b> {
     /// Whether the integer cache holds int16 values: its key bytes are twice its scales times `d_head`.
     fn int16(&self) -> bool {
         match &self.store {
-            Store::I8 { k, k_scale, .. } if I16 => k.len() > k_scale.len() * self.d_head,
+            Store::I8 { k, k_scale, .. } if I16 => {
+                !k_scale.is_empty() && k.len() > k_scale.len() * self.d_head
+            }
             _ => false,
+        }
+    }
+
+    /// The integer-only arithmetic's int8 keys and values of `layer` (`[pos][d_kv]` each, at the
+    /// plan's fixed scales): `None` for another cache.
+    #[cfg(feature = "arith-integer")]
+    pub(crate) fn integer_layer(&mut self, layer: usize) -> Option<(&mut [i8], &mut [i8])> {
+        let span = self.n_ctx * self.n_heads * self.d_head;
+        match &mut self.store {
+            Store::I8 {
+                k, v, k_scale: [], ..
+            } => {
+                let at = layer.checked_mul(span)?..;
+                let k = k.get_mut(at.clone())?.get_mut(..span)?;
+                let v = v.get_mut(at)?.get_mut(..span)?;
+                Some((k, v))
+            }
+            _ => None,
         }
     }
 

@@ -6,12 +6,13 @@ use crate::blob::{scales_valid, Activations, Blob, DType, Processing, TensorEntr
 use crate::config::Config;
 use crate::error::{Error, Inconsistency};
 use crate::features::Features;
+use crate::integer::plan::Plan;
 use crate::kv_cache::KvCache;
 use crate::tensors::{Catalogue, TensorId};
 #[cfg(feature = "std")]
 use crate::weights::host::HostWeights;
 use crate::weights::{Matrix, Vector};
-use crate::workspace::Workspace;
+use crate::workspace::{IntegerBuffers, Workspace};
 
 /// A model read in place from a blob. Cheap to copy: it holds the config and borrowed slices.
 #[derive(Clone, Copy, Debug)]
@@ -24,6 +25,10 @@ pub struct Model<'a> {
     #[cfg(feature = "std")]
     tokenizer: Option<TokenizerRecord>,
     catalogue: Catalogue,
+    /// The integer plan (the integer-only arithmetic; only in a build with it, so that no other
+    /// firmware's `Model` grows).
+    #[cfg(feature = "arith-integer")]
+    integer: Option<Plan<'a>>,
     table: &'a [u8],
     data: &'a [u8],
     blob_len: usize,
@@ -80,6 +85,22 @@ fn check_entry(
     Ok(())
 }
 
+/// The integer plan of a blob of the integer-only arithmetic, after checking that the arithmetic
+/// covers the model: int8 matrices and a config [`crate::integer::plan::check_config`] takes.
+fn integer_plan<'a>(
+    cfg: &Config,
+    plan: Option<&'a [u8]>,
+    mut dtypes: impl Iterator<Item = DType>,
+) -> Result<Plan<'a>, Error> {
+    let refuse = |what| Error::Inconsistent(Inconsistency::Config(what));
+    if !dtypes.all(|d| d == DType::I8) {
+        return Err(refuse("the integer arithmetic takes int8 matrices only"));
+    }
+    crate::integer::plan::check_config(cfg).map_err(refuse)?;
+    plan.and_then(|p| Plan::parse(p, cfg))
+        .ok_or(refuse("integer plan missing or of the wrong length"))
+}
+
 impl<'a> Model<'a> {
     /// Reads a blob: checks preamble, CRC, header, config and every tensor entry. No copy is made.
     pub fn from_bytes(bytes: &'a [u8]) -> Result<Self, Error> {
@@ -108,10 +129,17 @@ impl<'a> Model<'a> {
             .filter_map(|i| TensorEntry::decode(table, i).ok())
             .filter(|e| e.kind.is_matrix())
             .map(|e| e.dtype);
-        let needed = Features::needed(&cfg, blob.header.activations, dtypes);
+        let needed = Features::needed(&cfg, blob.header.activations, dtypes.clone());
         if let Some(feature) = needed.first_missing() {
             return Err(Error::Unsupported { feature });
         }
+        // Checked in every build (one without the arithmetic refused the blob above).
+        let integer = match blob.header.activations {
+            Activations::Integer => Some(integer_plan(&cfg, blob.header.integer, dtypes)?),
+            _ => None,
+        };
+        #[cfg(not(feature = "arith-integer"))]
+        let _ = integer;
         Ok(Model {
             config: cfg,
             processing: blob.header.processing,
@@ -119,6 +147,8 @@ impl<'a> Model<'a> {
             #[cfg(feature = "std")]
             tokenizer: blob.header.tokenizer,
             catalogue,
+            #[cfg(feature = "arith-integer")]
+            integer,
             table,
             data: blob.data,
             blob_len: blob.len,
@@ -151,7 +181,7 @@ impl<'a> Model<'a> {
     }
     /// `f32` words of workspace this model needs.
     pub fn workspace_len(&self) -> usize {
-        Workspace::len(&self.config)
+        self.workspace_len_rows(self.config.n_ctx, 1)
     }
     /// `f32` words of KV cache a session capped at `n_ctx` positions needs ([`crate::Session::with_context`]).
     pub fn kv_cache_len_at(&self, n_ctx: usize) -> usize {
@@ -159,13 +189,26 @@ impl<'a> Model<'a> {
     }
     /// `f32` words of workspace a session capped at `n_ctx` positions needs.
     pub fn workspace_len_at(&self, n_ctx: usize) -> usize {
-        Workspace::len(&self.config.with_context(n_ctx))
+        self.workspace_len_rows(n_ctx, 1)
     }
 
     /// `f32` words of workspace for a session of at most `n_ctx` positions computing `rows` of them
     /// together (`Session::with_rows`, host only); `rows = 1` is [`Model::workspace_len_at`].
     pub fn workspace_len_rows(&self, n_ctx: usize, rows: usize) -> usize {
-        Workspace::len_rows(&self.config.with_context(n_ctx), rows)
+        let cfg = self.config.with_context(n_ctx);
+        let integer = match self.integer_plan() {
+            Some(_) => IntegerBuffers::len(&cfg),
+            None => 0,
+        };
+        Workspace::len_rows(&cfg, rows).saturating_add(integer)
+    }
+
+    /// The integer plan of a model of the integer-only arithmetic ([`Activations::Integer`]).
+    pub fn integer_plan(&self) -> Option<Plan<'a>> {
+        #[cfg(feature = "arith-integer")]
+        return self.integer;
+        #[cfg(not(feature = "arith-integer"))]
+        None
     }
     /// Total blob size in bytes.
     pub fn blob_len(&self) -> usize {

@@ -3,7 +3,10 @@
 
 #[cfg(feature = "std")]
 mod batch;
+#[cfg(feature = "arith-integer")]
+mod integer;
 
+use crate::blob::Activations;
 use crate::components::block::{self, BlockWeights};
 use crate::components::norm::{self, NormWeights};
 use crate::components::{embed, unembed, Rows, Step};
@@ -11,13 +14,17 @@ use crate::error::Error;
 use crate::hooks::Hooks;
 use crate::kv_cache::KvCache;
 use crate::model::Model;
-use crate::workspace::{row_ref, Workspace};
+use crate::workspace::{row_ref, IntegerBuffers, Workspace};
 
 /// A model with its KV cache and workspace: feed it tokens with [`Session::step`].
 #[derive(Debug)]
 pub struct Session<'a, 'b> {
     model: Model<'a>,
     ws: Workspace<'b>,
+    /// The integer-only arithmetic's buffers ([`IntegerBuffers`], carved at each step; empty for
+    /// other models; only in a build with the arithmetic).
+    #[cfg(feature = "arith-integer")]
+    int: &'b mut [f32],
     kv: KvCache<'b>,
     pos: usize,
     n_ctx: usize,
@@ -61,9 +68,25 @@ impl<'a, 'b> Session<'a, 'b> {
             });
         }
         let cfg = model.config().with_context(n_ctx);
+        let needed = model.workspace_len_rows(n_ctx, rows);
+        if workspace.len() < needed {
+            return Err(Error::BufferTooSmall {
+                what: "workspace",
+                needed,
+                found: workspace.len(),
+            });
+        }
+        let (workspace, int) = workspace.split_at_mut(Workspace::len_rows(&cfg, rows));
+        if model.integer_plan().is_some() {
+            IntegerBuffers::new(&cfg, int)?;
+        }
+        #[cfg(not(feature = "arith-integer"))]
+        let _ = int;
         Ok(Session {
             model: *model,
             ws: Workspace::with_rows(&cfg, rows, workspace)?,
+            #[cfg(feature = "arith-integer")]
+            int,
             kv: KvCache::new(&cfg, model.activations(), kv)?,
             pos: 0,
             n_ctx,
@@ -141,6 +164,26 @@ impl<'a, 'b> Session<'a, 'b> {
         let model = &self.model;
         let (ws, kv) = (&mut self.ws, &mut self.kv);
         let s = &mut Step::new(model, self.pos, hooks);
+        #[cfg(feature = "arith-integer")]
+        if let Some(plan) = model.integer_plan() {
+            let cfg = s.cfg.with_context(self.n_ctx);
+            let ib = &mut IntegerBuffers::new(&cfg, self.int)?;
+            for (r, &token) in tokens.iter().enumerate().take(rows.len()) {
+                s.pos = self.pos + r;
+                integer::forward(s, &plan, token as usize, ws, ib, kv, r)?;
+            }
+            self.pos += rows.len();
+            return Ok(());
+        }
+        // A build of the integer arithmetic alone keeps no float pass.
+        const FLOAT: bool = Activations::F32.compiled()
+            || Activations::I8.compiled()
+            || Activations::I16.compiled();
+        if !FLOAT {
+            return Err(Error::Unsupported {
+                feature: Activations::F32.feature(),
+            });
+        }
         embed::forward(s, tokens, ws, rows);
         for layer in 0..s.cfg.n_layers {
             s.layer = layer;

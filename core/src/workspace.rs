@@ -223,3 +223,76 @@ impl<'b> Workspace<'b> {
         })
     }
 }
+
+/// The integer-only arithmetic's buffers ([`crate::blob::Activations::Integer`]), after the `f32`
+/// workspace (which then holds only what hooks see, and the logits).
+#[derive(Debug)]
+#[cfg_attr(not(feature = "arith-integer"), allow(dead_code))]
+pub(crate) struct IntegerBuffers<'b> {
+    /// The residual stream, int16 at the plan's residual scale.
+    pub resid: &'b mut [i16],
+    /// A norm's output in Q11.
+    pub normed: &'b mut [i16],
+    /// A matmul's exact sums, then its requantised outputs (`i32`).
+    pub acc: &'b mut [i32],
+    /// The int8 input of the next matmul (`W_O`'s: the mixed values `z` of all heads).
+    pub x: &'b mut [i8],
+    /// Its 16-bit lanes.
+    pub lanes: &'b mut [u32],
+    /// Queries of all heads, int8.
+    pub q: &'b mut [i8],
+    /// One attention row: scores in Q11, then probabilities in Q15.
+    pub scores: &'b mut [i32],
+}
+
+impl<'b> IntegerBuffers<'b> {
+    /// Words of each buffer, in order.
+    const fn words(cfg: &Config) -> [usize; 7] {
+        let widest = max(max(cfg.d_model, cfg.d_attn()), cfg.d_mlp_or_zero());
+        let acc = max(widest, cfg.d_vocab_out);
+        [
+            cfg.d_model.div_ceil(2),
+            cfg.d_model.div_ceil(2),
+            acc,
+            widest.div_ceil(4),
+            widest.div_ceil(2),
+            cfg.d_attn().div_ceil(4),
+            cfg.n_ctx,
+        ]
+    }
+
+    /// Words the buffers of `cfg` take.
+    pub const fn len(cfg: &Config) -> usize {
+        let w = Self::words(cfg);
+        let mut i = 0;
+        let mut total = 0usize;
+        while i < w.len() {
+            total = total.saturating_add(w[i]);
+            i += 1;
+        }
+        total
+    }
+
+    /// The buffers of `cfg` carved out of `buf` (at least [`IntegerBuffers::len`] words).
+    pub fn new(cfg: &Config, buf: &'b mut [f32]) -> Result<Self, Error> {
+        let needed = Self::len(cfg);
+        if buf.len() < needed {
+            return Err(Error::BufferTooSmall {
+                what: "workspace",
+                needed,
+                found: buf.len(),
+            });
+        }
+        let [resid, normed, acc, x, lanes, q, scores] = Self::words(cfg);
+        let mut rest = buf;
+        Ok(IntegerBuffers {
+            resid: &mut bytemuck::cast_slice_mut(take(&mut rest, resid))[..cfg.d_model],
+            normed: &mut bytemuck::cast_slice_mut(take(&mut rest, normed))[..cfg.d_model],
+            acc: bytemuck::cast_slice_mut(take(&mut rest, acc)),
+            x: bytemuck::cast_slice_mut(take(&mut rest, x)),
+            lanes: bytemuck::cast_slice_mut(take(&mut rest, lanes)),
+            q: bytemuck::cast_slice_mut(take(&mut rest, q)),
+            scores: bytemuck::cast_slice_mut(take(&mut rest, scores)),
+        })
+    }
+}

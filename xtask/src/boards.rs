@@ -86,6 +86,11 @@ pub struct Spec {
     /// The stricter budget of the integer builds (every matrix int8 or int4) on the board the issue's
     /// budget was set on, where their shallower stack meets it; `None` elsewhere.
     pub integer_budget: Option<IntegerBudget>,
+    /// Stack reserve of the integer-only arithmetic's builds (`--arith integer`), with
+    /// [`Spec::ram_allowance`]: their high-water mark plus at least the required margin, where memory.x's
+    /// (set for the float builds' deeper stacks) would not leave the allowance for the rest; `None`:
+    /// memory.x's.
+    pub arith_integer_reserve: Option<u32>,
 }
 
 /// Stack reserve and RAM allowance of the integer builds where [`Spec::integer_budget`] sets them.
@@ -249,6 +254,14 @@ impl Board {
             stack_reserve: 1696,
             ram_allowance: 2048,
         });
+        // The shipped model's high-water marks in the integer-only arithmetic: 1,528 B on the M3,
+        // 1,388 B on the RV32IMAC, 1,624 B on the M4F.
+        let arith_integer_reserve = match self {
+            Board::Mps2An385 => Some(1664),
+            Board::Riscv32Virt => Some(1536),
+            Board::Mps2An386 => Some(1760),
+            _ => None,
+        };
         Spec {
             core,
             target,
@@ -256,6 +269,7 @@ impl Board {
             runs,
             ram_allowance,
             integer_budget,
+            arith_integer_reserve,
         }
     }
 

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::blob_source::BlobSource;
 pub use crate::boards::Board;
-use crate::boards::{Runs, Spec};
+use crate::boards::{IntegerBudget, Runs, Spec};
 use crate::device::Report;
 use crate::paths::{firmware_dir, root};
 use crate::reference::Reference;
@@ -47,6 +47,10 @@ pub struct Args {
     /// KV cache of a converted W8A16 blob: i8 or i16 [default: i8].
     #[arg(long, conflicts_with = "blob")]
     kv: Option<String>,
+    /// Arithmetic of the converted blob: float or integer (integer-only, with i8 matrices)
+    /// [default: float].
+    #[arg(long, conflicts_with = "blob")]
+    arith: Option<String>,
     /// Lookup tables of a converted W8A16 blob: i8, i8g or f16 [default: as the matrices].
     #[arg(long, conflicts_with = "blob")]
     tables: Option<String>,
@@ -197,6 +201,7 @@ fn prepare(args: &Args, spec: Spec) -> Result<Built> {
             options: [
                 ("--activations", &args.activations),
                 ("--kv", &args.kv),
+                ("--arith", &args.arith),
                 ("--tables", &args.tables),
                 ("--rounding", &args.rounding),
             ]
@@ -247,8 +252,14 @@ fn prepare(args: &Args, spec: Spec) -> Result<Built> {
     // An int8 or int4 blob without a reserve of its own (the shipped model's, or one whose stack is as
     // shallow; deeper models pass `--stack-reserve`), on a board with an integer budget: that budget's
     // shallower stack reserve and allowance (the f16 build's deeper stack sets memory.x's).
+    let (integer_matrices, arith_integer) = integer_blob(&blob)?;
     let integer = match (args.stack_reserve, model_reserve, spec.integer_budget) {
-        (None, None, Some(budget)) if integer_matrices(&blob)? => Some(budget),
+        (None, None, Some(budget)) if integer_matrices && !arith_integer => Some(budget),
+        // The integer-only arithmetic: its own reserve with the board's allowance.
+        (None, None, _) if arith_integer => spec.arith_integer_reserve.map(|r| IntegerBudget {
+            stack_reserve: r,
+            ram_allowance: spec.ram_allowance,
+        }),
         _ => None,
     };
     let stack_reserve = integer
@@ -485,8 +496,9 @@ pub fn build(
 /// from several threads (the serve checks of `cargo xtask test`) do not take each other's binary.
 static BUILD_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Whether every matrix of `blob` is int8 (per row or per group) or int4.
-fn integer_matrices(blob: &Path) -> Result<bool> {
+/// Whether every matrix of `blob` is int8 (per row or per group) or int4, and whether it computes in
+/// the integer-only arithmetic (`--arith integer`).
+fn integer_blob(blob: &Path) -> Result<(bool, bool)> {
     let bytes = std::fs::read(blob).with_context(|| format!("cannot read {}", blob.display()))?;
     let model = microlens::Model::from_bytes(&bytes)?;
     let features = model.features();
@@ -494,7 +506,11 @@ fn integer_matrices(blob: &Path) -> Result<bool> {
         .names()
         .iter()
         .filter(|n| n.starts_with("weights-"));
-    Ok(weights.all(|n| matches!(*n, "weights-i8" | "weights-i4" | "weights-i8g")))
+    let matrices = weights.all(|n| matches!(*n, "weights-i8" | "weights-i4" | "weights-i8g"));
+    Ok((
+        matrices,
+        model.activations() == microlens::Activations::Integer,
+    ))
 }
 
 /// The microlens capabilities (firmware features) `blob` needs, comma-separated: the firmware is built

@@ -18,6 +18,19 @@ use crate::paths::root;
 /// The shipped model's storage types every emulated board runs: int8 (W8A8) and f32.
 pub const DTYPES: [&str; 2] = ["i8", "f32"];
 
+/// The build of the integer-only arithmetic (`--dtype i8 --arith integer`), which the cores without an
+/// FPU and the M4F run too ([`INTEGER_BOARDS`]).
+pub const INTEGER: &str = "i8 integer";
+
+/// The boards that also run the shipped model in the integer-only arithmetic: the Cortex-M0, the
+/// Cortex-M3, the RV32IMAC and the M4F.
+pub const INTEGER_BOARDS: [Board; 4] = [
+    Board::Microbit,
+    Board::Mps2An385,
+    Board::Riscv32Virt,
+    Board::Mps2An386,
+];
+
 /// Wraps the firmware arguments so their defaults can be parsed.
 #[derive(Parser)]
 struct FirmwareDefaults {
@@ -45,8 +58,8 @@ pub fn parse_firmware_args<'a>(args: impl IntoIterator<Item = &'a str>) -> firmw
     FirmwareDefaults::parse_from(args).args
 }
 
-/// The shipped model converted to `dtype`, once per run (a conversion takes half a minute; every board
-/// embeds the same blob).
+/// The shipped model converted to `dtype` (or [`INTEGER`]), once per run (a conversion takes half a
+/// minute; every board embeds the same blob).
 pub fn shipped_blob(dtype: &str) -> Result<PathBuf> {
     static BLOBS: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
     let mut blobs = BLOBS.lock().unwrap_or_else(|e| e.into_inner());
@@ -55,11 +68,15 @@ pub fn shipped_blob(dtype: &str) -> Result<PathBuf> {
         return Ok(blob.clone());
     }
     let tool = host_tool::build()?;
+    let (stored, options) = match dtype {
+        INTEGER => ("i8", vec![("--arith", "integer".to_string())]),
+        _ => (dtype, Vec::new()),
+    };
     let blob = BlobSource::Convert {
         checkpoint: root().join(firmware::DEFAULT_CHECKPOINT),
         config: None,
-        dtype: dtype.into(),
-        options: Vec::new(),
+        dtype: stored.into(),
+        options,
     }
     .resolve(Some(&tool))?;
     blobs.insert(dtype.into(), blob.clone());
@@ -67,15 +84,18 @@ pub fn shipped_blob(dtype: &str) -> Result<PathBuf> {
 }
 
 /// `cargo xtask firmware --board B` with the shipped model in each of [`DTYPES`] (an emulated board,
-/// run and checked) or as int8 (a real board, built and measured). Runs every build; fails if any
-/// failed, else returns what each measured.
+/// run and checked; on [`INTEGER_BOARDS`] also [`INTEGER`]) or as int8 (a real board, built and
+/// measured). Runs every build; fails if any failed, else returns what each measured.
 pub fn board(board: Board) -> Result<Vec<(&'static str, Outcome)>> {
-    let dtypes: &[&'static str] = match board.emulated() {
-        true => &DTYPES,
-        false => &DTYPES[..1],
+    let mut dtypes: Vec<&'static str> = match board.emulated() {
+        true => DTYPES.to_vec(),
+        false => DTYPES[..1].to_vec(),
     };
+    if board.emulated() && INTEGER_BOARDS.contains(&board) {
+        dtypes.push(INTEGER);
+    }
     let (mut outcomes, mut failed) = (Vec::new(), Vec::new());
-    for &dtype in dtypes {
+    for dtype in dtypes {
         let run =
             shipped_blob(dtype).and_then(|blob| firmware::run(firmware_args(board, &blob, &[])));
         match run {

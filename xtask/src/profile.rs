@@ -32,6 +32,9 @@ pub struct Args {
     /// Also list the most executed addresses (to read against `llvm-objdump -d`).
     #[arg(long)]
     addresses: bool,
+    /// The emulated board the ELF was built for.
+    #[arg(long, value_enum, default_value_t = crate::boards::Board::Mps2An386)]
+    board: crate::boards::Board,
 }
 
 /// Runs `cargo xtask profile`.
@@ -48,7 +51,7 @@ pub fn run(args: Args) -> Result<()> {
         plain: span(symbol(&file, "10plain_pass")?),
         next: span(symbol(&file, "11score_heads")?),
     };
-    let (counts, tokens) = trace(&elf, &ranges)?;
+    let (counts, tokens) = trace(&elf, args.board, &ranges)?;
     let frames = symbolize(&elf, counts.keys().copied())?;
     print_report(&args, &counts, tokens, &frames);
     Ok(())
@@ -66,16 +69,14 @@ struct Ranges {
 
 /// Runs `elf` on QEMU with every executed instruction logged and counts the executions of each address
 /// inside the plain pass's timed steps; returns the counts and the number of timed steps (tokens).
-fn trace(elf: &Path, r: &Ranges) -> Result<(HashMap<u32, u64>, u64)> {
+fn trace(elf: &Path, board: crate::boards::Board, r: &Ranges) -> Result<(HashMap<u32, u64>, u64)> {
     eprintln!(
         "xtask: tracing {} on QEMU (one line per instruction)",
         elf.display()
     );
-    let mut qemu = Command::new("qemu-system-arm")
-        .args(["-cpu", "cortex-m4", "-machine", "mps2-an386", "-nographic"])
-        .args(["-semihosting-config", "enable=on,target=native"])
-        .args(["-singlestep", "-d", "exec,nochain", "-kernel"])
-        .arg(elf)
+    let mut qemu = crate::qemu::command(board.spec().runs, None, elf)?;
+    let mut qemu = qemu
+        .args(["-singlestep", "-d", "exec,nochain"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

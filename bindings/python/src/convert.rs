@@ -85,7 +85,12 @@ pub fn convert(
 ) -> PyResult<Model> {
     let dtypes = [DType::F32, DType::F16, DType::I8, DType::I4, DType::I8G];
     let dtype = named("dtype", dtype, &dtypes, DType::name).or_py()?;
-    let acts = [Activations::F32, Activations::I8, Activations::I16];
+    let acts = [
+        Activations::F32,
+        Activations::I8,
+        Activations::I16,
+        Activations::Integer,
+    ];
     let asked = activations
         .map(|a| named("activations", a, &acts, Activations::name))
         .transpose()

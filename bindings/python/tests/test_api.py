@@ -124,6 +124,15 @@ def test_quantised_models_convert_as_the_command(tmp_path, shipped):
     w8a16 = microlens.convert(shipped, dtype="i8", activations="i16", kv="i16")
     cli("convert", shipped, "--dtype", "i8", "--activations", "i16", "--kv", "i16", "-o", out)
     assert w8a16.to_bytes() == out.read_bytes()
+    integer = microlens.convert(shipped, dtype="i8", activations="integer")
+    cli("convert", shipped, "--dtype", "i8", "--arith", "integer", "-o", out)
+    assert integer.to_bytes() == out.read_bytes()
+    tokens = [5, 9, 2, 7, 5, 9, 2, 7]
+    logits, cache = integer.run_with_cache(tokens, names_filter="blocks.1.attn.hook_pattern")
+    assert logits.shape == (1, 8, 64)
+    np.testing.assert_allclose(cache["pattern", 1].sum(-1), 1.0, atol=1e-3)
+    hashed = cli("run", out, "--tokens", ",".join(map(str, tokens)), "--hash").strip()
+    assert hashed == f"logits_hash={integer.hash(tokens)}"
 
 
 def test_fidelity_and_circuits_are_the_commands(tmp_path, shipped):

@@ -53,9 +53,9 @@ use rv32im as target;
 // The target's kernels.
 pub(crate) use target::{
     add, centre4, divide4, dot4_quads, dot4_rescaled, dot4_strided, exp_shifted, i8g_rows2,
-    int4_matvec8, kv_heads8, pack_lanes, quad_f16, quad_f32, quantize16, quantize8, quantize8_i4,
-    rescale, scores, smlad, smlald, sqrt, store_strided, sum4, sums4_lanes16, sxtb16, sxtb16_ror8,
-    weight_bits, KV_HEADS8, RESCALES_QUADS,
+    int4_matvec8, kv_heads8, mul_wide, mul_wide_u, pack_lanes, quad_f16, quad_f32, quantize16,
+    quantize8, quantize8_i4, rescale, scores, smlad, smlald, sqrt, store_strided, sum4,
+    sums4_lanes16, sxtb16, sxtb16_ror8, weight_bits, KV_HEADS8, RESCALES_QUADS,
 };
 #[cfg(feature = "std")]
 pub(crate) use target::{widest, Widest};

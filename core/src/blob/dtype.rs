@@ -242,35 +242,44 @@ pub enum Activations {
     /// [`Activations::I16`] with an int16 KV cache (one scale `max|x| / 32767` per position and
     /// head; scores and mix summed exactly in `i64`): twice the int8 cache's values in RAM.
     I16Kv16,
+    /// Integer-only arithmetic ([`crate::integer`]): int8 weights, an int16 residual stream, int8
+    /// matmul inputs, queries, keys and values with fixed scales calibrated at conversion (the blob's
+    /// integer plan), integer norms, softmax and activation; `f32` only for the logits' last product
+    /// and for hooks. For cores without an FPU.
+    Integer,
 }
 
 impl Activations {
     /// Every activation arithmetic, in declaration (and postcard variant) order.
-    pub const ALL: [Activations; 4] = [
+    pub const ALL: [Activations; 5] = [
         Activations::F32,
         Activations::I8,
         Activations::I16,
         Activations::I16Kv16,
+        Activations::Integer,
     ];
 
-    /// Short lower-case name (`f32`, `i8`, `i16`, `i16+kv16`).
+    /// Short lower-case name (`f32`, `i8`, `i16`, `i16+kv16`, `integer`).
     pub const fn name(self) -> &'static str {
         match self {
             Activations::F32 => "f32",
             Activations::I8 => "i8",
             Activations::I16 => "i16",
             Activations::I16Kv16 => "i16+kv16",
+            Activations::Integer => "integer",
         }
     }
 
     /// The crate feature that computes this way (`activations-f32`, `activations-i8`,
-    /// `activations-i16`; `kv-i16` for the int16 KV cache, which implies `activations-i16`).
+    /// `activations-i16`; `kv-i16` for the int16 KV cache, which implies `activations-i16`;
+    /// `arith-integer`).
     pub const fn feature(self) -> &'static str {
         match self {
             Activations::F32 => "activations-f32",
             Activations::I8 => "activations-i8",
             Activations::I16 => "activations-i16",
             Activations::I16Kv16 => "kv-i16",
+            Activations::Integer => "arith-integer",
         }
     }
 
@@ -281,12 +290,21 @@ impl Activations {
             Activations::I8 => cfg!(feature = "activations-i8"),
             Activations::I16 => cfg!(feature = "activations-i16"),
             Activations::I16Kv16 => cfg!(feature = "kv-i16"),
+            Activations::Integer => cfg!(feature = "arith-integer"),
         }
     }
 
     /// Whether activations are quantised per token (int8 or int16) and the KV cache is an integer one.
     pub const fn integer(self) -> bool {
-        !matches!(self, Activations::F32)
+        matches!(
+            self,
+            Activations::I8 | Activations::I16 | Activations::I16Kv16
+        )
+    }
+
+    /// Whether this is the integer-only arithmetic ([`Activations::Integer`]).
+    pub const fn integer_only(self) -> bool {
+        matches!(self, Activations::Integer)
     }
 }
 

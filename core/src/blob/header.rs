@@ -61,4 +61,18 @@ pub struct Header<'a> {
     /// The tokenizer record, encoded after the fields above when present (`None`: nothing follows them).
     #[serde(skip)]
     pub tokenizer: Option<TokenizerRecord>,
+    /// The integer plan of a blob of the integer-only arithmetic ([`crate::integer::plan`]), encoded
+    /// with the tokenizer record in a [`Trailer`] after the fields above.
+    #[serde(skip)]
+    pub integer: Option<&'a [u8]>,
+}
+
+/// What follows the header's fields in a blob with an integer plan (older blobs hold nothing there, or a
+/// bare [`TokenizerRecord`], at most 11 bytes, which no trailer is).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Trailer<'a> {
+    /// The tokenizer record.
+    pub tokenizer: Option<TokenizerRecord>,
+    /// The integer plan's bytes.
+    pub plan: &'a [u8],
 }

@@ -27,7 +27,7 @@ pub use header::{Processing, TokenizerRecord};
 pub(crate) use preamble::Preamble;
 pub use preamble::{MAGIC, PREAMBLE_LEN, VERSION};
 #[cfg(feature = "std")]
-pub use writer::{with_tokenizer, write, TensorData};
+pub use writer::{with_arithmetic, with_tokenizer, write, TensorData};
 
 use crate::error::{Error, Inconsistency};
 
@@ -116,7 +116,14 @@ impl<'a> Blob<'a> {
                         tokenizer: Some(t),
                         ..h
                     },
-                    _ => return Err(Error::BadHeader),
+                    _ => match postcard::take_from_bytes::<header::Trailer<'a>>(rest) {
+                        Ok((t, [])) => Header {
+                            tokenizer: t.tokenizer,
+                            integer: Some(t.plan),
+                            ..h
+                        },
+                        _ => return Err(Error::BadHeader),
+                    },
                 },
             },
             _ => return Err(Error::BadHeader),

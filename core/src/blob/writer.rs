@@ -3,8 +3,8 @@
 use std::vec::Vec;
 
 use super::{
-    align_up, Activations, Blob, DType, Header, Preamble, Processing, TensorEntry, TokenizerRecord,
-    CRC, PREAMBLE_LEN, VERSION,
+    align_up, header::Trailer, Activations, Blob, DType, Header, Preamble, Processing, TensorEntry,
+    TokenizerRecord, CRC, PREAMBLE_LEN, VERSION,
 };
 use crate::config::Config;
 use crate::error::{Error, Inconsistency};
@@ -81,6 +81,7 @@ pub fn write(
         activations,
         tensors: &table,
         tokenizer: None,
+        integer: None,
     };
     seal(&header, &data)
 }
@@ -91,6 +92,23 @@ pub fn with_tokenizer(blob: &[u8], tokenizer: Option<TokenizerRecord>) -> Result
     let parsed = Blob::parse(blob)?;
     let header = Header {
         tokenizer,
+        ..parsed.header
+    };
+    seal(&header, parsed.data)
+}
+
+/// The blob `blob` computing in `activations`, with the integer plan `plan` (`None`: none; required
+/// by [`Activations::Integer`], which [`crate::Model::from_bytes`] checks); the config, tensors, tokenizer
+/// record and data are the same bytes.
+pub fn with_arithmetic(
+    blob: &[u8],
+    activations: Activations,
+    plan: Option<&[u8]>,
+) -> Result<Vec<u8>, Error> {
+    let parsed = Blob::parse(blob)?;
+    let header = Header {
+        activations,
+        integer: plan,
         ..parsed.header
     };
     seal(&header, parsed.data)
@@ -127,10 +145,12 @@ fn append_tensor(data: &mut Vec<u8>, index: usize, t: &TensorData) -> Result<Ten
 /// padding to [`super::ALIGN`], and the data section.
 fn seal(header: &Header<'_>, data: &[u8]) -> Result<Vec<u8>, Error> {
     let mut body = postcard::to_allocvec(header).map_err(|_| Error::BadHeader)?;
-    if let Some(t) = &header.tokenizer {
-        let record = postcard::to_allocvec(t).map_err(|_| Error::BadHeader)?;
-        body.extend_from_slice(&record);
-    }
+    let trailer = match (header.integer, &header.tokenizer) {
+        (Some(plan), &tokenizer) => postcard::to_allocvec(&Trailer { tokenizer, plan }),
+        (None, Some(t)) => postcard::to_allocvec(t),
+        (None, None) => Ok(Vec::new()),
+    };
+    body.extend_from_slice(&trailer.map_err(|_| Error::BadHeader)?);
     let header_len = body.len();
     pad_to(&mut body, PREAMBLE_LEN);
     body.extend_from_slice(data);

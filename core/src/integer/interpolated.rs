@@ -54,12 +54,19 @@ impl Interpolated {
     /// `f(s_in q)`, quantised.
     #[inline]
     pub fn apply(&self, q: i16) -> i16 {
-        let u = (i32::from(q) + 32768) as usize;
-        let (i, t) = (u >> 8, (u & 255) as i32);
-        let (a, b) = (i32::from(self.knots[i]), i32::from(self.knots[i + 1]));
-        // |b - a| <= 65534, times t <= 255: fits an i32; the result lies between a and b.
-        (a + (((b - a) * t + 128) >> 8)) as i16
+        lookup(q, |k| self.knots.get(k).copied().unwrap_or(0))
     }
+}
+
+/// The table with knots `knot(0..KNOTS)` at `q`: the segment `q`'s high byte picks, interpolated by
+/// its low byte `t`, `y_i + ((y_{i+1} - y_i) t + 128) >> 8`.
+#[inline(always)]
+pub fn lookup(q: i16, knot: impl Fn(usize) -> i16) -> i16 {
+    let u = (i32::from(q) + 32768) as usize;
+    let (i, t) = (u >> 8, (u & 255) as i32);
+    let (a, b) = (i32::from(knot(i)), i32::from(knot(i + 1)));
+    // |b - a| <= 65534, times t <= 255: fits an i32; the result lies between a and b.
+    (a + (((b - a) * t + 128) >> 8)) as i16
 }
 
 #[cfg(test)]

@@ -8,7 +8,9 @@
 //! - [`softmax`]: the two above over a row of scores, probabilities in Q15;
 //! - [`sqrt`]: the integer square root, and [`norm`]: LayerNorm and RMSNorm of an integer vector;
 //! - [`activation`]: an MLP activation (GELU, SiLU, ...) as an int8 -> int8 table built on the host,
-//!   and [`interpolated`]: over int16 inputs, a 257-knot piecewise-linear table.
+//!   and [`interpolated`]: over int16 inputs, a 257-knot piecewise-linear table;
+//! - [`plan`]: the constants a blob of the integer-only arithmetic carries (fixed scales, multipliers,
+//!   biases, the activation's knots), which `session::integer` runs a position with.
 //!
 //! Each function's doc comment states its worst error against its real definition, which its unit
 //! tests measure over its whole input range (or, where that is too large to enumerate, every edge of it
@@ -18,6 +20,7 @@ pub mod activation;
 pub mod exp;
 pub mod interpolated;
 pub mod norm;
+pub mod plan;
 pub mod reciprocal;
 pub mod requantize;
 pub mod softmax;

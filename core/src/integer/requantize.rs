@@ -9,7 +9,7 @@ pub fn rounding_doubling_high_mul(a: i32, b: i32) -> i32 {
     if a == i32::MIN && b == i32::MIN {
         return i32::MAX;
     }
-    let ab = i64::from(a) * i64::from(b);
+    let ab = crate::arch::mul_wide(a, b);
     let nudge = if ab >= 0 { 1 << 30 } else { 1 - (1 << 30) };
     // |ab + nudge| / 2^31 < 2^31 except for the case above, so the cast is exact.
     ((ab + nudge) / (1i64 << 31)) as i32

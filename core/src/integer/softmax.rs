@@ -19,23 +19,68 @@ pub fn softmax(x: &[i32], out: &mut [u16]) {
     let Some(max) = x.iter().copied().max() else {
         return;
     };
-    let shifted = |v: i32| exp_q(v.saturating_sub(max).max(i32::from(i16::MIN)) as i16);
-    let sum = x
-        .iter()
-        .fold(0u64, |s, &v| s.saturating_add(shifted(v) as u64));
-    // sum >= 2^30 (the maximum's own term), so never 0.
-    let Some((m, e)) = reciprocal(sum) else {
+    let sum = x.iter().fold(0u64, |s, &v| s + exp(max, v) as u64);
+    if let Some(row) = Reciprocal::of(sum) {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = row.prob(exp(max, v)) as u16;
+        }
+    }
+}
+
+/// [`softmax`] in place, each score replaced by its probability in Q15: the exponentials computed once
+/// and kept in `x` between the sum and the division.
+pub fn softmax_in_place(x: &mut [i32]) {
+    let Some(max) = x.iter().copied().max() else {
         return;
     };
-    // p = e^(x_i - max) / sum = E m / 2^e with E the Q30 exponential: Q15 after a shift by e - 15,
-    // at least 46 (e >= 61). E m < 2^61, so a shift beyond 62 leaves 0.
-    let shift = e.saturating_sub(PROB_FRAC_BITS);
-    for (o, &v) in out.iter_mut().zip(x) {
-        let p = match shift {
-            1..=62 => (shifted(v) as u64 * u64::from(m) + (1 << (shift - 1))) >> shift,
+    let mut sum = 0u64;
+    for v in x.iter_mut() {
+        *v = exp(max, *v);
+        sum += *v as u64;
+    }
+    if let Some(row) = Reciprocal::of(sum) {
+        for v in x.iter_mut() {
+            *v = row.prob(*v) as i32;
+        }
+    }
+}
+
+/// `e^(v - max)` in Q30 of a score of a row whose maximum is `max` (at least 0, at most `2^30`).
+#[inline(always)]
+fn exp(max: i32, v: i32) -> i32 {
+    exp_q(v.saturating_sub(max).max(i32::from(i16::MIN)) as i16)
+}
+
+/// The reciprocal of a row's sum of exponentials, as a multiplier and the shift to Q15.
+struct Reciprocal {
+    m: u32,
+    shift: u32,
+}
+
+impl Reciprocal {
+    /// For a row whose exponentials sum to `sum` (at most `2^30` per score, so no `u64` overflow for
+    /// any row a slice holds), `None` for 0.
+    fn of(sum: u64) -> Option<Self> {
+        // sum >= 2^30 (the maximum's own term) for a row with scores.
+        let (m, e) = reciprocal(sum)?;
+        // p = E / sum = E m / 2^e with E the Q30 exponential: Q15 after a shift by e - 15, at least
+        // 46 (e >= 61). E m < 2^61, so a shift beyond 62 leaves 0.
+        Some(Reciprocal {
+            m,
+            shift: e.saturating_sub(PROB_FRAC_BITS),
+        })
+    }
+
+    /// The probability in Q15 (at most `2^15`) of a score whose exponential is `e` (Q30, `0..=2^30`).
+    #[inline(always)]
+    fn prob(&self, e: i32) -> u32 {
+        let p = match self.shift {
+            1..=62 => {
+                (crate::arch::mul_wide_u(e as u32, self.m) + (1 << (self.shift - 1))) >> self.shift
+            }
             _ => 0,
         };
-        *o = p.min(1 << PROB_FRAC_BITS) as u16;
+        p.min(1 << PROB_FRAC_BITS) as u32
     }
 }
 
@@ -100,5 +145,18 @@ mod tests {
         assert_eq!(out[0], 32768);
         softmax(&[0, 0], &mut out);
         assert_eq!(out, [16384, 16384, 9]);
+    }
+
+    #[test]
+    fn in_place_equals_the_two_buffers() {
+        let mut next = crate::testing::lcg(11);
+        for n in [1usize, 2, 7, 64, 300] {
+            let x: std::vec::Vec<i32> = (0..n).map(|_| (next() % 80_000) as i32 - 40_000).collect();
+            let mut out = std::vec![0u16; n];
+            softmax(&x, &mut out);
+            let mut y = x.clone();
+            softmax_in_place(&mut y);
+            assert!(y.iter().zip(&out).all(|(&a, &b)| a == i32::from(b)), "{n}");
+        }
     }
 }

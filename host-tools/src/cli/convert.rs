@@ -44,6 +44,11 @@ pub struct Args {
     /// (the weights' rounding alone) [default: i8; f32 for f32/f16 matrices].
     #[arg(long, value_enum)]
     pub activations: Option<ActivationsName>,
+    /// Arithmetic: float (the activations of --activations), or integer: every step between the
+    /// embedding and the logits in integers, with scales calibrated on the rounding's calibration
+    /// sequences (--dtype i8 only; for cores without an FPU) [default: float].
+    #[arg(long, value_enum, conflicts_with_all = ["activations", "kv"])]
+    pub arith: Option<ArithName>,
     /// KV cache of a W8A16 model (--activations i16): i8 (one scale per position and head) or i16
     /// (twice its values' RAM, for attention patterns within 1/256 of float) [default: i8].
     #[arg(long, value_enum)]
@@ -122,6 +127,15 @@ pub enum ActivationsName {
     I16,
 }
 
+/// The values of `--arith`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ArithName {
+    /// Float arithmetic around the integer matmuls (`--activations`).
+    Float,
+    /// Integer-only arithmetic.
+    Integer,
+}
+
 /// The values of `--kv`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum KvName {
@@ -144,6 +158,9 @@ pub enum TablesName {
 
 /// The `--activations` and `--kv` options as one [`Activations`] (`None`: the dtype's default).
 fn activations(args: &Args) -> Result<Option<Activations>> {
+    if args.arith == Some(ArithName::Integer) {
+        return Ok(Some(Activations::Integer));
+    }
     let asked = args.activations.map(|a| match a {
         ActivationsName::F32 => Activations::F32,
         ActivationsName::I8 => Activations::I8,

@@ -88,6 +88,11 @@ impl ConvertOptions {
         let default = default_activations(self.dtype);
         let asked = self.activations.unwrap_or(default);
         ensure!(
+            asked != Activations::Integer || self.dtype == DType::I8,
+            "--arith integer needs --dtype i8, not {}",
+            self.dtype.name()
+        );
+        ensure!(
             !asked.integer() || default.integer(),
             "{} activations need i8 or i4 matrices, not {}",
             asked.name(),
@@ -133,10 +138,14 @@ pub fn convert(checkpoint: &Path, opts: &ConvertOptions) -> Result<Conversion> {
 /// is not read.
 pub fn convert_loaded(sd: StateDict, cfg: &Config, opts: &ConvertOptions) -> Result<Conversion> {
     let plan = opts.plan()?;
+    let activations = opts.activations()?;
+    if activations == Activations::Integer {
+        return convert_integer(sd, cfg, opts);
+    }
     let encoder = WithActivations {
         encoder: encoder_for(opts.dtype)?,
         tables: encoder_for(plan.tables)?,
-        activations: opts.activations()?,
+        activations,
     };
     let encoder = &encoder;
     let rounding = opts.rounding();
@@ -148,6 +157,31 @@ pub fn convert_loaded(sd: StateDict, cfg: &Config, opts: &ConvertOptions) -> Res
     let blob = requantize_with(&model, plan, encoder.activations(), &rounding)?;
     Model::from_bytes(&blob).context("the written blob does not read back")?;
     Ok(Conversion { blob, ..float })
+}
+
+/// [`convert_loaded`] for the integer-only arithmetic: the int8 blob computing in float (its weights
+/// rounded as asked), then its plan from ranges calibrated on the rounding's calibration sequences.
+fn convert_integer(sd: StateDict, cfg: &Config, opts: &ConvertOptions) -> Result<Conversion> {
+    ensure!(
+        opts.processing.fold_ln || !cfg.normalization.has_weight(),
+        "--arith integer needs the norms folded (drop --no-fold-ln)"
+    );
+    let float = ConvertOptions {
+        activations: Some(Activations::F32),
+        ..opts.clone()
+    };
+    let mut c = convert_loaded(sd, cfg, &float)?;
+    let model = Model::from_bytes(&c.blob).context("the written blob does not read back")?;
+    let seqs = match opts.rounding() {
+        Rounding::Gptq(g) => g.source.sequences(&model)?,
+        Rounding::Nearest => Default::default(),
+    };
+    let seqs = match seqs.is_empty() {
+        true => Source::default().sequences(&model)?,
+        false => seqs,
+    };
+    c.blob = crate::quantize::integer::integer_blob(&c.blob, &seqs)?;
+    Ok(c)
 }
 
 /// The config and TL state dict of a checkpoint: a llama2.c `.bin` holds its own config, any other

@@ -79,7 +79,7 @@ impl InputPrecision {
             microlens::Activations::F32
             | microlens::Activations::I16
             | microlens::Activations::I16Kv16 => InputPrecision::Float,
-            microlens::Activations::I8 => InputPrecision::Int8,
+            microlens::Activations::I8 | microlens::Activations::Integer => InputPrecision::Int8,
         }
     }
 }

@@ -16,6 +16,7 @@ mod decode;
 pub mod encode;
 mod footprint;
 pub mod gptq;
+pub mod integer;
 mod nearest;
 pub mod plan;
 pub mod ranges;

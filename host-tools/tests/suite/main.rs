@@ -14,6 +14,7 @@ mod cli;
 mod cli_analysis;
 mod cli_editing;
 mod cli_fidelity;
+mod cli_integer;
 mod cli_report;
 mod cli_rounding;
 mod cli_text;

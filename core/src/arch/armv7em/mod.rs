@@ -22,6 +22,7 @@ pub(crate) use super::portable::dot4_rescaled;
 #[cfg(feature = "fast-math")]
 pub(crate) use super::portable::exp_shifted;
 pub(crate) use super::portable::strided::store_unchecked as store_strided;
+pub(crate) use super::portable::{mul_wide, mul_wide_u};
 #[cfg(feature = "std")]
 pub(crate) use super::portable::{widest, Widest};
 pub(crate) use attention::{pack_lanes, rescale, scores, weight_bits};

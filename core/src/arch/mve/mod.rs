@@ -4,9 +4,9 @@
 pub(crate) mod dot4;
 
 pub(crate) use super::armv7em::{
-    add, centre4, divide4, exp_shifted, i8g_rows2, int4_matvec8, kv_heads8, pack_lanes, quad_f16,
-    quad_f32, quantize16, quantize8, quantize8_i4, rescale, scores, smlad, smlald, sqrt,
-    store_strided, sum4, sums4_lanes16, sxtb16, sxtb16_ror8, weight_bits, KV_HEADS8,
+    add, centre4, divide4, exp_shifted, i8g_rows2, int4_matvec8, kv_heads8, mul_wide, mul_wide_u,
+    pack_lanes, quad_f16, quad_f32, quantize16, quantize8, quantize8_i4, rescale, scores, smlad,
+    smlald, sqrt, store_strided, sum4, sums4_lanes16, sxtb16, sxtb16_ror8, weight_bits, KV_HEADS8,
 };
 #[cfg(feature = "std")]
 pub(crate) use super::armv7em::{widest, Widest};

@@ -1,7 +1,8 @@
 //! The DSP instructions' integer functions in plain Rust, on packed 16-bit lanes: `SXTB16` (bytes 0
 //! and 2, or 1 and 3, of a word, each sign-extended into a 16-bit lane), `SMLAD` (`acc + lo(a) * lo(b)
 //! + hi(a) * hi(b)`, wrapping) and `SMLALD` (the same into 64 bits). Cores with the instructions run
-//! them in assembly (`armv7em/dsp.rs`), the same integers.
+//! them in assembly (`armv7em/dsp.rs`), the same integers. Also the widening multiplies of the
+//! integer arithmetic's requantisation (`SMULL`/`UMULL`, `MULH`), which ARMv6-M lacks (`armv6m/wide.rs`).
 
 /// Lanes `[b0, b2]` of `v`'s bytes `[b0, b1, b2, b3]`, each sign-extended to 16 bits (`SXTB16 v`).
 #[inline(always)]
@@ -36,4 +37,16 @@ pub fn smlald(a: u32, b: u32, acc: i64) -> i64 {
         |v: u32| (v >> 16) as u16 as i16 as i64,
     );
     acc.wrapping_add(lo(a) * lo(b)).wrapping_add(hi(a) * hi(b))
+}
+
+/// `a * b`, exact (`SMULL`).
+#[inline(always)]
+pub fn mul_wide(a: i32, b: i32) -> i64 {
+    i64::from(a) * i64::from(b)
+}
+
+/// `a * b`, exact (`UMULL`).
+#[inline(always)]
+pub fn mul_wide_u(a: u32, b: u32) -> u64 {
+    u64::from(a) * u64::from(b)
 }

@@ -10,9 +10,10 @@ pub(crate) mod instructions;
 pub(crate) mod lanes;
 pub(crate) mod strided;
 pub(crate) mod vector;
+pub(crate) mod wide;
 
 pub(crate) use attention::{pack_lanes, rescale, scores, weight_bits};
-pub(crate) use instructions::{smlad, smlald, sxtb16, sxtb16_ror8};
+pub(crate) use instructions::{mul_wide, mul_wide_u, smlad, smlald, sxtb16, sxtb16_ror8};
 pub(crate) use lanes::sums4_lanes16;
 #[cfg(microlens_arch = "portable")]
 pub(crate) use lanes::{dot4_quads_portable as dot4_quads, dot4_strided_portable as dot4_strided};

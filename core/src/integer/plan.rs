@@ -1,0 +1,544 @@
+//! The integer plan: every constant the integer-only forward ([`super::forward`]) needs beyond the
+//! int8 weights, computed on the host at conversion from ranges calibrated on the float forward, and
+//! stored in the blob after the header (`convert --arith integer`).
+//!
+//! Little-endian 32-bit words, in forward order (`R` = a [`Row`], 3 words; `M` = a [`Multiplier`],
+//! 2 words; `N` = a [`Norm`], 5 words; `f` = an `f32`'s bits, the scale a hook dequantises with):
+//!
+//! - head: `MAGIC`, `s_resid` (f), `W_E` rows `d_vocab x M` (int8 row -> residual), `W_pos` rows
+//!   `n_ctx x M` (standard positions only);
+//! - each layer: `ln1` N, `s_q s_k s_v` (f f f), `W_Q` `d_attn x R`, `W_K` and `W_V` `d_kv x R` (to int8
+//!   at `s_q`, `s_k`, `s_v`), the score M (`q . k` -> Q11), `W_O` `d_model x R` (to the residual);
+//!   with an MLP: `ln2` N, `s_pre` (f), `W_in` `d_mlp x R` (to int16 at `s_pre`), the activation's 257
+//!   int16 knots (129 words, two per word), `s_post` (f), the M from the activation's output to `W_out`'s
+//!   int8 input, that input's scale (f), `W_out` `d_model x R` (to the residual);
+//! - tail: `ln_final` N, `W_U` rows `d_vocab_out x (bias i32, factor f)`: `logit = (acc + bias) factor`.
+//!
+//! A [`Row`] takes a matmul's exact `i32` sum to its output: `out = M (acc + bias)`.
+
+use super::interpolated::KNOTS;
+use super::requantize::Multiplier;
+use crate::config::{Config, Positional};
+
+/// First word of a plan: `MLIP`.
+pub const MAGIC: u32 = u32::from_le_bytes(*b"MLIP");
+
+/// Words of a [`Row`].
+const ROW: usize = 3;
+/// Words of a [`Multiplier`].
+const MUL: usize = 2;
+/// Words of a [`Norm`].
+const NORM: usize = 5;
+/// Words of an activation table's knots, two per word.
+const KNOT_WORDS: usize = KNOTS.div_ceil(2);
+
+/// Word `i` of `b` (0 past the end).
+#[inline(always)]
+fn word(b: &[u8], i: usize) -> u32 {
+    match b.get(4 * i..4 * i + 4) {
+        Some(w) => u32::from_le_bytes([w[0], w[1], w[2], w[3]]),
+        None => 0,
+    }
+}
+
+/// The multiplier in words `i`, `i + 1` of `b`.
+#[inline(always)]
+fn multiplier(b: &[u8], i: usize) -> Multiplier {
+    Multiplier {
+        m: word(b, i) as i32,
+        shift: word(b, i + 1) as i32,
+    }
+}
+
+/// A matmul output's requantisation: its bias at the accumulator's scale and the multiplier to the
+/// output's scale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// `round(b / (s_w s_x))`.
+    pub bias: i32,
+    /// `s_w s_x / s_out`.
+    pub to_out: Multiplier,
+}
+
+impl Row {
+    /// `M (acc + bias)`, saturating.
+    #[inline(always)]
+    pub fn apply(self, acc: i32) -> i32 {
+        self.to_out.apply(acc.saturating_add(self.bias))
+    }
+}
+
+/// The rows of one matrix: `[bias, m, shift]` per output.
+#[derive(Clone, Copy, Debug)]
+pub struct Rows<'a>(&'a [u8]);
+
+impl Rows<'_> {
+    /// Output `r`'s requantisation (zeros past the end).
+    #[inline(always)]
+    pub fn get(&self, r: usize) -> Row {
+        Row {
+            bias: word(self.0, ROW * r) as i32,
+            to_out: multiplier(self.0, ROW * r + 1),
+        }
+    }
+}
+
+/// A norm's constants.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Norm {
+    /// `n^2 eps / s_resid^2`, rounded ([`super::norm::normalize`]).
+    pub eps_n2: u64,
+    /// From the norm's Q11 output (no norm: the residual) to the next matmul's int8 input.
+    pub to_x: Multiplier,
+    /// That input's scale.
+    pub s_x: f32,
+}
+
+/// A cursor over a plan's words, handing out sections in order.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn at(bytes: &'a [u8], at: usize) -> Self {
+        Cursor { bytes, at }
+    }
+
+    fn take(&mut self, words: usize) -> &'a [u8] {
+        let start = (4 * self.at).min(self.bytes.len());
+        let end = (4 * (self.at + words)).min(self.bytes.len());
+        self.at += words;
+        &self.bytes[start..end]
+    }
+    fn norm(&mut self) -> Norm {
+        let b = self.take(NORM);
+        Norm {
+            eps_n2: u64::from(word(b, 0)) | u64::from(word(b, 1)) << 32,
+            to_x: multiplier(b, 2),
+            s_x: f32::from_bits(word(b, 4)),
+        }
+    }
+}
+
+/// `Ok` if the integer-only arithmetic covers a model of `cfg` (standard positions, folded or no
+/// norms, an ungated MLP, a residual stream the integer norm takes), else what it lacks.
+pub fn check_config(cfg: &Config) -> Result<(), &'static str> {
+    if !matches!(cfg.positional, Positional::Standard) {
+        return Err("the integer arithmetic takes standard positions only");
+    }
+    if cfg.gated_mlp || cfg.normalization.has_weight() {
+        return Err("the integer arithmetic takes folded norms and ungated MLPs only");
+    }
+    if cfg.d_model > super::norm::MAX_WIDTH {
+        return Err("the integer norm takes d_model <= 1024");
+    }
+    Ok(())
+}
+
+/// Words of the head section.
+const fn head_words(cfg: &Config) -> usize {
+    let pos = match cfg.positional {
+        Positional::Standard => cfg.n_ctx,
+        _ => 0,
+    };
+    2 + MUL * (cfg.d_vocab + pos)
+}
+
+/// Words of one layer's section.
+const fn layer_words(cfg: &Config) -> usize {
+    let attn = NORM + 3 + ROW * (cfg.d_attn() + 2 * cfg.d_kv()) + MUL + ROW * cfg.d_model;
+    let mlp = match cfg.d_mlp {
+        Some(m) => NORM + 1 + ROW * m + KNOT_WORDS + 1 + MUL + 1 + ROW * cfg.d_model,
+        None => 0,
+    };
+    attn + mlp
+}
+
+/// Words of the tail section.
+const fn tail_words(cfg: &Config) -> usize {
+    NORM + 2 * cfg.d_vocab_out
+}
+
+/// Bytes of the plan of a model with `cfg`.
+pub const fn len(cfg: &Config) -> usize {
+    4 * (head_words(cfg) + cfg.n_layers * layer_words(cfg) + tail_words(cfg))
+}
+
+/// A blob's integer plan, read in place (its sections' places follow from the config).
+#[derive(Clone, Copy, Debug)]
+pub struct Plan<'a> {
+    bytes: &'a [u8],
+}
+
+/// One layer's constants, read on demand (the view is four words, whatever the layer holds).
+#[derive(Clone, Copy, Debug)]
+pub struct LayerPlan<'a> {
+    words: &'a [u8],
+    d_attn: usize,
+    d_kv: usize,
+    d_model: usize,
+    d_mlp: Option<usize>,
+}
+
+/// Section `n` words long at word `at` of `b` (short or empty past the end).
+fn section(b: &[u8], at: usize, n: usize) -> &[u8] {
+    let start = (4 * at).min(b.len());
+    let end = (4 * (at + n)).min(b.len());
+    &b[start..end]
+}
+
+impl<'a> LayerPlan<'a> {
+    /// Word offsets of `W_Q`'s rows, `W_K`'s, `W_V`'s, the score multiplier, `W_O`'s rows and the MLP.
+    fn offsets(&self) -> [usize; 6] {
+        let w_q = NORM + 3;
+        let w_k = w_q + ROW * self.d_attn;
+        let w_v = w_k + ROW * self.d_kv;
+        let score = w_v + ROW * self.d_kv;
+        let w_o = score + MUL;
+        [w_q, w_k, w_v, score, w_o, w_o + ROW * self.d_model]
+    }
+
+    /// `ln1`.
+    pub fn ln1(&self) -> Norm {
+        Cursor::at(self.words, 0).norm()
+    }
+
+    /// Scale of the int8 queries.
+    pub fn s_q(&self) -> f32 {
+        f32::from_bits(word(self.words, NORM))
+    }
+
+    /// Scale of the int8 keys.
+    pub fn s_k(&self) -> f32 {
+        f32::from_bits(word(self.words, NORM + 1))
+    }
+
+    /// Scale of the int8 values (also the mixed values' `z`).
+    pub fn s_v(&self) -> f32 {
+        f32::from_bits(word(self.words, NORM + 2))
+    }
+
+    /// `W_Q` to int8 at `s_q`.
+    pub fn w_q(&self) -> Rows<'a> {
+        Rows(section(self.words, self.offsets()[0], ROW * self.d_attn))
+    }
+
+    /// `W_K` to int8 at `s_k`.
+    pub fn w_k(&self) -> Rows<'a> {
+        Rows(section(self.words, self.offsets()[1], ROW * self.d_kv))
+    }
+
+    /// `W_V` to int8 at `s_v`.
+    pub fn w_v(&self) -> Rows<'a> {
+        Rows(section(self.words, self.offsets()[2], ROW * self.d_kv))
+    }
+
+    /// `q . k` (scale `s_q s_k`) to the softmax's Q11 scores, `/ attn_scale` included.
+    pub fn score(&self) -> Multiplier {
+        multiplier(self.words, self.offsets()[3])
+    }
+
+    /// `W_O` (input `z` at `s_v`) to the residual.
+    pub fn w_o(&self) -> Rows<'a> {
+        Rows(section(self.words, self.offsets()[4], ROW * self.d_model))
+    }
+
+    /// The MLP's constants (attention-only models: `None`).
+    pub fn mlp(&self) -> Option<MlpPlan<'a>> {
+        let d_mlp = self.d_mlp?;
+        Some(MlpPlan {
+            words: section(self.words, self.offsets()[5], usize::MAX / 8),
+            d_mlp,
+        })
+    }
+}
+
+/// One MLP's constants, read on demand.
+#[derive(Clone, Copy, Debug)]
+pub struct MlpPlan<'a> {
+    words: &'a [u8],
+    d_mlp: usize,
+}
+
+impl<'a> MlpPlan<'a> {
+    /// Word offset of the knots (after `ln2`, `s_pre` and `W_in`'s rows).
+    fn knots_at(&self) -> usize {
+        NORM + 1 + ROW * self.d_mlp
+    }
+
+    /// `ln2`.
+    pub fn ln2(&self) -> Norm {
+        Cursor::at(self.words, 0).norm()
+    }
+
+    /// Scale of the int16 pre-activation.
+    pub fn s_pre(&self) -> f32 {
+        f32::from_bits(word(self.words, NORM))
+    }
+
+    /// `W_in` to int16 at `s_pre`.
+    pub fn w_in(&self) -> Rows<'a> {
+        Rows(section(self.words, NORM + 1, ROW * self.d_mlp))
+    }
+
+    /// Scale of the activation's int16 output.
+    pub fn s_post(&self) -> f32 {
+        f32::from_bits(word(self.words, self.knots_at() + KNOT_WORDS))
+    }
+
+    /// From the activation's output to `W_out`'s int8 input.
+    pub fn post_to_x(&self) -> Multiplier {
+        multiplier(self.words, self.knots_at() + KNOT_WORDS + 1)
+    }
+
+    /// `W_out`'s input scale.
+    pub fn s_x(&self) -> f32 {
+        f32::from_bits(word(self.words, self.knots_at() + KNOT_WORDS + 1 + MUL))
+    }
+
+    /// `W_out` to the residual.
+    pub fn w_out(&self) -> Rows<'a> {
+        let at = self.knots_at() + KNOT_WORDS + 2 + MUL;
+        Rows(section(self.words, at, usize::MAX / 8))
+    }
+
+    /// Knot `k` of the activation table (0 past the end).
+    #[inline(always)]
+    pub fn knot(&self, k: usize) -> i16 {
+        let at = 4 * self.knots_at() + 2 * k;
+        match self.words.get(at..at + 2) {
+            Some(b) if k < KNOTS => i16::from_le_bytes([b[0], b[1]]),
+            _ => 0,
+        }
+    }
+
+    /// `f(s_pre q)` at the output's scale, interpolated between the stored knots as
+    /// [`super::interpolated::Interpolated::apply`] does.
+    #[inline(always)]
+    pub fn activate(&self, q: i16) -> i16 {
+        super::interpolated::lookup(q, |k| self.knot(k))
+    }
+}
+
+/// The tail's constants.
+#[derive(Clone, Copy, Debug)]
+pub struct TailPlan<'a> {
+    /// `ln_final`.
+    pub ln_final: Norm,
+    /// `W_U`'s rows: `[bias, factor]`.
+    unembed: &'a [u8],
+}
+
+impl TailPlan<'_> {
+    /// Logit `r` of `W_U`'s exact sum `acc`: `(acc + bias) factor`, the one float product of the arithmetic.
+    #[inline(always)]
+    pub fn logit(&self, r: usize, acc: i32) -> f32 {
+        let bias = word(self.unembed, 2 * r) as i32;
+        let factor = f32::from_bits(word(self.unembed, 2 * r + 1));
+        acc.saturating_add(bias) as f32 * factor
+    }
+}
+
+impl<'a> Plan<'a> {
+    /// The plan in `bytes` for `cfg`, `None` unless it starts with [`MAGIC`] and has exactly [`len`]
+    /// bytes.
+    pub fn parse(bytes: &'a [u8], cfg: &Config) -> Option<Self> {
+        (bytes.len() == len(cfg) && word(bytes, 0) == MAGIC).then_some(Plan { bytes })
+    }
+
+    /// The residual stream's scale.
+    pub fn s_resid(&self) -> f32 {
+        f32::from_bits(word(self.bytes, 1))
+    }
+
+    /// The multiplier from row `token` of `W_E` to the residual.
+    #[inline(always)]
+    pub fn embed(&self, token: usize) -> Multiplier {
+        multiplier(self.bytes, 2 + MUL * token)
+    }
+
+    /// The multiplier from row `pos` of `W_pos` to the residual (`cfg` the plan's, standard positions).
+    #[inline(always)]
+    pub fn pos_embed(&self, cfg: &Config, pos: usize) -> Multiplier {
+        match pos < cfg.n_ctx {
+            true => multiplier(self.bytes, 2 + MUL * (cfg.d_vocab + pos)),
+            false => Multiplier { m: 0, shift: 0 },
+        }
+    }
+
+    /// Layer `layer`'s constants (`cfg` the plan's).
+    pub fn layer(&self, cfg: &Config, layer: usize) -> LayerPlan<'a> {
+        let n = layer_words(cfg);
+        LayerPlan {
+            words: section(self.bytes, head_words(cfg) + layer * n, n),
+            d_attn: cfg.d_attn(),
+            d_kv: cfg.d_kv(),
+            d_model: cfg.d_model,
+            d_mlp: cfg.d_mlp,
+        }
+    }
+
+    /// The tail's constants (`cfg` the plan's).
+    pub fn tail(&self, cfg: &Config) -> TailPlan<'a> {
+        let mut c = Cursor::at(
+            self.bytes,
+            head_words(cfg) + cfg.n_layers * layer_words(cfg),
+        );
+        TailPlan {
+            ln_final: c.norm(),
+            unembed: c.take(usize::MAX / 8),
+        }
+    }
+}
+
+/// A plan being written (host, at conversion): the sections in the order [`Plan`] reads them.
+#[cfg(feature = "std")]
+#[derive(Clone, Debug, Default)]
+pub struct PlanWriter(std::vec::Vec<u8>);
+
+#[cfg(feature = "std")]
+impl PlanWriter {
+    /// A plan starting with [`MAGIC`] and the residual stream's scale.
+    pub fn new(s_resid: f32) -> Self {
+        let mut w = PlanWriter::default();
+        w.word(MAGIC);
+        w.f32(s_resid);
+        w
+    }
+
+    /// One word.
+    pub fn word(&mut self, w: u32) {
+        self.0.extend_from_slice(&w.to_le_bytes());
+    }
+
+    /// An `f32`'s bits.
+    pub fn f32(&mut self, x: f32) {
+        self.word(x.to_bits());
+    }
+
+    /// A multiplier.
+    pub fn multiplier(&mut self, m: Multiplier) {
+        self.word(m.m as u32);
+        self.word(m.shift as u32);
+    }
+
+    /// A matmul output's requantisation.
+    pub fn row(&mut self, r: Row) {
+        self.word(r.bias as u32);
+        self.multiplier(r.to_out);
+    }
+
+    /// A norm's constants.
+    pub fn norm(&mut self, n: Norm) {
+        self.word(n.eps_n2 as u32);
+        self.word((n.eps_n2 >> 32) as u32);
+        self.multiplier(n.to_x);
+        self.f32(n.s_x);
+    }
+
+    /// An activation table's knots.
+    pub fn knots(&mut self, knots: &[i16; KNOTS]) {
+        for pair in knots.chunks(2) {
+            let hi = pair.get(1).copied().unwrap_or(0);
+            self.word(u32::from(pair[0] as u16) | u32::from(hi as u16) << 16);
+        }
+    }
+
+    /// One logit's bias and factor.
+    pub fn logit(&mut self, bias: i32, factor: f32) {
+        self.word(bias as u32);
+        self.f32(factor);
+    }
+
+    /// The bytes written.
+    pub fn into_bytes(self) -> std::vec::Vec<u8> {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Normalization;
+
+    fn config(d_mlp: Option<usize>) -> Config {
+        let mut cfg = Config::new(2, 8, 2, 4, 5, 3, d_mlp);
+        cfg.normalization = Normalization::LNPre;
+        cfg
+    }
+
+    /// A plan whose every word is its own index (after the magic), so each section's place shows.
+    fn numbered(cfg: &Config) -> std::vec::Vec<u8> {
+        let mut w = PlanWriter::new(f32::from_bits(1));
+        for i in 2..len(cfg) / 4 {
+            w.word(i as u32);
+        }
+        w.into_bytes()
+    }
+
+    #[test]
+    fn sections_lie_where_the_layout_says() {
+        for d_mlp in [None, Some(12)] {
+            let cfg = config(d_mlp);
+            let bytes = numbered(&cfg);
+            let plan = Plan::parse(&bytes, &cfg).unwrap();
+            assert_eq!(plan.s_resid().to_bits(), 1);
+            assert_eq!(plan.embed(0).m, 2);
+            assert_eq!(plan.embed(4).shift, 11);
+            assert_eq!(plan.pos_embed(&cfg, 0).m, 12);
+            assert_eq!(plan.pos_embed(&cfg, 3), Multiplier { m: 0, shift: 0 });
+            let (l0, l1) = (plan.layer(&cfg, 0), plan.layer(&cfg, 1));
+            assert_eq!(l0.ln1().eps_n2, 18 | 19 << 32);
+            assert_eq!(l0.s_q().to_bits(), 23);
+            assert_eq!(l0.w_q().get(0).bias, 26);
+            let stride = layer_words(&cfg) as i32;
+            assert_eq!(l1.w_q().get(1).to_out.m, 30 + stride);
+            assert_eq!(l1.mlp().is_some(), d_mlp.is_some());
+            let tail = head_words(&cfg) + 2 * layer_words(&cfg);
+            assert_eq!(
+                plan.tail(&cfg).ln_final.eps_n2,
+                tail as u64 | (tail as u64 + 1) << 32
+            );
+            let last = (len(&cfg) / 4 - 1) as u32;
+            let want = (last - 1) as f32 * f32::from_bits(last);
+            assert_eq!(plan.tail(&cfg).logit(4, 0), want);
+        }
+    }
+
+    #[test]
+    fn a_plan_of_another_length_or_magic_is_refused() {
+        let cfg = config(Some(12));
+        let bytes = numbered(&cfg);
+        assert!(Plan::parse(&bytes[..bytes.len() - 4], &cfg).is_none());
+        assert!(Plan::parse(&bytes, &config(None)).is_none());
+        let mut bad = bytes.clone();
+        bad[0] ^= 1;
+        assert!(Plan::parse(&bad, &cfg).is_none());
+    }
+
+    #[test]
+    fn knots_round_trip() {
+        let cfg = config(Some(12));
+        let mut knots = [0i16; KNOTS];
+        for (k, v) in knots.iter_mut().enumerate() {
+            *v = (k as i16 - 128) * 200;
+        }
+        let mut w = PlanWriter::new(1.0);
+        let before = layer_words(&cfg) - (NORM + 1 + ROW * 12 + KNOT_WORDS + 1 + MUL + 1 + ROW * 8);
+        for _ in 2..head_words(&cfg) + before + NORM + 1 + ROW * 12 {
+            w.word(0);
+        }
+        w.knots(&knots);
+        let mut bytes = w.into_bytes();
+        bytes.resize(len(&cfg), 0);
+        let mlp = Plan::parse(&bytes, &cfg)
+            .unwrap()
+            .layer(&cfg, 0)
+            .mlp()
+            .unwrap();
+        assert!((0..KNOTS).all(|k| mlp.knot(k) == knots[k]));
+        assert_eq!(mlp.activate(i16::MIN), knots[0]);
+        assert_eq!(mlp.activate(0), knots[128]);
+    }
+}

@@ -1,0 +1,70 @@
+//! Exact int8 matmuls for the integer-only arithmetic: the `i32` sums `acc_r = W[r] . x` of an `I8` matrix in
+//! the blob's quads of rows ([`crate::blob::quads`]) and an int8 input, on the four-row kernel of the
+//! target where the input has its lanes, else a row at a time. Integer sums: the same bits everywhere.
+
+use super::dot4::dot4_quads;
+use super::int8::dot_place;
+use crate::arch::lane_word;
+use crate::blob::quads;
+
+/// Writes `x`'s 16-bit lanes (per group of four `[x0, x2]`, `[x1, x3]`) into `lanes` and returns
+/// them: empty unless `x` is whole groups and `lanes` has room for `x.len() / 2` words.
+pub fn lanes<'l>(x: &[i8], lanes: &'l mut [u32]) -> &'l [u32] {
+    let words = x.len() / 2;
+    if x.len() % 4 != 0 || lanes.len() < words {
+        return &[];
+    }
+    for (pair, g) in lanes.chunks_exact_mut(2).zip(x.chunks_exact(4)) {
+        pair[0] = lane_word(g[0].into(), g[2].into());
+        pair[1] = lane_word(g[1].into(), g[3].into());
+    }
+    &lanes[..words]
+}
+
+/// `out[r] = sum_c W[r][c] x[c]` for `r < min(rows, out.len())` of the `[rows, cols]` `I8` matrix
+/// `w` (its blob bytes) and `x` (`cols` values; `lanes` its [`lanes`], or empty). Exact for `cols <=
+/// 2^17` (`|acc| < 2^31`); a row past the data sums its missing bytes as zeros.
+pub fn matvec(w: &[u8], [rows, cols]: [usize; 2], x: &[i8], lanes: &[u32], out: &mut [i32]) {
+    let rows = rows.min(out.len());
+    let n = x.len().min(cols);
+    let mut done = 0;
+    if cols % 4 == 0 && n == cols && lanes.len() == cols / 2 {
+        done = rows - rows % quads::QUAD;
+        dot4_quads(w, cols, lanes, &mut out[..done]);
+    }
+    for (r, o) in out.iter_mut().enumerate().take(rows).skip(done) {
+        let place = (quads::row_place(rows, cols, r), cols);
+        let acc = dot_place(w, place, 0, n, |i| x.get(i).map_or(0, |&v| v.into()));
+        *o = acc as i32;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::blob::quads::from_row_major;
+    use crate::testing::lcg;
+    use std::vec::Vec;
+
+    #[test]
+    fn the_kernel_and_the_row_loop_give_the_plain_sums() {
+        let mut next = lcg(3);
+        for (rows, cols) in [(1, 4), (4, 8), (7, 12), (9, 5), (16, 64), (13, 3)] {
+            let row_major: Vec<u8> = (0..rows * cols).map(|_| next() as u8).collect();
+            let x: Vec<i8> = (0..cols).map(|_| next() as i8).collect();
+            let w = from_row_major(rows, cols, &row_major);
+            let mut words = std::vec![0u32; cols];
+            let l = lanes(&x, &mut words).to_vec();
+            for lanes in [&l[..], &[]] {
+                let mut out = std::vec![0i32; rows];
+                matvec(&w, [rows, cols], &x, lanes, &mut out);
+                for (r, o) in out.iter().enumerate() {
+                    let want: i32 = (0..cols)
+                        .map(|c| i32::from(row_major[r * cols + c] as i8) * i32::from(x[c]))
+                        .sum();
+                    assert_eq!(*o, want, "{rows}x{cols} row {r}");
+                }
+            }
+        }
+    }
+}

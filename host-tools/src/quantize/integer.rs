@@ -1,0 +1,342 @@
+//! The integer-only arithmetic's plan (`convert --arith integer`): from an int8 blob computing in
+//! float, the ranges of its forward over calibration sequences ([`Ranges`]), then every fixed scale,
+//! multiplier, integer bias and activation knot the core's integer forward reads
+//! ([`microlens::integer::plan`]), written into the blob's header.
+//!
+//! Scales: the residual stream int16 at `1.25 max|resid| / 32767` (every `hook_resid_*` and the
+//! embeddings); each matmul's int8 input at `max|x| / 127` of its hook (`hook_normalized`, or the
+//! residual without norms; `hook_z` is at the values' scale; `W_out`'s is `hook_post`'s); queries, keys
+//! and values at `max / 127`; the MLP's pre-activation int16 at `1.25 max|pre| / 32767`, its output
+//! at the knots' own scale.
+
+use anyhow::{bail, ensure, Context, Result};
+use microlens::blob::{with_arithmetic, Activations};
+use microlens::integer::interpolated::Interpolated;
+use microlens::integer::norm::OUTPUT_FRAC_BITS;
+use microlens::integer::plan::{Norm, PlanWriter, Row};
+use microlens::{HookKind, Model, Normalization, TensorId, TensorKind};
+
+use super::ranges::{rescale, Ranges};
+
+/// Headroom of the int16 ranges (residual stream, pre-activations) over the calibrated maximum.
+const HEADROOM: f64 = 1.25;
+
+/// The blob `blob` (int8 matrices, float arithmetic) as a blob of the integer-only arithmetic, its
+/// ranges calibrated on `seqs`.
+pub fn integer_blob(blob: &[u8], seqs: &[Vec<u32>]) -> Result<Vec<u8>> {
+    let model = Model::from_bytes(blob).context("the int8 blob does not read back")?;
+    if let Err(why) = microlens::integer::plan::check_config(model.config()) {
+        bail!("--arith integer: {why}");
+    }
+    let ranges = Ranges::calibrate(&model, seqs).context("calibrating the integer ranges")?;
+    let plan = plan(&model, &ranges)?;
+    let out = with_arithmetic(blob, Activations::Integer, Some(&plan))?;
+    Model::from_bytes(&out).context("the integer blob does not read back")?;
+    Ok(out)
+}
+
+/// The largest `|x|` at `kind` in `layer`, with a clear error for a point the calibration never saw.
+fn max_abs(ranges: &Ranges, kind: HookKind, layer: usize) -> Result<f64> {
+    let m = ranges
+        .max_abs(kind, layer)
+        .with_context(|| format!("calibration never reached {kind:?} of layer {layer}"))?;
+    // A point that was always 0 still needs a positive scale.
+    Ok(f64::from(m).max(1e-6))
+}
+
+/// The model's matrix `kind` of `layer`.
+fn matrix<'a>(
+    model: &Model<'a>,
+    kind: TensorKind,
+    layer: usize,
+) -> Result<microlens::weights::Matrix<'a>> {
+    let id = match kind.per_layer() {
+        true => TensorId::layer(kind, layer),
+        false => TensorId::global(kind),
+    };
+    model
+        .matrix(id)
+        .with_context(|| format!("the blob has no {id}"))
+}
+
+/// The bias vector `kind` of `layer` (zeros where the blob has none).
+fn bias(model: &Model<'_>, kind: TensorKind, layer: usize, n: usize) -> Vec<f32> {
+    let id = match kind.per_layer() {
+        true => TensorId::layer(kind, layer),
+        false => TensorId::global(kind),
+    };
+    match model.vector(id) {
+        Some(v) => v.iter().collect(),
+        None => vec![0.0; n],
+    }
+}
+
+/// `round(x)` as an `i32`, with a clear error where it does not fit.
+fn to_i32(x: f64, what: &str) -> Result<i32> {
+    let r = x.round();
+    ensure!(
+        r.is_finite() && r.abs() < f64::from(i32::MAX),
+        "{what}: {x:e} does not fit the integer arithmetic's 32 bits"
+    );
+    Ok(r as i32)
+}
+
+/// The rows of a matmul: `W` (`kind` of `layer`) with input scale `s_x` to an output at `s_out`.
+fn rows(
+    w: &mut PlanWriter,
+    model: &Model<'_>,
+    (kind, bias_kind, layer): (TensorKind, TensorKind, usize),
+    s_x: f64,
+    s_out: f64,
+) -> Result<()> {
+    let m = matrix(model, kind, layer)?;
+    let b = bias(model, bias_kind, layer, m.rows());
+    for (r, &b) in b.iter().enumerate().take(m.rows()) {
+        let acc_scale = f64::from(m.scale(r)) * s_x;
+        w.row(Row {
+            bias: to_i32(
+                f64::from(b) / acc_scale,
+                "a bias at its accumulator's scale",
+            )?,
+            to_out: rescale(acc_scale, s_out)?,
+        });
+    }
+    Ok(())
+}
+
+/// A norm's constants: `eps` at the residual's scale and the multiplier from its Q11 output (or, without
+/// norms, from the residual) to an input at `max|x| / 127` of `input` (`kind`, `layer`).
+fn norm(
+    model: &Model<'_>,
+    ranges: &Ranges,
+    s_r: f64,
+    input: (HookKind, usize),
+) -> Result<(Norm, f64)> {
+    let cfg = model.config();
+    let s_x = max_abs(ranges, input.0, input.1)? / 127.0;
+    let n = cfg.d_model as f64;
+    let (eps_n2, from) = match cfg.normalization {
+        Normalization::None => (0, s_r),
+        _ => (
+            (n * n * f64::from(cfg.eps) / (s_r * s_r)).round() as u64,
+            (-f64::from(OUTPUT_FRAC_BITS)).exp2(),
+        ),
+    };
+    let to_x = rescale(from, s_x)?;
+    Ok((
+        Norm {
+            eps_n2,
+            to_x,
+            s_x: s_x as f32,
+        },
+        s_x,
+    ))
+}
+
+/// The hook a norm's output is calibrated at: `hook_normalized`, or without norms the residual
+/// stream it reads.
+fn norm_point(
+    model: &Model<'_>,
+    normalized: (HookKind, usize),
+    resid: (HookKind, usize),
+) -> (HookKind, usize) {
+    match model.config().normalization {
+        Normalization::None => resid,
+        _ => normalized,
+    }
+}
+
+/// The plan of `model` for `ranges`.
+pub fn plan(model: &Model<'_>, ranges: &Ranges) -> Result<Vec<u8>> {
+    let cfg = *model.config();
+    let last = cfg.n_layers.saturating_sub(1);
+    let mut resid = max_abs(ranges, HookKind::Embed, 0)?;
+    for l in 0..cfg.n_layers {
+        for kind in [HookKind::ResidPre, HookKind::ResidMid, HookKind::ResidPost] {
+            if let Some(m) = ranges.max_abs(kind, l) {
+                resid = resid.max(f64::from(m));
+            }
+        }
+    }
+    let s_r = HEADROOM * resid / 32767.0;
+    let mut w = PlanWriter::new(s_r as f32);
+    for kind in [TensorKind::WE, TensorKind::WPos] {
+        let m = matrix(model, kind, 0)?;
+        for r in 0..m.rows() {
+            w.multiplier(rescale(f64::from(m.scale(r)), s_r)?);
+        }
+    }
+    for l in 0..cfg.n_layers {
+        let point = norm_point(model, (HookKind::Ln1Normalized, l), (HookKind::ResidPre, l));
+        let (ln1, s_x) = norm(model, ranges, s_r, point)?;
+        w.norm(ln1);
+        let [s_q, s_k, s_v] = [HookKind::Q, HookKind::K, HookKind::V]
+            .map(|k| max_abs(ranges, k, l).map(|m| m / 127.0));
+        let (s_q, s_k, s_v) = (s_q?, s_k?, s_v?);
+        for s in [s_q, s_k, s_v] {
+            w.f32(s as f32);
+        }
+        rows(&mut w, model, (TensorKind::WQ, TensorKind::BQ, l), s_x, s_q)?;
+        rows(&mut w, model, (TensorKind::WK, TensorKind::BK, l), s_x, s_k)?;
+        rows(&mut w, model, (TensorKind::WV, TensorKind::BV, l), s_x, s_v)?;
+        let q11 = f64::from(1u32 << OUTPUT_FRAC_BITS);
+        w.multiplier(rescale(
+            s_q * s_k * q11,
+            f64::from(cfg.layer_attn_scale(l)),
+        )?);
+        rows(&mut w, model, (TensorKind::WO, TensorKind::BO, l), s_v, s_r)?;
+        if cfg.attn_only() {
+            continue;
+        }
+        let point = norm_point(model, (HookKind::Ln2Normalized, l), (HookKind::ResidMid, l));
+        let (ln2, s_x) = norm(model, ranges, s_r, point)?;
+        w.norm(ln2);
+        let s_pre = HEADROOM * max_abs(ranges, HookKind::MlpPre, l)? / 32767.0;
+        w.f32(s_pre as f32);
+        rows(
+            &mut w,
+            model,
+            (TensorKind::WIn, TensorKind::BIn, l),
+            s_x,
+            s_pre,
+        )?;
+        let Some(table) = Interpolated::build(cfg.act_fn, s_pre as f32) else {
+            bail!("the integer arithmetic has no table for {:?}", cfg.act_fn);
+        };
+        w.knots(&table.knots);
+        let s_post = f64::from(table.output.scale);
+        w.f32(s_post as f32);
+        let s_x3 = max_abs(ranges, HookKind::MlpPost, l)? / 127.0;
+        w.multiplier(rescale(s_post, s_x3)?);
+        w.f32(s_x3 as f32);
+        rows(
+            &mut w,
+            model,
+            (TensorKind::WOut, TensorKind::BOut, l),
+            s_x3,
+            s_r,
+        )?;
+    }
+    let point = norm_point(
+        model,
+        (HookKind::LnFinalNormalized, 0),
+        (HookKind::ResidPost, last),
+    );
+    let (ln_final, s_x) = norm(model, ranges, s_r, point)?;
+    w.norm(ln_final);
+    let w_u = matrix(model, TensorKind::WU, 0)?;
+    let b_u = bias(model, TensorKind::BU, 0, w_u.rows());
+    for (r, &b) in b_u.iter().enumerate().take(w_u.rows()) {
+        let acc_scale = f64::from(w_u.scale(r)) * s_x;
+        w.logit(
+            to_i32(f64::from(b) / acc_scale, "b_U at its accumulator's scale")?,
+            acc_scale as f32,
+        );
+    }
+    Ok(w.into_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::random_model::{config, f32_blob};
+    use crate::quantize::calibration::Source;
+    use crate::quantize::{requantize, Rounding};
+    use microlens::{Activations, Error, Positional, Session};
+
+    /// The logits of `model` over `tokens`, every position.
+    fn logits(model: &Model<'_>, tokens: &[u32]) -> Vec<f32> {
+        let mut kv = vec![0f32; model.kv_cache_len()];
+        let mut ws = vec![0f32; model.workspace_len()];
+        let mut s = Session::new(model, &mut kv, &mut ws).unwrap();
+        tokens
+            .iter()
+            .flat_map(|&t| s.step(t).unwrap().to_vec())
+            .collect()
+    }
+
+    /// An int8 blob computing in float, of a random model with `norm` (and an MLP or not).
+    fn int8_blob(norm: Normalization, mlp: bool, seed: u64) -> Vec<u8> {
+        let cfg = config(norm, Positional::Standard, mlp);
+        let blob = f32_blob(&cfg, seed);
+        let model = Model::from_bytes(&blob).unwrap();
+        requantize(
+            &model,
+            microlens::DType::I8,
+            Activations::F32,
+            &Rounding::Nearest,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_integer_forward_follows_the_float_one() {
+        for (norm, mlp) in [
+            (Normalization::LNPre, true),
+            (Normalization::RMSPre, true),
+            (Normalization::None, false),
+            (Normalization::LNPre, false),
+        ] {
+            let blob = int8_blob(norm, mlp, 3);
+            let float = Model::from_bytes(&blob).unwrap();
+            let seqs = Source::default().sequences(&float).unwrap();
+            let int = integer_blob(&blob, &seqs).unwrap();
+            let model = Model::from_bytes(&int).unwrap();
+            assert_eq!(model.activations(), Activations::Integer);
+            let tokens = &seqs[0];
+            let (a, b) = (logits(&float, tokens), logits(&model, tokens));
+            let rms = (a.iter().map(|v| v * v).sum::<f32>() / a.len() as f32).sqrt();
+            let err = a
+                .iter()
+                .zip(&b)
+                .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+            assert!(
+                err < 0.1 * rms,
+                "{norm:?} mlp {mlp}: max error {err} against rms {rms}"
+            );
+            assert_eq!(b, logits(&model, tokens), "the same bits again");
+        }
+    }
+
+    #[test]
+    fn a_blob_without_its_plan_or_with_a_short_one_is_refused() {
+        let blob = int8_blob(Normalization::LNPre, true, 4);
+        let float = Model::from_bytes(&blob).unwrap();
+        let seqs = Source::default().sequences(&float).unwrap();
+        let int = integer_blob(&blob, &seqs[..4]).unwrap();
+        let plan = plan(&float, &Ranges::calibrate(&float, &seqs[..4]).unwrap()).unwrap();
+        let refused = |plan: Option<&[u8]>| {
+            let bytes = with_arithmetic(&blob, Activations::Integer, plan).unwrap();
+            match Model::from_bytes(&bytes) {
+                Err(e @ Error::Inconsistent(_)) => e.to_string(),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert!(refused(None).contains("integer plan"));
+        assert!(refused(Some(&plan[..plan.len() - 4])).contains("integer plan"));
+        let mut bad = plan.clone();
+        bad[0] ^= 0xff;
+        assert!(refused(Some(&bad)).contains("integer plan"));
+        assert_eq!(
+            with_arithmetic(&blob, Activations::Integer, Some(&plan)).unwrap(),
+            int
+        );
+    }
+
+    #[test]
+    fn models_the_arithmetic_does_not_cover_are_refused_by_name() {
+        let cfg = config(Normalization::LNPre, Positional::Sinusoidal, false);
+        let blob = f32_blob(&cfg, 5);
+        let model = Model::from_bytes(&blob).unwrap();
+        let i8 = requantize(
+            &model,
+            microlens::DType::I8,
+            Activations::F32,
+            &Rounding::Nearest,
+        )
+        .unwrap();
+        let seqs = Source::default().sequences(&model).unwrap();
+        let err = integer_blob(&i8, &seqs[..2]).unwrap_err().to_string();
+        assert!(err.contains("standard positions"), "{err}");
+    }
+}
