@@ -247,14 +247,23 @@ fn encode_tensor(
 /// with the blob writer; `None` if a value cannot be encoded.
 pub fn model_bytes(u: &mut Unstructured<'_>, cfg: &Config) -> Result<Option<Vec<u8>>> {
     let dtype = *u.choose(DType::ALL.as_slice())?;
-    let activations = *u.choose(&Activations::ALL)?;
+    let mut activations = *u.choose(&Activations::ALL)?;
+    // The integer-only arithmetic: int8 matrices and a plan of arbitrary words, where the config is one
+    // it takes (else the int8 arithmetic).
+    let covered = microlens::integer::plan::check_config(cfg).is_ok();
+    if activations == Activations::Integer && !covered {
+        activations = Activations::I8;
+    }
+    let integer = activations == Activations::Integer;
     let mut tensors = Vec::new();
     for id in Catalogue::new(cfg).ids() {
         let shape = id.shape(cfg);
         let values: Vec<f32> = (0..shape[0] * shape[1])
             .map(|_| float(u).map(|v| if v.is_finite() { v } else { 0.5 }))
             .collect::<Result<_>>()?;
-        let per_tensor = if u.ratio(1, 4)? {
+        let per_tensor = if integer {
+            DType::I8
+        } else if u.ratio(1, 4)? {
             *u.choose(DType::ALL.as_slice())?
         } else {
             dtype
@@ -271,5 +280,14 @@ pub fn model_bytes(u: &mut Unstructured<'_>, cfg: &Config) -> Result<Option<Vec<
         fold_value_biases: u.arbitrary()?,
         original_normalization: cfg.normalization,
     };
-    Ok(blob::write(cfg, processing, activations, &tensors).ok())
+    let Ok(bytes) = blob::write(cfg, processing, activations, &tensors) else {
+        return Ok(None);
+    };
+    if !integer {
+        return Ok(Some(bytes));
+    }
+    let mut plan = microlens::integer::plan::MAGIC.to_le_bytes().to_vec();
+    plan.resize(microlens::integer::plan::len(cfg), 0);
+    u.fill_buffer(&mut plan[4..])?;
+    Ok(blob::with_arithmetic(&bytes, activations, Some(&plan)).ok())
 }

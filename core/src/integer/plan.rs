@@ -1,4 +1,4 @@
-//! The integer plan: every constant the integer-only forward ([`super::forward`]) needs beyond the
+//! The integer plan: every constant the integer-only forward (`session::integer`) needs beyond the
 //! int8 weights, computed on the host at conversion from ranges calibrated on the float forward, and
 //! stored in the blob after the header (`convert --arith integer`).
 //!

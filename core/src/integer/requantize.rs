@@ -72,7 +72,7 @@ impl Multiplier {
     #[inline]
     pub fn apply(self, x: i32) -> i32 {
         let left = self.shift.clamp(0, 30) as u32;
-        let right = (-self.shift).clamp(0, 31) as u32;
+        let right = self.shift.saturating_neg().clamp(0, 31) as u32;
         let shifted = x.saturating_mul(1 << left);
         rounding_shift_right(rounding_doubling_high_mul(shifted, self.m), right)
     }
@@ -227,5 +227,17 @@ mod tests {
         assert_eq!(saturate_i8(-5), -5);
         assert_eq!(saturate_i16(70_000), i16::MAX);
         assert_eq!(saturate_i16(-70_000), i16::MIN);
+    }
+
+    #[test]
+    fn any_stored_multiplier_applies_without_panicking() {
+        // A plan is data: its multipliers may hold any words.
+        for shift in [i32::MIN, -32, -31, 0, 30, 31, i32::MAX] {
+            for m in [i32::MIN, -1, 0, 1, i32::MAX] {
+                for x in [i32::MIN, -1, 0, 1, i32::MAX] {
+                    let _ = Multiplier { m, shift }.apply(x);
+                }
+            }
+        }
     }
 }

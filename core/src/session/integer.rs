@@ -106,14 +106,20 @@ fn matrix<'a>(s: &Step<'_, 'a, impl Hooks>, kind: TensorKind) -> Result<Matrix<'
     s.model.matrix(id).ok_or(MISSING)
 }
 
-/// `out[r] = rows[r](W x)` over `W`'s rows: the exact sums, requantised.
-fn project(w: &Matrix<'_>, rows: Rows<'_>, x: &[i8], scratch: &mut [u32], out: &mut [i32]) {
+/// `out[r] = W[r] . x` over `W`'s rows, exact (`x` its first `cols` values, `scratch` for their
+/// lanes); returns the outputs written.
+fn sums<'o>(w: &Matrix<'_>, x: &[i8], scratch: &mut [u32], out: &'o mut [i32]) -> &'o mut [i32] {
     let x = &x[..w.cols().min(x.len())];
     let l = lanes(x, scratch);
     let n = w.rows().min(out.len());
     let out = &mut out[..n];
     matvec(w.data(), [w.rows(), w.cols()], x, l, out);
-    for (r, o) in out.iter_mut().enumerate() {
+    out
+}
+
+/// `out[r] = rows[r](W x)` over `W`'s rows: the exact sums, requantised.
+fn project(w: &Matrix<'_>, rows: Rows<'_>, x: &[i8], scratch: &mut [u32], out: &mut [i32]) {
+    for (r, o) in sums(w, x, scratch, out).iter_mut().enumerate() {
         *o = rows.get(r).apply(*o);
     }
 }
@@ -156,11 +162,7 @@ fn unembed<H: Hooks>(
 ) -> Result<(), Error> {
     let tail = plan.tail(&s.cfg);
     normed_input(s, &tail.ln_final, HookKind::LnFinalNormalized, ws, ib);
-    let w_u = matrix(s, TensorKind::WU)?;
-    let x = &ib.x[..w_u.cols()];
-    let l = lanes(x, ib.lanes);
-    let acc = &mut ib.acc[..w_u.rows()];
-    matvec(w_u.data(), [w_u.rows(), w_u.cols()], x, l, acc);
+    let acc = sums(&matrix(s, TensorKind::WU)?, ib.x, ib.lanes, ib.acc);
     let logits = row(ws.logits, r, s.cfg.d_vocab_out);
     for (i, (o, &a)) in logits.iter_mut().zip(acc.iter()).enumerate() {
         *o = tail.logit(i, a);

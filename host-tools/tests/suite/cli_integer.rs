@@ -12,6 +12,18 @@ fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(&microlens(args))).unwrap()
 }
 
+/// `microlens fidelity reference candidate --sequences 40 --json`.
+fn fidelity(reference: &Path, candidate: &Path) -> serde_json::Value {
+    json(&[
+        "fidelity",
+        s(reference),
+        s(candidate),
+        "--sequences",
+        "40",
+        "--json",
+    ])
+}
+
 #[test]
 fn the_shipped_model_in_integers_keeps_its_predictions_and_induction_heads() {
     let dir = tempfile::tempdir().unwrap();
@@ -27,14 +39,7 @@ fn the_shipped_model_in_integers_keeps_its_predictions_and_induction_heads() {
         json(&["inspect", s(&int), "--json"])["activations"],
         "integer"
     );
-    let v = json(&[
-        "fidelity",
-        s(&f32_blob),
-        s(&int),
-        "--sequences",
-        "40",
-        "--json",
-    ]);
+    let v = fidelity(&f32_blob, &int);
     assert_eq!(v["candidate"]["activations"], "integer");
     let (kl, repeated) = (
         v["mean_kl"].as_f64().unwrap(),
@@ -93,14 +98,7 @@ fn a_model_with_an_mlp_runs_in_integers() {
         "i8",
         &["--arith", "integer"],
     );
-    let v = json(&[
-        "fidelity",
-        s(&f32_blob),
-        s(&int),
-        "--sequences",
-        "40",
-        "--json",
-    ]);
+    let v = fidelity(&f32_blob, &int);
     let kl = v["mean_kl"].as_f64().unwrap();
     assert!(kl < 1.5e-3, "mean KL {kl}");
 }
