@@ -22,7 +22,8 @@ pub fn check_editable(model: &Model<'_>) -> Result<()> {
     );
     ensure!(
         model.activations() == Activations::F32,
-        "the blob runs int8 activations: edit the f32 blob, then convert or quantise the result"
+        "the blob runs {} activations: edit the f32 blob, then convert or quantise the result",
+        model.activations().name()
     );
     let id = TensorId::layer(TensorKind::WOut, 0);
     let m = model.matrix(id).context("the model has no W_out")?;
