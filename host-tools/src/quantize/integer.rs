@@ -339,4 +339,22 @@ mod tests {
         let err = integer_blob(&i8, &seqs[..2]).unwrap_err().to_string();
         assert!(err.contains("standard positions"), "{err}");
     }
+
+    #[test]
+    fn the_shipped_fact_model_recalls_every_fact_in_integers() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../firmware-example/model");
+        let opts = crate::convert::ConvertOptions {
+            dtype: microlens::DType::I8,
+            activations: Some(Activations::Integer),
+            ..Default::default()
+        };
+        let c = crate::convert::convert(&dir.join("facts-4l.safetensors"), &opts).unwrap();
+        let model = Model::from_bytes(&c.blob).unwrap();
+        assert_eq!(model.activations(), Activations::Integer);
+        let facts = crate::train::facts::read_facts_file(&dir.join("facts-4l.facts")).unwrap();
+        assert_eq!(facts.len(), 256);
+        let recalled = crate::train::facts::recall(&model, &facts).unwrap();
+        assert_eq!(recalled, 1.0, "facts recalled in the integer arithmetic");
+    }
 }
