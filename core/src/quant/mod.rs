@@ -13,6 +13,7 @@ pub(crate) mod attention_loops;
 pub(crate) mod dot4;
 #[cfg(feature = "encode")]
 pub mod encode;
+#[cfg(feature = "arith-integer")]
 pub(crate) mod exact;
 pub(crate) mod groups;
 pub(crate) mod int4;
