@@ -249,6 +249,14 @@ impl TensorId {
     pub const fn layer(kind: TensorKind, layer: usize) -> Self {
         TensorId { kind, layer }
     }
+    /// `kind` as the forward pass meets it in block `layer`: that block's tensor for a per-layer kind,
+    /// else the global one.
+    pub const fn in_layer(kind: TensorKind, layer: usize) -> Self {
+        match kind.per_layer() {
+            true => TensorId::layer(kind, layer),
+            false => TensorId::global(kind),
+        }
+    }
     /// Shape `[rows, cols]` in a blob for `cfg`.
     pub fn shape(&self, cfg: &Config) -> [usize; 2] {
         self.kind.shape(cfg)

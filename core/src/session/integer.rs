@@ -99,11 +99,9 @@ fn fixed(bits: u32) -> f32 {
 
 /// An int8 matrix of the model, with its shape.
 fn matrix<'a>(s: &Step<'_, 'a, impl Hooks>, kind: TensorKind) -> Result<Matrix<'a>, Error> {
-    let id = match kind.per_layer() {
-        true => TensorId::layer(kind, s.layer),
-        false => TensorId::global(kind),
-    };
-    s.model.matrix(id).ok_or(MISSING)
+    s.model
+        .matrix(TensorId::in_layer(kind, s.layer))
+        .ok_or(MISSING)
 }
 
 /// `out[r] = W[r] . x` over `W`'s rows, exact (`x` its first `cols` values, `scratch` for their

@@ -50,10 +50,7 @@ fn matrix<'a>(
     kind: TensorKind,
     layer: usize,
 ) -> Result<microlens::weights::Matrix<'a>> {
-    let id = match kind.per_layer() {
-        true => TensorId::layer(kind, layer),
-        false => TensorId::global(kind),
-    };
+    let id = TensorId::in_layer(kind, layer);
     model
         .matrix(id)
         .with_context(|| format!("the blob has no {id}"))
@@ -61,11 +58,7 @@ fn matrix<'a>(
 
 /// The bias vector `kind` of `layer` (zeros where the blob has none).
 fn bias(model: &Model<'_>, kind: TensorKind, layer: usize, n: usize) -> Vec<f32> {
-    let id = match kind.per_layer() {
-        true => TensorId::layer(kind, layer),
-        false => TensorId::global(kind),
-    };
-    match model.vector(id) {
+    match model.vector(TensorId::in_layer(kind, layer)) {
         Some(v) => v.iter().collect(),
         None => vec![0.0; n],
     }
