@@ -350,4 +350,58 @@ mod tests {
         let recalled = crate::train::facts::recall(&model, &facts).unwrap();
         assert_eq!(recalled, 1.0, "facts recalled in the integer arithmetic");
     }
+
+    /// Wants every hook point; zeroes layer 1's patterns when `ablate`.
+    struct Every {
+        ablate: bool,
+    }
+    impl microlens::Hooks for Every {
+        fn wants(&self, _: HookKind) -> bool {
+            true
+        }
+        fn hook(&mut self, p: microlens::HookPoint, act: &mut [f32]) {
+            if self.ablate && p.kind == HookKind::Pattern && p.layer == 1 {
+                act.fill(0.0);
+            }
+        }
+    }
+
+    #[test]
+    fn hooks_that_only_read_leave_the_bits_and_writes_are_used() {
+        let blob = int8_blob(Normalization::LNPre, true, 6);
+        let float = Model::from_bytes(&blob).unwrap();
+        let seqs = Source::default().sequences(&float).unwrap();
+        let int = integer_blob(&blob, &seqs[..8]).unwrap();
+        let model = Model::from_bytes(&int).unwrap();
+        let tokens = &seqs[0];
+        let run = |mut hooks: &mut dyn microlens::Hooks| {
+            let mut kv = vec![0f32; model.kv_cache_len()];
+            let mut ws = vec![0f32; model.workspace_len()];
+            let mut s = Session::new(&model, &mut kv, &mut ws).unwrap();
+            let mut out = Vec::new();
+            for &t in tokens {
+                out.extend(
+                    s.step_with(t, &mut hooks)
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.to_bits()),
+                );
+            }
+            out
+        };
+        let plain = logits(&model, tokens)
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>();
+        assert_eq!(
+            run(&mut Every { ablate: false }),
+            plain,
+            "reading hooks change nothing"
+        );
+        assert_ne!(
+            run(&mut Every { ablate: true }),
+            plain,
+            "a pattern zeroed by a hook is used"
+        );
+    }
 }
