@@ -33,6 +33,7 @@ mod blob_source;
 mod boards;
 mod browser;
 mod cargo_run;
+mod compile_time_crates;
 mod core32;
 mod defmt_print;
 mod demo;

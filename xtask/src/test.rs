@@ -452,6 +452,11 @@ fn steps() -> Vec<Step> {
             run: Box::new(|| shares_test_build("microlens-host", "the host tool")),
         },
         Step {
+            name: "compile-time crates (proc macros, build scripts' libraries) built unoptimised".into(),
+            beside: false,
+            run: Box::new(crate::compile_time_crates::check),
+        },
+        Step {
             name: "Python extension and tests share one build (same features)".into(),
             beside: false,
             run: Box::new(|| shares_test_build("microlens-python", "the Python extension")),
