@@ -1,8 +1,9 @@
 //! Exact int8 matmuls for the integer-only arithmetic: the `i32` sums `acc_r = W[r] . x` of an `I8` matrix in
 //! the blob's quads of rows ([`crate::blob::quads`]) and an int8 input, on the four-row kernel of the
-//! target where the input has its lanes, else a row at a time. Integer sums: the same bits everywhere.
+//! target where the input has its lanes, else a row at a time; and the same sums over rows any stride
+//! apart (the int8 KV cache's keys). Integer sums: the same bits everywhere.
 
-use super::dot4::dot4_quads;
+use super::dot4::{dot4_quads, dot4_strided};
 use super::int8::dot_place;
 use crate::arch::lane_word;
 use crate::blob::quads;
@@ -39,6 +40,25 @@ pub fn matvec(w: &[u8], [rows, cols]: [usize; 2], x: &[i8], lanes: &[u32], out: 
     }
 }
 
+/// `out[r] = sum_c rows[r * stride + c] x[c]` (the bytes as `i8`) for `r < out.len()` and `c <
+/// x.len()`, `lanes` `x`'s [`lanes`] (or empty): four rows at a time on the target's strided kernel,
+/// the rows after the last four one at a time. Bytes past `rows` count as zeros.
+pub fn strided(rows: &[u8], stride: usize, x: &[i8], lanes: &[u32], out: &mut [i32]) {
+    let quads = match x.len() % 4 == 0 && lanes.len() == x.len() / 2 {
+        true => out.len() - out.len() % 4,
+        false => 0,
+    };
+    let (out4, rest) = out.split_at_mut(quads);
+    dot4_strided(rows, stride, lanes, out4);
+    for (j, o) in rest.iter_mut().enumerate() {
+        let at = (quads + j).saturating_mul(stride);
+        let row = rows.get(at..).unwrap_or(&[]);
+        *o = row.iter().zip(x).fold(0i32, |acc, (&w, &v)| {
+            acc.wrapping_add(i32::from(w as i8) * i32::from(v))
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,6 +83,34 @@ mod tests {
                         .map(|c| i32::from(row_major[r * cols + c] as i8) * i32::from(x[c]))
                         .sum();
                     assert_eq!(*o, want, "{rows}x{cols} row {r}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_strided_rows_give_the_plain_sums() {
+        let mut next = lcg(11);
+        for (rows, stride, n) in [
+            (1, 8, 8),
+            (4, 8, 8),
+            (7, 24, 8),
+            (9, 16, 12),
+            (13, 8, 5),
+            (6, 4, 4),
+        ] {
+            let bytes: Vec<u8> = (0..rows * stride).map(|_| next() as u8).collect();
+            let x: Vec<i8> = (0..n).map(|_| next() as i8).collect();
+            let mut words = std::vec![0u32; n];
+            let l = lanes(&x, &mut words).to_vec();
+            for lanes in [&l[..], &[]] {
+                let mut out = std::vec![0i32; rows];
+                strided(&bytes, stride, &x, lanes, &mut out);
+                for (r, o) in out.iter().enumerate() {
+                    let want: i32 = (0..n)
+                        .map(|c| i32::from(bytes[r * stride + c] as i8) * i32::from(x[c]))
+                        .sum();
+                    assert_eq!(*o, want, "{rows} rows, stride {stride}, row {r}");
                 }
             }
         }

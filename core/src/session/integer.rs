@@ -25,7 +25,7 @@ use crate::integer::plan::{LayerPlan, Norm, Plan, Rows};
 use crate::integer::requantize::{rounding_shift_right, saturate_i16, saturate_i8, Multiplier};
 use crate::integer::softmax::{softmax_in_place, PROB_FRAC_BITS};
 use crate::kv_cache::KvCache;
-use crate::quant::exact::{lanes, matvec};
+use crate::quant::exact::{lanes, matvec, strided};
 use crate::tensors::{TensorId, TensorKind};
 use crate::weights::Matrix;
 use crate::workspace::{row, IntegerBuffers, Workspace};
@@ -370,13 +370,11 @@ fn head<H: Hooks>(
     let span = g * dh..(g + 1) * dh;
     let q = &ib.q[h * dh..(h + 1) * dh];
     let scores = &mut ib.scores[..keys.len() / d_kv.max(1)];
+    let keys_of_head: &[u8] = bytemuck::cast_slice(keys.get(span.start..).unwrap_or(&[]));
+    strided(keys_of_head, d_kv, q, lanes(q, ib.lanes), scores);
     let score = lp.score();
-    for (sc, k) in scores.iter_mut().zip(keys.chunks_exact(d_kv)) {
-        let dot = q
-            .iter()
-            .zip(&k[span.clone()])
-            .fold(0i32, |acc, (&a, &b)| acc + i32::from(a) * i32::from(b));
-        *sc = score.apply(dot);
+    for sc in scores.iter_mut() {
+        *sc = score.apply(*sc);
     }
     hook(
         s,
