@@ -24,6 +24,12 @@ const RXNE: u32 = 1 << 5;
 const TXE: u32 = 1 << 7;
 /// CR1: USART, transmitter and receiver enabled.
 const UE_TE_RE: u32 = (1 << 13) | (1 << 3) | (1 << 2);
+/// CR1: the interrupt on a byte received (serve mode's link, which sleeps until it pends).
+#[cfg(feature = "serve")]
+const RXNEIE: u32 = 1 << 5;
+/// USART1's interrupt on the STM32F405 (RM0090, the vector table; QEMU `stm32f405_soc.c`).
+#[cfg(feature = "serve")]
+const USART1_IRQ: usize = 37;
 /// BRR at 16 MHz for 115,200 baud (oversampling by 16: 8.6875 = 8 + 11/16).
 const BRR_115200: u32 = (8 << 4) | 11;
 
@@ -42,9 +48,11 @@ impl Usart {
         self
     }
 
+    /// The next byte received, asleep until it arrives (reading `DR` clears `RXNE` and with it the
+    /// interrupt); `irq` is this USART's interrupt.
     #[cfg(feature = "serve")]
-    fn read_byte(self) -> u8 {
-        while read(self.base + SR) & RXNE == 0 {}
+    fn read_byte(self, irq: usize) -> u8 {
+        super::cortex_m::sleep_until(irq, || read(self.base + SR) & RXNE != 0);
         read(self.base + DR) as u8
     }
 
@@ -78,15 +86,16 @@ pub struct Uart(());
 
 #[cfg(feature = "serve")]
 impl Uart {
-    /// Enables USART1 at 115,200 baud.
+    /// Enables USART1 at 115,200 baud, with its interrupt on a byte received.
     pub fn take() -> Self {
         USART1.enable(RCC_APB2ENR, USART1EN);
+        write(USART1.base + CR1, UE_TE_RE | RXNEIE);
         Uart(())
     }
 
-    /// The next byte received (polls until one arrives).
+    /// The next byte received (asleep until one arrives).
     pub fn read_byte(&mut self) -> u8 {
-        USART1.read_byte()
+        USART1.read_byte(USART1_IRQ)
     }
 
     /// Sends `byte` (polls until the transmit register is empty).
