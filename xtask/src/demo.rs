@@ -85,19 +85,24 @@ pub fn run() -> Result<()> {
     firmware::run(matrix::parse_firmware_args(args))?;
 
     let stories = root().join(models::by_name("stories")?.checkpoint);
+    // Its llama2.c-style tokenizer, beside the checkpoint (the blob records which one it is).
+    let tokenizer = stories.with_file_name("tokenizer.bin");
     let stories_blob = out.join("stories-260k-i8.mlb");
     let (stories, stories_blob) = (stories.to_string_lossy(), stories_blob.to_string_lossy());
+    let tokenizer = tokenizer.to_string_lossy();
     section("7. the LLaMA-family story model (llama2.c's stories260K shape) as int8, continuing a story");
     microlens(
         &tool,
         &["convert", &stories, "-o", &stories_blob, "--dtype", "i8"],
     )?;
-    println!("microlens generate --text {STORY:?} --max-new-tokens 40:");
+    println!("microlens generate --text {STORY:?} --tokenizer {tokenizer} --max-new-tokens 40:");
     microlens(
         &tool,
         &[
             "generate",
             &stories_blob,
+            "--tokenizer",
+            &tokenizer,
             "--text",
             STORY,
             "--max-new-tokens",

@@ -4,18 +4,19 @@
 //! the Python package's pytest suite (`bindings/python`, in a virtual environment it makes), the shipped
 //! induction model trained again from its recipe (byte for byte), `microlens report`'s page in headless
 //! Chromium, the core's docs with warnings denied, the core crate without `std` or `alloc`, the host
-//! tool's features against the tests' (one build for both), the core's tests on 32-bit (i686), the
-//! thumbv6m build, the firmware on every emulated board checked against the host (the shipped model as
-//! int8 and as f32), fixtures with norms, MLPs, sinusoidal and LLaMA-shaped models on the Cortex-M4F,
-//! M55 and RISC-V, the shipped model as int4, f16 and W8A16 (and a fixture as int4), the byte-level
-//! model (its continuation checked too) and a ROME-edited fact model (its recall checked) on the
-//! Cortex-M4F, `cargo run` in the firmware example on the Cortex-M4F (its default blob checked to be the
-//! shipped model's current conversion), serve mode on the Cortex-M4F, the STM32F405 and the Cortex-M0 at
-//! once (the device's hash, activation cache and fidelity report against the host's; 10,000 corrupted
-//! frames on the M4F), every board two at a time (the real boards' builds with their sizes and budgets),
-//! and every fuzz target replayed on its seed corpus and mutants. The host-side steps that need no
-//! firmware run in a second process beside the firmware steps ([`crate::beside_firmware`]). Every step
-//! runs even if an earlier one failed; the last line counts them.
+//! tool's features against the tests' (one build for both), the compile-time crates (proc macros)
+//! unoptimised, the core's tests on 32-bit (i686), the thumbv6m build, the firmware on every emulated
+//! board checked against the host (the shipped model as int8 and as f32), fixtures with norms, MLPs,
+//! sinusoidal and LLaMA-shaped models on the Cortex-M4F, M55 and RISC-V, the shipped model as int4, f16
+//! and W8A16 (and a fixture as int4), the byte-level model (its continuation checked too) and a
+//! ROME-edited fact model (its recall checked) on the Cortex-M4F, `cargo run` in the firmware example on
+//! the Cortex-M4F (its default blob checked to be the shipped model's current conversion), serve mode on
+//! the Cortex-M4F, the STM32F405 and the Cortex-M0 at once (the device's hash, activation cache and
+//! fidelity report against the host's; 10,000 corrupted frames on the M4F), every board two at a time
+//! (the real boards' builds with their sizes and budgets), the demo (`cargo xtask demo`) through, and
+//! every fuzz target replayed on its seed corpus and mutants. The host-side steps that need no firmware
+//! run in a second process beside the firmware steps ([`crate::beside_firmware`]). Every step runs even
+//! if an earlier one failed; the last line counts them.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -548,6 +549,11 @@ fn steps() -> Vec<Step> {
         ),
         beside: false,
         run: Box::new(every_board),
+    });
+    steps.push(Step {
+        name: "the demo (cargo xtask demo, the README's first command) runs through".into(),
+        beside: false,
+        run: Box::new(crate::demo::run),
     });
     steps.push(Step {
         name: "the steps beside the firmware: their results".into(),
