@@ -1,4 +1,4 @@
-//! `cargo xtask fuzz [--seconds N] [--target T]`: coverage-guided fuzzing of the blob reader, the forward
+//! `cargo xtask fuzz [--seconds N | --runs N] [--target T]`: coverage-guided fuzzing of the blob reader, the forward
 //! pass and the host's parsers with cargo-fuzz (libFuzzer), on the stable toolchain.
 //!
 //! cargo-fuzz needs nightly flags (`-Zsanitizer`, `-Cpasses=sancov-module`): `RUSTC_BOOTSTRAP=1` lets the
@@ -40,9 +40,12 @@ fn targets() -> Result<Vec<String>> {
 /// Arguments.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Seconds per target.
-    #[arg(long, default_value_t = 60)]
-    pub seconds: u64,
+    /// Seconds per target (60 unless `--runs` is given).
+    #[arg(long)]
+    pub seconds: Option<u64>,
+    /// Executions per target (libFuzzer `-runs`): a campaign that stops at a count, in-process only.
+    #[arg(long, conflicts_with = "jobs")]
+    pub runs: Option<u64>,
     /// Only this target (default: all).
     #[arg(long)]
     pub target: Option<String>,
@@ -267,17 +270,31 @@ fn summary(log: &str) -> (Option<u64>, Option<u64>, Option<u64>) {
     (done.map(|d| d.0), done.map(|d| d.1), cov)
 }
 
-/// Runs one target for `seconds`; a crash fails with libFuzzer's report.
-fn run_target(target: &str, seconds: u64, jobs: u32) -> Result<()> {
+/// How long one target runs: libFuzzer's stopping flags.
+fn budget(seconds: Option<u64>, runs: Option<u64>) -> Vec<String> {
+    let mut flags = Vec::new();
+    if let Some(runs) = runs {
+        flags.push(format!("-runs={runs}"));
+    }
+    match (seconds, runs) {
+        (Some(s), _) => flags.push(format!("-max_total_time={s}")),
+        (None, None) => flags.push("-max_total_time=60".into()),
+        (None, Some(_)) => {}
+    }
+    flags
+}
+
+/// Runs one target within `budget`; a crash fails with libFuzzer's report.
+fn run_target(target: &str, budget: &[String], jobs: u32) -> Result<()> {
     let corpus = fuzz_dir().join("corpus").join(target);
     std::fs::create_dir_all(&corpus)?;
     let started = Instant::now();
     let mut cmd = cargo_fuzz("run");
-    cmd.arg(target)
-        .arg(&corpus)
-        .arg("--")
-        .arg(format!("-max_total_time={seconds}"))
-        .args(["-rss_limit_mb=4096", "-timeout=30", "-print_final_stats=1"]);
+    cmd.arg(target).arg(&corpus).arg("--").args(budget).args([
+        "-rss_limit_mb=4096",
+        "-timeout=30",
+        "-print_final_stats=1",
+    ]);
     if jobs > 1 {
         cmd.arg(format!("-fork={jobs}"));
     }
@@ -314,7 +331,7 @@ fn run_target(target: &str, seconds: u64, jobs: u32) -> Result<()> {
 }
 
 /// Installs cargo-fuzz if needed, builds the targets, makes the seed corpus and runs each target for
-/// `args.seconds`.
+/// `args.seconds` or `args.runs` executions.
 pub fn run(args: Args) -> Result<()> {
     let all = targets()?;
     let targets: Vec<&str> = match &args.target {
@@ -324,9 +341,10 @@ pub fn run(args: Args) -> Result<()> {
     };
     build_all()?;
     make_seeds()?;
+    let budget = budget(args.seconds, args.runs);
     let mut failed = Vec::new();
     for t in targets {
-        if let Err(e) = run_target(t, args.seconds, args.jobs) {
+        if let Err(e) = run_target(t, &budget, args.jobs) {
             eprintln!("xtask: {e:#}");
             failed.push(t);
         }
@@ -345,5 +363,15 @@ mod tests {
         let log = "#1000\tpulse  cov: 812 ft: 2000 corp: 40/1Mb exec/s: 500\n\
                    Done 123456 runs in 31 second(s)\n";
         assert_eq!(super::summary(log), (Some(123456), Some(31), Some(812)));
+    }
+
+    #[test]
+    fn a_campaign_stops_at_its_count_or_its_time() {
+        assert_eq!(super::budget(None, None), ["-max_total_time=60"]);
+        assert_eq!(super::budget(None, Some(10)), ["-runs=10"]);
+        assert_eq!(
+            super::budget(Some(5), Some(10)),
+            ["-runs=10", "-max_total_time=5"]
+        );
     }
 }

@@ -18,7 +18,7 @@
 //!   headless Chromium through WebDriver (installed from Debian's packages).
 //! - `cargo xtask thumbv6m`: checks that the core crate builds for Cortex-M0+ (no FPU, no DSP).
 //! - `cargo xtask core32`: the core's tests on i686, where `usize` is 32 bits.
-//! - `cargo xtask fuzz [--seconds N] [--target T]`: coverage-guided fuzzing (cargo-fuzz, libFuzzer).
+//! - `cargo xtask fuzz [--seconds N | --runs N] [--target T]`: coverage-guided fuzzing (cargo-fuzz, libFuzzer).
 //! - `cargo xtask bench-peers [--runs N] [--python P]`: host speed beside candle and TransformerLens.
 //! - `cargo xtask bench-device-peers [--cmsis-nn DIR] [--llama2c DIR]`: device speed on QEMU beside
 //!   CMSIS-NN and llama2.c, built from their sources with gcc.
@@ -113,7 +113,7 @@ enum Command {
     Thumbv6m,
     /// The core crate's tests on a 32-bit target (i686), where `usize` size arithmetic could wrap.
     Core32,
-    /// Coverage-guided fuzzing (cargo-fuzz, installed if missing): each target for --seconds.
+    /// Coverage-guided fuzzing (cargo-fuzz, installed if missing): each target for --seconds or --runs.
     Fuzz(fuzz::Args),
     /// Where a token's instructions go on QEMU, per inlined function and source file (run after
     /// `cargo xtask firmware`, whose ELF it traces).

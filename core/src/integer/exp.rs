@@ -18,7 +18,7 @@ const LN2_Q28: i64 = 186_065_279;
 /// `2^26 / (2^11 ln 2)`, rounded: `nx * INV_LN2 >> 26` is `nx / (2^11 ln 2)` within 1.
 const INV_LN2: u32 = 47_275;
 /// `1 / k!` for `k = 0..=7` in Q30, rounded.
-const INV_FACTORIAL: [i64; 8] = [
+const INV_FACTORIAL: [i32; 8] = [
     1 << 30,
     1 << 30,
     1 << 29,
@@ -29,10 +29,10 @@ const INV_FACTORIAL: [i64; 8] = [
     213_044,
 ];
 
-/// `round(a * b / 2^30)` of two Q30 values.
-#[inline]
-fn mul_q30(a: i64, b: i64) -> i64 {
-    (a * b + (1 << 29)) >> 30
+/// `round(a * b / 2^30)` of two Q30 values (halves up), whose result fits an `i32`: one wide multiply.
+#[inline(always)]
+fn mul_q30(a: i32, b: i32) -> i32 {
+    ((crate::arch::mul_wide(a, b) + (1 << 29)) >> 30) as i32
 }
 
 /// `e^(x / 2^11) * 2^30`, rounded (within 6, see the module); `x > 0` saturates to `e^0`, and `x` below
@@ -40,26 +40,31 @@ fn mul_q30(a: i64, b: i64) -> i64 {
 pub fn exp_q(x: i16) -> i32 {
     // -x as Q11, then Q28 (fits a u32 for nx <= 32767).
     let nx = (-i32::from(x.max(-i16::MAX))).max(0) as u32;
-    let big_x = i64::from(nx) << (28 - INPUT_FRAC_BITS);
     // z = round(nx / (2^11 ln 2)): the estimate, then exact correction of r into [-ln2/2, ln2/2].
-    let mut z = i64::from((nx * INV_LN2 + (1 << 25)) >> 26);
-    let mut r = z * LN2_Q28 - big_x;
-    while r > LN2_Q28 / 2 {
-        r -= LN2_Q28;
+    // z ln 2 and nx in Q28 overflow 32 bits, but r = z ln 2 - nx stays within one ln 2 of 0, so the
+    // wrapping 32-bit difference is r exactly.
+    let mut z = ((nx * INV_LN2 + (1 << 25)) >> 26) as i32;
+    let ln2 = LN2_Q28 as i32;
+    let mut r = (z as u32)
+        .wrapping_mul(ln2 as u32)
+        .wrapping_sub(nx << (28 - INPUT_FRAC_BITS)) as i32;
+    while r > ln2 / 2 {
+        r -= ln2;
         z -= 1;
     }
-    while r < -LN2_Q28 / 2 {
-        r += LN2_Q28;
+    while r < -ln2 / 2 {
+        r += ln2;
         z += 1;
     }
-    // e^x = e^r 2^-z with r = z ln 2 - nx now in Q30.
+    // e^x = e^r 2^-z with r = z ln 2 - nx now in Q30: |r| <= 2^30 ln 2 / 2 fits an i32, and so does
+    // every partial sum of the polynomial (at most e^|r| 2^30 < 1.42 * 2^30).
     let r = r << 2;
     let mut t = INV_FACTORIAL[7];
     for c in INV_FACTORIAL[..7].iter().rev() {
         t = c + mul_q30(r, t);
     }
-    // t = e^r < 1.42 * 2^30 fits an i32; z in 0..=24.
-    rounding_shift_right(t as i32, z.clamp(0, 31) as u32)
+    // z in 0..=24.
+    rounding_shift_right(t, z.clamp(0, 31) as u32)
 }
 
 #[cfg(test)]
@@ -86,6 +91,35 @@ mod tests {
         assert_eq!(exp_q(0), ONE);
         assert_eq!(exp_q(i16::MAX), ONE);
         assert_eq!(exp_q(i16::MIN), exp_q(-i16::MAX));
+    }
+
+    /// The polynomial in `i64` throughout: what the `i32` products must equal.
+    fn exp_q_wide(x: i16) -> i32 {
+        let nx = i64::from((-i32::from(x.max(-i16::MAX))).max(0));
+        let mut z = (nx * i64::from(INV_LN2) + (1 << 25)) >> 26;
+        let mut r = z * LN2_Q28 - (nx << (28 - INPUT_FRAC_BITS));
+        while r > LN2_Q28 / 2 {
+            r -= LN2_Q28;
+            z -= 1;
+        }
+        while r < -LN2_Q28 / 2 {
+            r += LN2_Q28;
+            z += 1;
+        }
+        let r = r << 2;
+        let mut t = i64::from(INV_FACTORIAL[7]);
+        for &c in INV_FACTORIAL[..7].iter().rev() {
+            t = i64::from(c) + ((r * t + (1 << 29)) >> 30);
+        }
+        assert!(i32::try_from(t).is_ok() && i32::try_from(r).is_ok(), "{x}");
+        rounding_shift_right(t as i32, z.clamp(0, 31) as u32)
+    }
+
+    #[test]
+    fn the_narrow_products_equal_the_wide_ones() {
+        for x in i16::MIN..=i16::MAX {
+            assert_eq!(exp_q(x), exp_q_wide(x), "{x}");
+        }
     }
 
     #[test]

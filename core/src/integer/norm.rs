@@ -6,6 +6,7 @@
 //! plus `2^-20`, measured by the tests against `f64`.
 
 use super::reciprocal::reciprocal;
+use super::requantize::round_shift_wide;
 use super::sqrt::isqrt;
 
 /// Fraction bits of the output.
@@ -22,15 +23,18 @@ pub fn normalize(x: &[i16], centre: bool, eps_n2: u64, out: &mut [i16]) -> Optio
         return None;
     }
     let x = &x[..n];
-    let width = n as i64;
-    let sum: i64 = if centre {
-        x.iter().map(|&v| i64::from(v)).sum()
+    let width = n as i32;
+    let sum: i32 = if centre {
+        x.iter().map(|&v| i32::from(v)).sum()
     } else {
         0
     };
-    let d = |v: i16| width * i64::from(v) - sum;
-    // |D| < 2^26 (n <= 2^10, |x - mean| < 2^16), D^2 < 2^52, n of them < 2^62.
-    let squares: u64 = x.iter().map(|&v| d(v).unsigned_abs().pow(2)).sum();
+    let d = |v: i16| width * i32::from(v) - sum;
+    // |D| < 2^26 (n <= 2^10, |x - mean| < 2^16): an i32; D^2 < 2^52, n of them < 2^62.
+    let squares: u64 = x
+        .iter()
+        .map(|&v| crate::arch::mul_wide_u(d(v).unsigned_abs(), d(v).unsigned_abs()))
+        .sum();
     let q = (squares / n as u64).saturating_add(eps_n2);
     if q == 0 {
         out[..n].fill(0);
@@ -42,9 +46,9 @@ pub fn normalize(x: &[i16], centre: bool, eps_n2: u64, out: &mut [i16]) -> Optio
     // y = D m 2^k / 2^e in Q11: |D m| < 2^57, shift e - k - 11 = 51 - k in 19..=51.
     let shift = e.saturating_sub(k + OUTPUT_FRAC_BITS);
     for (o, &v) in out.iter_mut().zip(x) {
-        let p = d(v) * i64::from(m);
+        let p = i64::from(d(v)) * i64::from(m);
         let y = match shift {
-            1..=62 => (p + (1 << (shift - 1))) >> shift,
+            1..=62 => round_shift_wide(p, shift),
             _ => p,
         };
         *o = y.clamp(i16::MIN.into(), i16::MAX.into()) as i16;

@@ -61,6 +61,12 @@ pub struct Row {
 }
 
 impl Row {
+    /// A row past the end of its section: no bias, multiplier 0.
+    const ZERO: Row = Row {
+        bias: 0,
+        to_out: Multiplier { m: 0, shift: 0 },
+    };
+
     /// `M (acc + bias)`, saturating.
     #[inline(always)]
     pub fn apply(self, acc: i32) -> i32 {
@@ -79,6 +85,19 @@ impl Rows<'_> {
         Row {
             bias: word(self.0, ROW * r) as i32,
             to_out: multiplier(self.0, ROW * r + 1),
+        }
+    }
+
+    /// `out[r] = M_r (out[r] + bias_r)` for every output, in place (zeros past the end, as [`Rows::get`]).
+    #[inline(always)]
+    pub fn apply(&self, out: &mut [i32]) {
+        let mut rows = self.0.chunks_exact(4 * ROW);
+        for o in out.iter_mut() {
+            let row = rows.next().map_or(Row::ZERO, |b| Row {
+                bias: word(b, 0) as i32,
+                to_out: multiplier(b, 1),
+            });
+            *o = row.apply(*o);
         }
     }
 }

@@ -9,20 +9,34 @@ pub fn rounding_doubling_high_mul(a: i32, b: i32) -> i32 {
     if a == i32::MIN && b == i32::MIN {
         return i32::MAX;
     }
-    let ab = crate::arch::mul_wide(a, b);
-    let nudge = if ab >= 0 { 1 << 30 } else { 1 - (1 << 30) };
-    // |ab + nudge| / 2^31 < 2^31 except for the case above, so the cast is exact.
-    ((ab + nudge) / (1i64 << 31)) as i32
+    // gemmlowp's `(ab + nudge) / 2^31` with the nudge `2^30` (`ab >= 0`) or `1 - 2^30`, truncated
+    // towards zero, is `floor((ab + 2^30) / 2^31)` for either sign: one shift. It fits an `i32` except
+    // for the case above.
+    ((crate::arch::mul_wide(a, b) + (1 << 30)) >> 31) as i32
 }
 
 /// `round(x / 2^exponent)`, halves away from zero; `exponent` is clamped to 31. Exact.
 #[inline]
 pub fn rounding_shift_right(x: i32, exponent: u32) -> i32 {
     let e = exponent.min(31);
-    let mask = ((1i64 << e) - 1) as i32;
+    let mask = ((1u32 << e) - 1) as i32;
     let remainder = x & mask;
     let threshold = (mask >> 1) + i32::from(x < 0);
     (x >> e) + i32::from(remainder > threshold)
+}
+
+/// `(p + 2^(s-1)) >> s`, i.e. `floor(p / 2^s + 1/2)`, for `s` in `1..=62` and `|p| < 2^62`. Where
+/// `s >= 33` the low word cannot reach the result, so only the high word is shifted: one 32-bit
+/// operation instead of a 64-bit shift by a variable amount. Exact.
+#[inline(always)]
+pub fn round_shift_wide(p: i64, s: u32) -> i64 {
+    if s >= 33 {
+        // p = hi 2^32 + lo with 0 <= lo < 2^32: floor((hi + 2^(s-33) + lo / 2^32) / 2^(s-32)) drops lo.
+        let hi = (p >> 32) as i32;
+        i64::from((hi + (1 << (s - 33))) >> (s - 32))
+    } else {
+        (p + (1 << (s - 1))) >> s
+    }
 }
 
 /// A positive real factor as `m * 2^(shift - 31)`, `m` in `[2^30, 2^31)` (or `m = 0` for a factor
@@ -69,8 +83,13 @@ impl Multiplier {
     /// `x * real`, rounded twice: `x 2^max(shift, 0)` (saturated), times `m / 2^31` rounded, then divided
     /// by `2^max(-shift, 0)` rounded. Within 1 of `round(x * real)` where the product fits an `i32` and
     /// `x 2^shift` does not saturate (so `1 * 0.25` gives 1: both roundings take the half up).
-    #[inline]
+    #[inline(always)]
     pub fn apply(self, x: i32) -> i32 {
+        if self.shift <= 0 {
+            // A factor below 1, the usual case: no left shift.
+            let right = self.shift.saturating_neg().min(31) as u32;
+            return rounding_shift_right(rounding_doubling_high_mul(x, self.m), right);
+        }
         let left = self.shift.clamp(0, 30) as u32;
         let right = self.shift.saturating_neg().clamp(0, 31) as u32;
         let shifted = x.saturating_mul(1 << left);
@@ -112,6 +131,24 @@ mod tests {
             .into_iter()
             .chain((i32::MIN..=i32::MAX).step_by(65_521))
             .chain(-70_000..=70_000)
+    }
+
+    #[test]
+    fn the_wide_rounding_shift_is_exact() {
+        let mut next = crate::testing::wide(crate::testing::lcg(17));
+        for s in 1..=62u32 {
+            for i in 0..3_000u64 {
+                let p = match i {
+                    0 => (1 << 62) - 1,
+                    1 => 1 - (1 << 62),
+                    2 => 0,
+                    3 => -1,
+                    _ => (next() as i64) >> (2 + i % 60),
+                };
+                let want = (i128::from(p) + (1i128 << (s - 1))) >> s;
+                assert_eq!(i128::from(round_shift_wide(p, s)), want, "{p} {s}");
+            }
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use super::exp::exp_q;
 use super::reciprocal::reciprocal;
+use super::requantize::round_shift_wide;
 
 /// Fraction bits of the probabilities.
 pub const PROB_FRAC_BITS: u32 = 15;
@@ -75,18 +76,42 @@ impl Reciprocal {
     #[inline(always)]
     fn prob(&self, e: i32) -> u32 {
         let p = match self.shift {
+            // e m < 2^62: e <= 2^30 (the exponential), m <= 2^31 (the reciprocal).
             1..=62 => {
-                (crate::arch::mul_wide_u(e as u32, self.m) + (1 << (self.shift - 1))) >> self.shift
+                round_shift_wide(crate::arch::mul_wide_u(e as u32, self.m) as i64, self.shift)
             }
             _ => 0,
         };
-        p.min(1 << PROB_FRAC_BITS) as u32
+        p.clamp(0, 1 << PROB_FRAC_BITS) as u32
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_probability_is_the_rounded_wide_product() {
+        let mut next = wide(crate::testing::lcg(31));
+        for shift in 0..=64u32 {
+            for i in 0..2_000u64 {
+                let e = match i {
+                    0 => 0,
+                    1 => 1 << 30,
+                    _ => (next() % (1 << 30)) as i32,
+                };
+                let m = (1 << 30) + (next() % (1 << 30) + 1) as u32;
+                let want = match shift {
+                    1..=62 => {
+                        ((u128::from(e as u32) * u128::from(m) + (1 << (shift - 1))) >> shift)
+                            .min(1 << PROB_FRAC_BITS) as u32
+                    }
+                    _ => 0,
+                };
+                assert_eq!(Reciprocal { m, shift }.prob(e), want, "{e} {m} {shift}");
+            }
+        }
+    }
     use crate::testing::wide;
 
     fn reference(x: &[i32]) -> std::vec::Vec<f64> {

@@ -1,7 +1,8 @@
 //! Exact int8 matmuls for the integer-only arithmetic: the `i32` sums `acc_r = W[r] . x` of an `I8` matrix in
 //! the blob's quads of rows ([`crate::blob::quads`]) and an int8 input, on the four-row kernel of the
 //! target where the input has its lanes, else a row at a time; and the same sums over rows any stride
-//! apart (the int8 KV cache's keys). Integer sums: the same bits everywhere.
+//! apart (the int8 KV cache's keys), and their transpose, rows weighted and summed (the values mixed by
+//! the probabilities). Integer sums: the same bits everywhere.
 
 use super::dot4::{dot4_quads, dot4_strided};
 use super::int8::dot_place;
@@ -59,6 +60,51 @@ pub fn strided(rows: &[u8], stride: usize, x: &[i8], lanes: &[u32], out: &mut [i
     }
 }
 
+/// `out[c] = sum_r weights[r] rows[r * stride + c]` (the bytes as `i8`; `i32` sums, wrapping) for `c <
+/// out.len()` and `r < weights.len()`: where `stride >= 4`, each row's next four columns read as one
+/// word against four sums held across the rows; other columns one at a time. Bytes past `rows` count
+/// as zeros.
+pub fn weighted_rows(rows: &[u8], stride: usize, weights: &[i32], out: &mut [i32]) {
+    let whole = match stride >= 4 {
+        true => out.len() - out.len() % 4,
+        false => 0,
+    };
+    let (out4, rest) = out.split_at_mut(whole);
+    for (q, sums) in out4.chunks_exact_mut(4).enumerate() {
+        let mut acc = [0i32; 4];
+        let mut mac = |w: i32, word: u32| {
+            for (i, a) in acc.iter_mut().enumerate() {
+                let v = i32::from((word >> (8 * i)) as u8 as i8);
+                *a = a.wrapping_add(w.wrapping_mul(v));
+            }
+        };
+        // Row r's columns 4q.. start chunk r; a last row cut short is the chunks' remainder.
+        let mut full = rows.get(4 * q..).unwrap_or(&[]).chunks_exact(stride);
+        let count = full.len();
+        let n = count.min(weights.len());
+        for (row, &w) in full.by_ref().zip(&weights[..n]) {
+            if let Some(&word) = row.first_chunk::<4>() {
+                mac(w, u32::from_le_bytes(word));
+            }
+        }
+        if let (Some(&w), true) = (weights.get(n), n == count) {
+            let cut = full.remainder();
+            let word = (0..4).rev().fold(0, |word, i| {
+                word << 8 | cut.get(i).map_or(0, |&b| u32::from(b))
+            });
+            mac(w, word);
+        }
+        sums.copy_from_slice(&acc);
+    }
+    for (j, o) in rest.iter_mut().enumerate() {
+        *o = weights.iter().enumerate().fold(0i32, |acc, (r, &w)| {
+            let at = r.saturating_mul(stride).saturating_add(whole + j);
+            let v = rows.get(at).map_or(0, |&v| v as i8);
+            acc.wrapping_add(w.wrapping_mul(v.into()))
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,6 +157,41 @@ mod tests {
                         .map(|c| i32::from(bytes[r * stride + c] as i8) * i32::from(x[c]))
                         .sum();
                     assert_eq!(*o, want, "{rows} rows, stride {stride}, row {r}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_weighted_rows_give_the_plain_sums() {
+        let mut next = lcg(5);
+        // Whole groups of four columns and a tail; the last row cut short (the bytes past it zeros);
+        // weights up to 2^15 and beyond, negative ones (a hook's), one more row than the bytes hold.
+        for (rows, stride, start, n, cut) in [
+            (1, 8, 0, 8, 0),
+            (5, 16, 4, 8, 0),
+            (7, 24, 3, 7, 0),
+            (9, 16, 0, 16, 5),
+            (3, 6, 2, 3, 2),
+            (33, 64, 48, 16, 0),
+        ] {
+            let bytes: Vec<u8> = (0..rows * stride - cut).map(|_| next() as u8).collect();
+            let at = |i: usize| bytes.get(i).map_or(0, |&b| i32::from(b as i8));
+            for extra in [0, 1] {
+                let weights: Vec<i32> = (0..rows + extra)
+                    .map(|r| match r % 3 {
+                        0 => 32_768,
+                        1 => (next() % 32_769) as i32,
+                        _ => next() as i32,
+                    })
+                    .collect();
+                let mut out = std::vec![7i32; n];
+                weighted_rows(&bytes[start..], stride, &weights, &mut out);
+                for (c, o) in out.iter().enumerate() {
+                    let want = weights.iter().enumerate().fold(0i32, |acc, (r, &w)| {
+                        acc.wrapping_add(w.wrapping_mul(at(start + r * stride + c)))
+                    });
+                    assert_eq!(*o, want, "{rows} rows, stride {stride}, column {c}");
                 }
             }
         }

@@ -25,7 +25,7 @@ use crate::integer::plan::{LayerPlan, Norm, Plan, Rows};
 use crate::integer::requantize::{rounding_shift_right, saturate_i16, saturate_i8, Multiplier};
 use crate::integer::softmax::{softmax_in_place, PROB_FRAC_BITS};
 use crate::kv_cache::KvCache;
-use crate::quant::exact::{lanes, matvec, strided};
+use crate::quant::exact::{lanes, matvec, strided, weighted_rows};
 use crate::tensors::{TensorId, TensorKind};
 use crate::weights::Matrix;
 use crate::workspace::{row, IntegerBuffers, Workspace};
@@ -117,9 +117,7 @@ fn sums<'o>(w: &Matrix<'_>, x: &[i8], scratch: &mut [u32], out: &'o mut [i32]) -
 
 /// `out[r] = rows[r](W x)` over `W`'s rows: the exact sums, requantised.
 fn project(w: &Matrix<'_>, rows: Rows<'_>, x: &[i8], scratch: &mut [u32], out: &mut [i32]) {
-    for (r, o) in sums(w, x, scratch, out).iter_mut().enumerate() {
-        *o = rows.get(r).apply(*o);
-    }
+    rows.apply(sums(w, x, scratch, out));
 }
 
 /// The forward pass of `token` at `s.pos`, its logits into row `r` of `ws.logits`.
@@ -396,12 +394,8 @@ fn head<H: Hooks>(
     // Probabilities sum to 2^15, so |sum| <= 2^22 unless a hook wrote others (then the sums wrap, as
     // integers do).
     let sums = &mut ib.acc[..dh];
-    sums.fill(0);
-    for (&p, v) in scores.iter().zip(values.chunks_exact(d_kv)) {
-        for (a, &v) in sums.iter_mut().zip(&v[span.clone()]) {
-            *a = a.wrapping_add(p.wrapping_mul(v.into()));
-        }
-    }
+    let values_of_head: &[u8] = bytemuck::cast_slice(values.get(span.start..).unwrap_or(&[]));
+    weighted_rows(values_of_head, d_kv, scores, sums);
     // `z` in the input buffer, which the projections no longer need.
     let z = &mut ib.x[h * dh..(h + 1) * dh];
     for (z, &a) in z.iter_mut().zip(sums.iter()) {
