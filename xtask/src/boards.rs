@@ -255,7 +255,7 @@ impl Board {
             ram_allowance: 2048,
         });
         // The shipped model's high-water marks in the integer-only arithmetic: 1,496 B on the M3,
-        // 1,388 B on the RV32IMAC, 1,600 B on the M4F, 1,624 B on the M55.
+        // 1,372 B on the RV32IMAC, 1,600 B on the M4F, 1,624 B on the M55.
         let arith_integer_reserve = match self {
             Board::Mps2An385 => Some(1664),
             Board::Riscv32Virt => Some(1536),
