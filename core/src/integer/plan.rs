@@ -61,11 +61,14 @@ pub struct Row {
 }
 
 impl Row {
-    /// A row past the end of its section: no bias, multiplier 0.
-    const ZERO: Row = Row {
-        bias: 0,
-        to_out: Multiplier { m: 0, shift: 0 },
-    };
+    /// The row in words `i..i + 3` of `b` (zeros past the end).
+    #[inline(always)]
+    fn at(b: &[u8], i: usize) -> Row {
+        Row {
+            bias: word(b, i) as i32,
+            to_out: multiplier(b, i + 1),
+        }
+    }
 
     /// `M (acc + bias)`, saturating.
     #[inline(always)]
@@ -82,10 +85,7 @@ impl Rows<'_> {
     /// Output `r`'s requantisation (zeros past the end).
     #[inline(always)]
     pub fn get(&self, r: usize) -> Row {
-        Row {
-            bias: word(self.0, ROW * r) as i32,
-            to_out: multiplier(self.0, ROW * r + 1),
-        }
+        Row::at(self.0, ROW * r)
     }
 
     /// `out[r] = M_r (out[r] + bias_r)` for every output, in place (zeros past the end, as [`Rows::get`]).
@@ -93,11 +93,7 @@ impl Rows<'_> {
     pub fn apply(&self, out: &mut [i32]) {
         let mut rows = self.0.chunks_exact(4 * ROW);
         for o in out.iter_mut() {
-            let row = rows.next().map_or(Row::ZERO, |b| Row {
-                bias: word(b, 0) as i32,
-                to_out: multiplier(b, 1),
-            });
-            *o = row.apply(*o);
+            *o = Row::at(rows.next().unwrap_or(&[]), 0).apply(*o);
         }
     }
 }
