@@ -67,7 +67,15 @@ fn check_entry(
         .dtype
         .n_scales(rows, cols)
         .ok_or(inconsistent(Inconsistency::Length { index }))?;
-    if e.len as usize != len || e.scales_len as usize != SCALE_BYTES * n_scales {
+    // The scales, then (an `I8` matrix's, optionally) its rows' exact sums.
+    let scales_len = SCALE_BYTES * n_scales;
+    let with_sums = e
+        .dtype
+        .row_sums_len(rows)
+        .and_then(|n| n.checked_add(scales_len))
+        .ok_or(inconsistent(Inconsistency::Length { index }))?;
+    let stored = e.scales_len as usize;
+    if e.len as usize != len || (stored != scales_len && stored != with_sums) {
         return Err(inconsistent(Inconsistency::Length { index }));
     }
     let within = |offset: u32, len: u32| {
@@ -78,7 +86,7 @@ fn check_entry(
     if !within(e.offset, e.len) || !within(e.scales_offset, e.scales_len) {
         return Err(inconsistent(Inconsistency::Bounds { index }));
     }
-    let scales = &data[e.scales_offset as usize..e.scales_offset as usize + e.scales_len as usize];
+    let scales = &data[e.scales_offset as usize..e.scales_offset as usize + scales_len];
     if !scales_valid(scales) {
         return Err(inconsistent(Inconsistency::Scale { index }));
     }

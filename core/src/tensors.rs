@@ -151,6 +151,13 @@ impl TensorKind {
         )
     }
 
+    /// Whether the forward pass centres this matrix's input on its mid-range before an integer
+    /// product (the MLP's activated hidden vector, `W_out`'s input), and so adds back `c` times its
+    /// row sums: what an `I8` blob stores them for.
+    pub const fn takes_centred_input(self) -> bool {
+        matches!(self, TensorKind::WOut)
+    }
+
     /// Whether a model with `cfg` has this tensor.
     pub fn present(self, cfg: &Config) -> bool {
         let norm = cfg.normalization;

@@ -4,7 +4,9 @@
 mod common;
 
 use common::{encode_matrix, random_blob_as, run, small_config, Lcg};
-use microlens::blob::{Activations, TensorEntry, ENTRY_LEN, PREAMBLE_LEN, SCALE_BYTES};
+use microlens::blob::{
+    Activations, TensorEntry, ENTRY_LEN, PREAMBLE_LEN, ROW_SUM_BYTES, SCALE_BYTES,
+};
 use microlens::{
     Config, DType, Error, HookKind, HookPoint, Hooks, Inconsistency, KvCache, Model, Session,
     TensorId, TensorKind,
@@ -427,4 +429,65 @@ fn corrupt_dtypes_are_rejected() {
     act[entry_offset(&blob, &model, 0) - prefix - 1] = 7;
     resign(&mut act);
     assert_eq!(Model::from_bytes(&act).unwrap_err(), Error::BadHeader);
+}
+
+/// The blob `blob` with entry `index`'s declared scale bytes changed by `delta` (the data untouched),
+/// re-signed.
+fn with_scales_len(blob: &[u8], model: &Model<'_>, index: usize, delta: i64) -> Vec<u8> {
+    let at = entry_offset(blob, model, index) + 24;
+    let mut b = blob.to_vec();
+    let len = u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let len = u32::try_from(i64::from(len) + delta).unwrap();
+    b[at..at + 4].copy_from_slice(&len.to_le_bytes());
+    resign(&mut b);
+    b
+}
+
+#[test]
+fn stored_row_sums_give_the_bits_of_summing_the_rows() {
+    // An int8 `W_out` stores its rows' exact sums after its scales (the centred hidden vector's
+    // correction); a blob whose entry does not declare them (as blobs before them) sums the rows
+    // every token instead: the same logits, bit for bit, in both integer activations.
+    let cfg = tame_config();
+    for activations in [Activations::I8, Activations::I16] {
+        let blob = random_blob_as(&cfg, 9, DType::I8, activations);
+        let model = Model::from_bytes(&blob).unwrap();
+        let (index, e) = model
+            .entries()
+            .enumerate()
+            .find(|(_, e)| e.kind == TensorKind::WOut)
+            .unwrap();
+        let rows = e.rows as usize;
+        assert_eq!(e.scales_len as usize, rows * (SCALE_BYTES + ROW_SUM_BYTES));
+        let w = model.matrix(TensorId::layer(TensorKind::WOut, 0)).unwrap();
+        assert!(w.has_row_sums());
+        let bare = with_scales_len(&blob, &model, index, -(4 * rows as i64));
+        let bare_model = Model::from_bytes(&bare).unwrap();
+        let w = bare_model
+            .matrix(TensorId::layer(TensorKind::WOut, 0))
+            .unwrap();
+        assert!(!w.has_row_sums());
+        let (stored, summed) = (
+            run(&model, &PROMPT, &mut ()),
+            run(&bare_model, &PROMPT, &mut ()),
+        );
+        let bits =
+            |l: &[Vec<f32>]| -> Vec<u32> { l.iter().flatten().map(|v| v.to_bits()).collect() };
+        assert_eq!(bits(&stored), bits(&summed), "{activations:?}");
+        // The stored sums are what the forward pass reads: a wrong one changes the logits.
+        let mut wrong = blob.clone();
+        let sum_at = data_start(&blob) + (e.scales_offset + e.scales_len) as usize - 4;
+        wrong[sum_at] ^= 0x40;
+        resign(&mut wrong);
+        let wrong_model = Model::from_bytes(&wrong).unwrap();
+        assert_ne!(bits(&run(&wrong_model, &PROMPT, &mut ())), bits(&stored));
+        // Anything but no sums or one per row is refused.
+        for delta in [-4, 4, -(2 * rows as i64)] {
+            assert_eq!(
+                Model::from_bytes(&with_scales_len(&blob, &model, index, delta)).unwrap_err(),
+                Error::Inconsistent(Inconsistency::Length { index }),
+                "{delta}"
+            );
+        }
+    }
 }

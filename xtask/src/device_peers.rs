@@ -153,10 +153,14 @@ pub fn run(args: Args) -> Result<()> {
     let runq_c = llama2c(&llama_dir, "runq")?;
 
     // microlens, in the same run.
+    // The shipped model as int8 in the float arithmetic and in the integer-only one, per board.
     let mut ours = Vec::new();
     for board in BOARDS {
-        let blob = matrix::shipped_blob("i8")?;
-        ours.push(firmware::run(matrix::firmware_args(board, &blob, &[]))?);
+        let [float, integer] = ["i8", matrix::INTEGER].map(|dtype| {
+            let blob = matrix::shipped_blob(dtype)?;
+            firmware::run(matrix::firmware_args(board, &blob, &[]))
+        });
+        ours.push((float?, integer?));
     }
     let tool = host_tool::build()?;
     let mut llama_ours = Vec::new();
@@ -371,16 +375,16 @@ fn per_mac(o: &Outcome) -> f64 {
 /// The markdown tables.
 fn print_tables(
     nn: &[NnFigures],
-    ours: &[Outcome],
+    ours: &[(Outcome, Outcome)],
     run_c: &LlamaFigures,
     runq_c: &LlamaFigures,
     llama_ours: &[(&str, Outcome)],
 ) {
-    println!("\n## The shipped induction model (int8, whole token) beside CMSIS-NN (one layer alone, gcc -O3)\n");
-    println!("| board | core | microlens instructions/MAC | CMSIS-NN build | FC s8 64->64 /MAC | 64->256 | 256->64 | softmax s8 per element |");
-    println!("|---|---|---:|---|---:|---:|---:|---:|");
+    println!("\n## The shipped induction model (int8, whole token; float and integer-only arithmetic) beside CMSIS-NN (one layer alone, gcc -O3)\n");
+    println!("| board | core | microlens instructions/MAC, float arithmetic | integer-only arithmetic | CMSIS-NN build | FC s8 64->64 /MAC | 64->256 | 256->64 | softmax s8 per element |");
+    println!("|---|---|---:|---:|---|---:|---:|---:|---:|");
     let peer = [Some(0), Some(1), Some(2), None];
-    for ((board, o), p) in BOARDS.iter().zip(ours).zip(peer) {
+    for ((board, (float, integer)), p) in BOARDS.iter().zip(ours).zip(peer) {
         let theirs = match p.map(|i| (&NN_BUILDS[i], &nn[i])) {
             Some((b, f)) => format!(
                 "{} | {:.2} | {:.2} | {:.2} | {:.0}",
@@ -389,10 +393,11 @@ fn print_tables(
             None => "(no RISC-V build) | | | |".into(),
         };
         println!(
-            "| `{}` | {} | {:.2} | {theirs} |",
+            "| `{}` | {} | {:.2} | {:.2} | {theirs} |",
             board.name(),
             board.spec().core,
-            per_mac(o)
+            per_mac(float),
+            per_mac(integer)
         );
     }
     println!("\n## The stories260K-shaped model on the Cortex-M4F (mps2-an386)\n");

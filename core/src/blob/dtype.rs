@@ -12,6 +12,10 @@ pub const I8_GROUP: usize = 8;
 /// `q8_0` block scales), finite and positive, widened exactly to `f32` when used.
 pub const SCALE_BYTES: usize = 2;
 
+/// Bytes of one stored row sum: an `I8` matrix may keep its rows' exact sums `sum_c W[r][c]` after its
+/// scales, one little-endian `i32` per row (what a centred input's correction adds back).
+pub const ROW_SUM_BYTES: usize = 4;
+
 /// The stored bytes of scale `s`, or `None` unless `s` is finite, positive and exactly an `f16` (see
 /// [`scale_up`]).
 #[cfg(any(feature = "std", feature = "encode", test))]
@@ -150,6 +154,15 @@ impl DType {
             DType::F16 => cols.checked_mul(2),
             DType::I8 | DType::I8G => Some(cols),
             DType::I4 => Some(cols.div_ceil(2)),
+        }
+    }
+
+    /// Bytes of the row sums a `[rows, _]` tensor of this dtype may store after its scales
+    /// ([`ROW_SUM_BYTES`] per row for `I8`; 0 for the others, which store none), `None` on overflow.
+    pub fn row_sums_len(self, rows: usize) -> Option<usize> {
+        match self {
+            DType::I8 => rows.checked_mul(ROW_SUM_BYTES),
+            _ => Some(0),
         }
     }
 

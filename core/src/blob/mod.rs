@@ -20,7 +20,7 @@ mod writer;
 pub(crate) use dtype::{decode_finite_scale, scale_bits_pair, scales_valid, widen_f16, SCALE_UNIT};
 #[cfg(any(feature = "std", feature = "encode", test))]
 pub use dtype::{encode_scale, scale_up};
-pub use dtype::{Activations, DType, I4_GROUP, I8_GROUP, SCALE_BYTES};
+pub use dtype::{Activations, DType, I4_GROUP, I8_GROUP, ROW_SUM_BYTES, SCALE_BYTES};
 pub use entry::{TensorEntry, ENTRY_LEN};
 pub(crate) use header::Header;
 pub use header::{Processing, TokenizerRecord};

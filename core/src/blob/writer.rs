@@ -114,18 +114,25 @@ pub fn with_arithmetic(
     seal(&header, parsed.data)
 }
 
-/// Appends tensor `t` (the `index`-th of the catalogue) to the data section, its data then its scales,
-/// each aligned, and returns its table entry.
+/// Appends tensor `t` (the `index`-th of the catalogue) to the data section, its data then its scales
+/// (an `I8` matrix that takes a centred input followed by its row sums), each aligned, and returns its
+/// table entry.
 fn append_tensor(data: &mut Vec<u8>, index: usize, t: &TensorData) -> Result<TensorEntry, Error> {
     pad_to(data, 0);
     let offset = data.len();
     data.extend_from_slice(&t.blob_data());
     pad_to(data, 0);
     let scales_offset = if t.scales.is_empty() { 0 } else { data.len() };
+    let scales_start = data.len();
     for &s in &t.scales {
         let bytes =
             super::encode_scale(s).ok_or(Error::Inconsistent(Inconsistency::Scale { index }))?;
         data.extend_from_slice(&bytes);
+    }
+    if t.dtype == DType::I8 && !t.scales.is_empty() && t.id.kind.takes_centred_input() {
+        for sum in row_sums(t).ok_or(Error::Inconsistent(Inconsistency::Length { index }))? {
+            data.extend_from_slice(&sum.to_le_bytes());
+        }
     }
     Ok(TensorEntry {
         kind: t.id.kind,
@@ -137,8 +144,23 @@ fn append_tensor(data: &mut Vec<u8>, index: usize, t: &TensorData) -> Result<Ten
         offset: u32_of(offset)?,
         len: u32_of(t.data.len())?,
         scales_offset: u32_of(scales_offset)?,
-        scales_len: u32_of(t.scales.len() * super::SCALE_BYTES)?,
+        scales_len: u32_of(data.len() - scales_start)?,
     })
+}
+
+/// The exact row sums `sum_c W[r][c]` of an `I8` tensor's row-major bytes (`None` if they do not make
+/// whole rows of its shape, or a sum would not fit an `i32`).
+fn row_sums(t: &TensorData) -> Option<Vec<i32>> {
+    let [rows, cols] = t.shape;
+    if t.data.len() != rows.checked_mul(cols)? {
+        return None;
+    }
+    (0..rows)
+        .map(|r| {
+            let row = t.data.get(r * cols..(r + 1) * cols)?;
+            i32::try_from(row.iter().map(|&b| i64::from(b as i8)).sum::<i64>()).ok()
+        })
+        .collect()
 }
 
 /// The blob: the preamble (lengths and the CRC of the body), then the body: the postcard `header`,

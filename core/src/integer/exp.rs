@@ -1,10 +1,11 @@
 //! `e^x` for `x <= 0` in fixed point: input Q11 (`x / 2^11`, so `[-16, 0]` in an `i16`), output Q30
-//! (`e^0 = 2^30` exactly). `x = -(z ln 2) + r` with `z` the nearest integer and `|r| <= ln 2 / 2`, then
-//! `e^r` by its degree-7 Taylor polynomial in Q30 (Horner, each product rounded), shifted right by `z`
-//! with rounding. Worst error over every `i16` input: 5.7 units of `2^-30` (relative error
-//! below `1.6e-8` where `e^x >= 2^-4`), measured by the tests against `f64` `exp`.
-
-use super::requantize::rounding_shift_right;
+//! (`e^0 = 2^30` exactly). With `n = -x = 256 h + l`, `e^x = e^(-h / 8) e^(-l / 2^11)`: two table
+//! lookups (128 entries in Q30, 256 in Q31, 1.5 KB of flash) and one rounded wide product. Worst
+//! error over every `i16` input: 1.03 units of `2^-30` (relative error below `1.2e-8` where
+//! `e^x >= 2^-4`), measured by the tests against `f64` `exp`.
+//!
+//! The tables are computed at compile time in integers (Taylor series in 64-bit fixed point on
+//! `u128`), so every target holds the same bytes.
 
 /// Fraction bits of the input.
 pub const INPUT_FRAC_BITS: u32 = 11;
@@ -13,61 +14,73 @@ pub const OUTPUT_FRAC_BITS: u32 = 30;
 /// `1.0` in the output's Q30.
 pub const ONE: i32 = 1 << OUTPUT_FRAC_BITS;
 
-/// `ln 2` in Q28 (the reduction's format), rounded.
-const LN2_Q28: i64 = 186_065_279;
-/// `2^26 / (2^11 ln 2)`, rounded: `nx * INV_LN2 >> 26` is `nx / (2^11 ln 2)` within 1.
-const INV_LN2: u32 = 47_275;
-/// `1 / k!` for `k = 0..=7` in Q30, rounded.
-const INV_FACTORIAL: [i32; 8] = [
-    1 << 30,
-    1 << 30,
-    1 << 29,
-    178_956_971,
-    44_739_243,
-    8_947_849,
-    1_491_308,
-    213_044,
-];
+/// Bits of `n = -x` the low table covers.
+const LOW_BITS: u32 = 8;
+/// `e^(-h 2^8 / 2^11) = e^(-h / 8)` in Q30, rounded, for `h = 0..128`.
+static HIGH: [u32; 128] = table::high();
+/// `e^(-l / 2^11)` in Q31, rounded, for `l = 0..256`.
+static LOW: [u32; 256] = table::low();
 
-/// `round(a * b / 2^30)` of two Q30 values (halves up), whose result fits an `i32`: one wide multiply.
-#[inline(always)]
-fn mul_q30(a: i32, b: i32) -> i32 {
-    let q = (crate::arch::mul_wide(a, b) + (1 << 29)) >> 30;
-    // Every input's products fit (the exhaustive tests run with debug assertions).
-    debug_assert!(i32::try_from(q).is_ok());
-    q as i32
+/// `e^(x / 2^11) * 2^30`, rounded (within 1.03, see the module); `x > 0` saturates to `e^0`, and `x`
+/// below `-32767` is taken as `-32767` (`e^-16 * 2^30 = 120`).
+pub fn exp_q(x: i16) -> i32 {
+    // n = -x in 0..=32767.
+    let n = (-i32::from(x.max(-i16::MAX))).max(0) as u32;
+    let high = HIGH[(n >> LOW_BITS) as usize & 127];
+    let low = LOW[(n & ((1 << LOW_BITS) - 1)) as usize];
+    // Q30 x Q31 = Q61 (below 2^61 + 1), rounded to Q30: at most 2^30.
+    ((crate::arch::mul_wide_u(high, low) + (1 << 30)) >> 31) as i32
 }
 
-/// `e^(x / 2^11) * 2^30`, rounded (within 6, see the module); `x > 0` saturates to `e^0`, and `x` below
-/// `-32767` is taken as `-32767` (`e^-16 * 2^30 = 120`).
-pub fn exp_q(x: i16) -> i32 {
-    // -x as Q11, then Q28 (fits a u32 for nx <= 32767).
-    let nx = (-i32::from(x.max(-i16::MAX))).max(0) as u32;
-    // z = round(nx / (2^11 ln 2)): the estimate, then exact correction of r into [-ln2/2, ln2/2].
-    // z ln 2 and nx in Q28 overflow 32 bits, but r = z ln 2 - nx stays within one ln 2 of 0, so the
-    // wrapping 32-bit difference is r exactly.
-    let mut z = ((nx * INV_LN2 + (1 << 25)) >> 26) as i32;
-    let ln2 = LN2_Q28 as i32;
-    let mut r = (z as u32)
-        .wrapping_mul(ln2 as u32)
-        .wrapping_sub(nx << (28 - INPUT_FRAC_BITS)) as i32;
-    while r > ln2 / 2 {
-        r -= ln2;
-        z -= 1;
+/// The tables, in integers at compile time.
+mod table {
+    /// `1.0` in the working format, Q64 on `u128`.
+    const ONE_Q64: u128 = 1 << 64;
+
+    /// `e^(-n / 2^11)` in Q64 for `n <= 2^8` (`x <= 1/8`): the alternating Taylor series to the 16th
+    /// term (the next below `2^-64`), each term truncated.
+    const fn exp_neg_q64(n: u32) -> u128 {
+        let x = (n as u128) << (64 - super::INPUT_FRAC_BITS);
+        let (mut term, mut sum, mut k) = (ONE_Q64, ONE_Q64 as i128, 1u128);
+        while k <= 16 {
+            // term <= 2^64 and x <= 2^61: the product fits.
+            term = ((term * x) >> 64) / k;
+            sum += if k % 2 == 1 {
+                -(term as i128)
+            } else {
+                term as i128
+            };
+            k += 1;
+        }
+        sum as u128
     }
-    while r < -ln2 / 2 {
-        r += ln2;
-        z += 1;
+
+    /// `v` in Q64 rounded to `bits` fraction bits.
+    const fn round(v: u128, bits: u32) -> u32 {
+        ((v + (1 << (63 - bits))) >> (64 - bits)) as u32
     }
-    // e^x = e^r 2^-z with r = z ln 2 - nx now in Q30: |r| <= 2^30 ln 2 / 2 fits an i32, and so does
-    // every partial sum of the polynomial (at most e^|r| 2^30 < 1.42 * 2^30).
-    let r = r << 2;
-    let mut t = INV_FACTORIAL[7];
-    for c in INV_FACTORIAL[..7].iter().rev() {
-        t = c + mul_q30(r, t);
+
+    /// `e^(-h / 8)` in Q30 for `h = 0..128`: powers of `e^(-1/8)` in Q64, each product rounded.
+    pub(super) const fn high() -> [u32; 128] {
+        let base = exp_neg_q64(1 << super::LOW_BITS);
+        let (mut out, mut acc, mut h) = ([0u32; 128], ONE_Q64, 0);
+        while h < 128 {
+            out[h] = round(acc, super::OUTPUT_FRAC_BITS);
+            acc = (acc * base + (1 << 63)) >> 64;
+            h += 1;
+        }
+        out
     }
-    // z in 0..=24.
-    rounding_shift_right(t, z.clamp(0, 31) as u32)
+
+    /// `e^(-l / 2^11)` in Q31 for `l = 0..256`.
+    pub(super) const fn low() -> [u32; 256] {
+        let (mut out, mut l) = ([0u32; 256], 0);
+        while l < 256 {
+            out[l] = round(exp_neg_q64(l as u32), super::OUTPUT_FRAC_BITS + 1);
+            l += 1;
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -76,7 +89,7 @@ mod tests {
 
     /// Every `i16` input, against `f64`: the worst absolute error in units of `2^-30`.
     #[test]
-    fn every_i16_input_within_6_units_of_2_pow_minus_30() {
+    fn every_i16_input_within_1_03_units_of_2_pow_minus_30() {
         let mut worst = 0f64;
         let mut worst_rel = 0f64;
         for x in i16::MIN..=i16::MAX {
@@ -89,8 +102,8 @@ mod tests {
                 worst_rel = worst_rel.max(err / want);
             }
         }
-        assert!(worst <= 6.0, "worst {worst} units");
-        assert!(worst_rel < 1.6e-8, "worst relative {worst_rel:e}");
+        assert!(worst <= 1.03, "worst {worst} units");
+        assert!(worst_rel < 1.2e-8, "worst relative {worst_rel:e}");
         assert_eq!(exp_q(0), ONE);
         assert_eq!(exp_q(i16::MAX), ONE);
         assert_eq!(exp_q(i16::MIN), exp_q(-i16::MAX));

@@ -184,13 +184,13 @@ impl<'x> Input<'x> {
         match self.q() {
             Some(q) if w.dtype() == DType::I8 && DType::I8.compiled() => {
                 let b = bias.map_or(&[][..], |b| b.bytes());
-                int8::matvec(w.data(), w.cols(), w.scales(), &q, b, out);
+                int8::matvec(w.data(), w.cols(), w.scale_bytes(), &q, b, out);
                 biased = rows;
             }
             Some(q) if matches!(w.dtype(), DType::I4 | DType::I8G) && w.dtype().compiled() => {
                 // The grouped kernels where the input spans whole groups (int4 two rows at a time),
                 // the rest row by row.
-                let (d, s) = (w.data(), w.scales());
+                let (d, s) = (w.data(), w.scale_bytes());
                 let done = match (n == w.cols(), w.dtype()) {
                     (true, DType::I4) => int4_rows::matvec4(d, n, s, &q, out),
                     (true, _) => int8_groups::matvec(d, n, s, &q, out),

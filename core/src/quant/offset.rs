@@ -46,17 +46,21 @@ pub fn round_trip(x: &mut [f32], centred: bool, scratch: &mut [i8]) {
 }
 
 /// `out[r] += c * sum_j W[r][j]` for an integer matrix, the row sum taken as its own int8-input kernel
-/// takes it ([`Matrix::dot_q`] against ones of scale `c`; an `i8` matrix's exact integer row sum
-/// rescaled the same way), using `scratch` (at least `W.cols()` long) for the ones (and, where it
-/// holds `cols / 2` aligned words, for the four-row kernel's lanes of ones).
+/// takes it ([`Matrix::dot_q`] against ones of scale `c`; an `i8` matrix's exact integer row sum, as
+/// the blob stores it or summed now, rescaled the same way), using `scratch` (at least `W.cols()`
+/// long) for the ones (and, where it holds `cols / 2` aligned words, for the four-row kernel's lanes
+/// of ones).
 pub fn add_row_sums(w: &Matrix<'_>, c: f32, scratch: &mut [i8], out: &mut [f32]) {
     let (cols, n) = (w.cols(), w.cols().min(scratch.len()));
     let whole_rows = n == cols;
     let (_, words, _) = bytemuck::pod_align_to_mut::<i8, u32>(scratch);
-    let ones = words.get_mut(..cols / 4 * 2).map(|ones| {
-        ones.fill(0x0001_0001);
-        &*ones
-    });
+    let ones = match w.has_row_sums() {
+        true => None,
+        false => words.get_mut(..cols / 4 * 2).map(|ones| {
+            ones.fill(0x0001_0001);
+            &*ones
+        }),
+    };
     if whole_rows
         && w.each_row_sum_i8(ones, |r, acc| {
             if let Some(o) = out.get_mut(r) {

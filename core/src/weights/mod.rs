@@ -98,6 +98,8 @@ pub struct Matrix<'a> {
     rows: usize,
     cols: usize,
     data: &'a [u8],
+    /// The scales, then (an `I8` matrix's, if the blob stores them) its row sums,
+    /// [`crate::blob::ROW_SUM_BYTES`] per row.
     scales: &'a [u8],
     /// The host's column-blocked copy (`blocked.rs`), if the model has one attached.
     #[cfg(feature = "std")]
@@ -119,6 +121,8 @@ fn scale_at(scales: &[u8], i: usize) -> f32 {
 }
 
 impl<'a> Matrix<'a> {
+    /// A matrix over a blob's bytes: `scales` its scales, then optionally (an `I8` matrix's) its row
+    /// sums, kept where they are exactly one per row.
     pub(crate) fn new(
         dtype: DType,
         rows: usize,
@@ -181,7 +185,28 @@ impl<'a> Matrix<'a> {
     }
     /// The stored `f16` scales, little-endian (empty for `f32` and `f16`).
     pub fn scales(&self) -> &'a [u8] {
+        // An `I8` matrix's scales are its first `rows` (its row sums, if stored, follow).
+        match self.dtype {
+            DType::I8 => {
+                let n = self.rows.saturating_mul(SCALE_BYTES);
+                self.scales.get(..n).unwrap_or(self.scales)
+            }
+            _ => self.scales,
+        }
+    }
+    /// The scale bytes from the first on, as the blob holds them (an `I8` matrix's row sums may
+    /// follow its `rows` scales): what the kernels read, scale `i` at `2 i`, without trimming.
+    #[inline(always)]
+    pub(crate) fn scale_bytes(&self) -> &'a [u8] {
         self.scales
+    }
+    /// The row sums stored after an `I8` matrix's scales (exactly one per row), if there are.
+    #[inline(always)]
+    fn row_sums(&self) -> Option<&'a [u8]> {
+        let at = self.rows.saturating_mul(SCALE_BYTES);
+        let len = self.dtype.row_sums_len(self.rows)?;
+        let sums = self.scales.get(at..)?;
+        (len > 0 && sums.len() == len).then_some(sums)
     }
     /// Scale `i` (row `i` for `i8`; row `i / groups`, group `i % groups` for `i4` and `i8g`).
     pub fn scale(&self, i: usize) -> f32 {
@@ -379,6 +404,11 @@ impl<'a> Matrix<'a> {
     /// exact (the integer sum [`Matrix::dot_q`] takes against `n` ones); `None` for the other dtypes.
     pub(crate) fn row_sum_i8(&self, r: usize, n: usize) -> Option<i64> {
         let n = n.min(self.cols);
+        if n == self.cols {
+            if let Some(sum) = self.stored_row_sum(r) {
+                return Some(sum);
+            }
+        }
         match self.dtype {
             d @ DType::I8 if d.compiled() => Some(match self.i8_slice(r, 0, n) {
                 Some(w) => w.iter().map(|&b| (b as i8) as i64).sum(),
@@ -392,10 +422,24 @@ impl<'a> Matrix<'a> {
         }
     }
 
-    /// `f(r, sum_c W[r][c])` for every row `r` of an `i8` matrix (the exact integer sums, whole rows),
-    /// a quad of rows at a time: the four-row int8 kernel against `ones` (lanes of ones, at least
-    /// `cols / 2` words) if given, else [`int8::quad_word_sums`]; `false` (no call) for the other
-    /// dtypes.
+    /// Row `r`'s sum as the blob stores it, if it does.
+    #[inline(always)]
+    fn stored_row_sum(&self, r: usize) -> Option<i64> {
+        let at = r.checked_mul(crate::blob::ROW_SUM_BYTES)?;
+        let b = self.row_sums()?.get(at..at.checked_add(4)?)?;
+        Some(i32::from_le_bytes([b[0], b[1], b[2], b[3]]).into())
+    }
+
+    /// Whether the blob stores this matrix's row sums (an `I8` matrix's, [`crate::blob::ROW_SUM_BYTES`]
+    /// per row after its scales).
+    pub fn has_row_sums(&self) -> bool {
+        self.row_sums().is_some()
+    }
+
+    /// `f(r, sum_c W[r][c])` for every row `r` of an `i8` matrix (the exact integer sums, whole rows):
+    /// the blob's stored sums where it has them, else a quad of rows at a time: the four-row int8 kernel
+    /// against `ones` (lanes of ones, at least `cols / 2` words) if given, else
+    /// [`int8::quad_word_sums`]; `false` (no call) for the other dtypes.
     pub(crate) fn each_row_sum_i8(
         &self,
         ones: Option<&[u32]>,
@@ -403,6 +447,12 @@ impl<'a> Matrix<'a> {
     ) -> bool {
         if !(self.dtype == DType::I8 && DType::I8.compiled()) {
             return false;
+        }
+        if let Some(sums) = self.row_sums() {
+            for (r, b) in sums.chunks_exact(crate::blob::ROW_SUM_BYTES).enumerate() {
+                f(r, i32::from_le_bytes([b[0], b[1], b[2], b[3]]).into());
+            }
+            return true;
         }
         let (rows, cols) = (self.rows, self.cols);
         let whole = rows - rows % 4;
