@@ -16,6 +16,7 @@ use microlens_host::train::llama::{Llama, LlamaConfig};
 use microlens_host::train::llama_export::export;
 use microlens_host::train::loss::{losses, Batch};
 use microlens_host::train::model::ModelConfig;
+use microlens_host::train::sequence::Sequence;
 use microlens_host::train::token_stream::TokenStream;
 use microlens_host::train::trainer::{optimise, rng, Schedule, StepReport};
 use microlens_host::train::{bpe, stories};
@@ -74,6 +75,11 @@ pub struct Args {
     /// Sequences of every 8 that are the induction task (random tokens) instead of stories (0..=8).
     #[arg(long, default_value_t = 0)]
     pub induction_share: usize,
+    /// Steps at the start that train the induction task alone (within --steps), its tokens drawn from
+    /// the first 64 tokens for the first half of them, then from an alphabet growing to the whole
+    /// vocabulary.
+    #[arg(long, default_value_t = 0)]
+    pub induction_warmup: usize,
     /// Seed of the stories, the initial weights and the windows drawn.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -120,6 +126,10 @@ fn check(args: &Args) -> Result<()> {
         "--heads {} must divide --d-model {}",
         args.heads,
         args.d_model
+    );
+    ensure!(
+        args.induction_share <= 8 && args.induction_warmup <= args.steps,
+        "--induction-share must be in 0..=8 and --induction-warmup at most --steps"
     );
     ensure!(
         (1..=1_000_000).contains(&args.stories),
@@ -188,23 +198,30 @@ pub fn run(args: Args) -> Result<()> {
     );
     let schedule = args.schedule();
     let mut data_rng = rng(args.seed, 1);
-    let induction = InductionData::with_draw(cfg.n_ctx, cfg.d_vocab, Draw::Replacement)?;
-    // In every 8 sequences, `--induction-share` of the induction task over the whole vocabulary
-    // (a random prefix + a repeated segment, and TransformerLens's `2 x n_ctx/2` test, alternately),
-    // the others story windows.
-    let share = args.induction_share;
+    // The induction task over an alphabet of the first `alphabet` tokens: a random prefix + a repeated
+    // segment, and TransformerLens's `2 x n_ctx/2` test, alternately.
+    let task = |rng: &mut _, k: usize, alphabet: usize| -> Result<Sequence> {
+        Ok(match k % 2 {
+            0 => InductionData::with_draw(cfg.n_ctx, alphabet, Draw::Replacement)?.sample(rng),
+            _ => repeated_twice(rng, cfg.n_ctx / 2, alphabet, Draw::Replacement),
+        })
+    };
+    // `--induction-warmup` steps of the task alone, its alphabet growing; then in every 8 sequences
+    // `--induction-share` of it over the whole vocabulary, the others story windows.
+    let (warmup, share) = (args.induction_warmup, args.induction_share);
     let (last, elapsed) = optimise(
         &model,
         &schedule,
-        |_| {
+        |step| {
+            if step < warmup {
+                let alphabet = warmup_alphabet(step, warmup, cfg.d_vocab);
+                return (0..args.batch)
+                    .map(|k| task(&mut data_rng, k, alphabet))
+                    .collect();
+            }
             let mut seqs = train.sample(&mut data_rng, cfg.n_ctx, args.batch)?;
             for (k, s) in seqs.iter_mut().enumerate().filter(|(k, _)| k % 8 < share) {
-                *s = match k % 2 {
-                    0 => induction.sample(&mut data_rng),
-                    _ => {
-                        repeated_twice(&mut data_rng, cfg.n_ctx / 2, cfg.d_vocab, Draw::Replacement)
-                    }
-                };
+                *s = task(&mut data_rng, k, cfg.d_vocab)?;
             }
             Ok(seqs)
         },
@@ -234,6 +251,17 @@ pub fn run(args: Args) -> Result<()> {
         println!("wrote {}", p.display());
     }
     Ok(())
+}
+
+/// The first alphabet of the induction warm-up: small enough that induction forms early.
+const WARMUP_ALPHABET: usize = 64;
+
+/// The induction task's alphabet at warm-up step `step` of `warmup`: [`WARMUP_ALPHABET`] tokens for
+/// the first half, then growing linearly to the whole vocabulary at the last step.
+fn warmup_alphabet(step: usize, warmup: usize, vocab: usize) -> usize {
+    let first = WARMUP_ALPHABET.min(vocab);
+    let (held, growing) = (warmup / 2, (warmup - warmup / 2).saturating_sub(1).max(1));
+    (first + (vocab - first) * step.saturating_sub(held) / growing).min(vocab)
 }
 
 /// A greedy continuation of [`PROMPT`] through the core forward on the converted f32 blob.
@@ -282,5 +310,22 @@ fn progress(steps: usize) -> impl FnMut(&StepReport) {
         if r.step == steps {
             bar.finish();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::warmup_alphabet;
+
+    #[test]
+    fn the_warmup_alphabet_holds_then_grows_to_the_vocabulary() {
+        let at = |step| warmup_alphabet(step, 800, 512);
+        assert_eq!([at(0), at(399), at(400)], [64, 64, 64]);
+        assert!(at(401) > 64 && at(600) < 512);
+        assert!((400..799).all(|s| at(s) <= at(s + 1)));
+        assert_eq!(at(799), 512);
+        // A vocabulary under 64 tokens is the whole alphabet throughout; a warm-up of one step.
+        assert_eq!(warmup_alphabet(3, 10, 40), 40);
+        assert_eq!(warmup_alphabet(0, 1, 512), 64);
     }
 }

@@ -680,6 +680,8 @@ fn train_llama_checks_its_arguments_first() {
         ("--layers", "100000", "parameters"),
         ("--stories", "0", "--stories"),
         ("--stories", "1", "--stories 1"),
+        ("--induction-share", "9", "--induction-share"),
+        ("--induction-warmup", "601", "--induction-warmup"),
     ] {
         let o = microlens_within(
             &["train-llama", "-o", s(&out), flag, value],
