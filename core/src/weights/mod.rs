@@ -427,7 +427,7 @@ impl<'a> Matrix<'a> {
     fn stored_row_sum(&self, r: usize) -> Option<i64> {
         let at = r.checked_mul(crate::blob::ROW_SUM_BYTES)?;
         let b = self.row_sums()?.get(at..at.checked_add(4)?)?;
-        Some(i32::from_le_bytes([b[0], b[1], b[2], b[3]]).into())
+        Some(i64::from(crate::arch::word(b) as i32))
     }
 
     /// Whether the blob stores this matrix's row sums (an `I8` matrix's, [`crate::blob::ROW_SUM_BYTES`]
@@ -450,7 +450,7 @@ impl<'a> Matrix<'a> {
         }
         if let Some(sums) = self.row_sums() {
             for (r, b) in sums.chunks_exact(crate::blob::ROW_SUM_BYTES).enumerate() {
-                f(r, i32::from_le_bytes([b[0], b[1], b[2], b[3]]).into());
+                f(r, i64::from(crate::arch::word(b) as i32));
             }
             return true;
         }
