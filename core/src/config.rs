@@ -225,6 +225,30 @@ impl Config {
         head / self.kv_group()
     }
 
+    /// Multiply-accumulates of a forward pass over `len` tokens from position 0. Per token and layer:
+    /// the query and output projections (`2 d_model d_attn`), the key and value projections (`2
+    /// d_model d_kv`), the MLP (`2 d_model d_mlp`, `3` gated) and, at position `p`, the scores and the
+    /// mix of every query head over `p + 1` positions (`2 (p + 1) d_attn`); per token the unembedding
+    /// (`d_model d_vocab_out`). Saturating, for a config not yet validated.
+    pub const fn macs(&self, len: usize) -> u64 {
+        let (d_model, d_attn, d_kv) = (
+            self.d_model as u64,
+            self.d_attn() as u64,
+            self.d_kv() as u64,
+        );
+        let matrices_mlp: u64 = if self.gated_mlp { 3 } else { 2 };
+        let projections = 2 * d_model * (d_attn + d_kv);
+        let mlp = matrices_mlp * d_model * self.d_mlp_or_zero() as u64;
+        let layers = self.n_layers as u64;
+        let per_token = layers
+            .saturating_mul(projections.saturating_add(mlp))
+            .saturating_add(d_model.saturating_mul(self.d_vocab_out as u64));
+        let len = len as u64;
+        // The sum over p < len of (p + 1) is len (len + 1) / 2, in every layer.
+        let attention = (layers * 2 * d_attn).saturating_mul(len * (len + 1) / 2);
+        len.saturating_mul(per_token).saturating_add(attention)
+    }
+
     /// Whether the model has no MLPs.
     pub const fn attn_only(&self) -> bool {
         self.d_mlp.is_none()
@@ -303,5 +327,31 @@ impl Config {
             self.n_ctx = n_ctx;
         }
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Config;
+
+    #[test]
+    fn macs_count_the_gated_mlp_s_three_matrices_and_the_shared_key_value_heads() {
+        // llama2.c's stories260K: 5 layers, d_model 64, 8 heads of 8 over 4 key/value heads, SwiGLU of
+        // 172, vocabulary 512. Per token 5 (2 * 64 * (64 + 32) + 3 * 64 * 172) + 64 * 512 = 259,328,
+        // and over positions 0-63 the attention's 5 * 2 * 64 * 32.5 = 20,800 on average: llama2.c's
+        // run.c is 6.11 instructions per MAC at 1,710,369 per token on this count.
+        let mut cfg = Config::new(5, 64, 8, 8, 512, 128, Some(172));
+        cfg.n_key_value_heads = 4;
+        cfg.gated_mlp = true;
+        assert_eq!(cfg.macs(1), 259_328 + 5 * 2 * 64);
+        assert_eq!(cfg.macs(64), 64 * 259_328 + 64 * 20_800);
+        // Without either: four square projections and two MLP matrices.
+        let plain = Config::new(2, 64, 4, 16, 64, 64, Some(256));
+        assert_eq!(
+            plain.macs(3),
+            3 * (2 * (4 * 64 * 64 + 2 * 64 * 256) + 64 * 64) + 2 * 2 * 64 * 6
+        );
+        // Attention-only, no tokens.
+        assert_eq!(Config::new(2, 64, 4, 16, 64, 64, None).macs(0), 0);
     }
 }

@@ -212,9 +212,7 @@ impl<'w, 'a, 'b> Window<'w, 'a, 'b> {
             rotary::angles(p, dim, base, adjacent_pairs, sin, cos);
             let key = row(ws.k, 0, d_kv);
             key.iter_mut().zip(k).for_each(|(dst, src)| *dst = *src);
-            for head in key.chunks_exact_mut(cfg.d_head) {
-                rotary::rotate(head, sin, cos, adjacent_pairs);
-            }
+            rotary::rotate_heads(key, cfg.d_head, sin, cos, adjacent_pairs);
             kv.store(0, p, key, v);
         }
         self.session.set_pos(w - 1);

@@ -34,7 +34,6 @@ mod error;
 mod eval;
 mod facts;
 mod line;
-mod macs;
 mod prompt;
 mod scores;
 #[cfg(feature = "serve")]
@@ -131,7 +130,7 @@ fn run() -> Result<(), FirmwareError> {
     }
     let n_tokens = prompt.tokens().len().max(1) as u32;
     board::print_cost_per_token(div::div_rem(spent, n_tokens).0);
-    let macs = macs::per_prompt(session.model().config(), prompt.tokens().len());
+    let macs = session.model().config().macs(prompt.tokens().len());
     defmt::println!("macs_per_token={=u64}", div::div_rem(macs, n_tokens).0);
     let stack = stack::high_water();
     defmt::println!("stack_bytes={=usize}", stack);

@@ -146,9 +146,8 @@ fn store<H: Hooks>(
         ) = (cfg.positional, features::ROTARY)
         {
             let (sin, cos) = (row(ws.rot_sin, r, dim), row(ws.rot_cos, r, dim));
-            for head in q.chunks_exact_mut(dh).chain(k.chunks_exact_mut(dh)) {
-                rotary::rotate(head, sin, cos, adjacent_pairs);
-            }
+            rotary::rotate_heads(q, dh, sin, cos, adjacent_pairs);
+            rotary::rotate_heads(k, dh, sin, cos, adjacent_pairs);
             per_head(s, HookKind::RotQ, q);
             per_head(s, HookKind::RotK, k);
         }

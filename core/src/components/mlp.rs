@@ -59,14 +59,13 @@ pub(crate) fn forward<H: Hooks>(
             }
         }
         s.hook(HookKind::MlpPre, 0, hidden);
-        activation::apply(s.cfg.act_fn, hidden);
         if w.w_gate.is_some() {
+            // TransformerLens's order: `hook_pre_linear` before the activation and its product.
             s.hook(HookKind::MlpPreLinear, 0, linear);
-            hidden
-                .iter_mut()
-                .zip(linear.iter())
-                .for_each(|(h, l)| *h *= l);
+            activation::apply_gated(s.cfg.act_fn, hidden, linear);
             w.b_in.add_to(hidden);
+        } else {
+            activation::apply(s.cfg.act_fn, hidden);
         }
         s.hook(HookKind::MlpPost, 0, hidden);
         if !together {

@@ -4,20 +4,21 @@
 //! step for a ReLU output), and the matrix adds `c` times its row sums back:
 //! `W x = W (x - c) + c * sum_j W[.][j]`, the row sums computed by the same integer kernel.
 
-use crate::math::max_of;
 use crate::quant::int8;
 use crate::weights::Matrix;
 
 /// The mid-range `(max + min) / 2` of `x`; 0 for an empty slice or a non-finite result (NaNs ignored).
 pub fn midrange(x: &[f32]) -> f32 {
-    // `max_of` of `x` and of `-x` (NaNs ignored), in one pass.
-    let larger = |m: f32, v: f32| max_of(core::iter::once(v), m);
-    let (hi, neg_lo) = x
-        .iter()
-        .fold((f32::NEG_INFINITY, f32::NEG_INFINITY), |(h, l), &v| {
-            (larger(h, v), larger(l, -v))
-        });
-    let lo = -neg_lo;
+    // The largest and the smallest in one pass; comparisons skip NaNs (the first of equal values kept).
+    let (mut hi, mut lo) = (f32::NEG_INFINITY, f32::INFINITY);
+    for &v in x {
+        if v > hi {
+            hi = v;
+        }
+        if v < lo {
+            lo = v;
+        }
+    }
     let c = 0.5 * hi + 0.5 * lo;
     if c.is_finite() {
         c
@@ -51,6 +52,9 @@ pub fn round_trip(x: &mut [f32], centred: bool, scratch: &mut [i8]) {
 /// long) for the ones (and, where it holds `cols / 2` aligned words, for the four-row kernel's lanes
 /// of ones).
 pub fn add_row_sums(w: &Matrix<'_>, c: f32, scratch: &mut [i8], out: &mut [f32]) {
+    if w.add_stored_row_sums(c, out) {
+        return;
+    }
     let (cols, n) = (w.cols(), w.cols().min(scratch.len()));
     let whole_rows = n == cols;
     let (_, words, _) = bytemuck::pod_align_to_mut::<i8, u32>(scratch);

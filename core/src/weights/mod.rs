@@ -436,6 +436,24 @@ impl<'a> Matrix<'a> {
         self.row_sums().is_some()
     }
 
+    /// `out[r] += sum_c W[r][c] * (s_r * c)` for every row of an `i8` matrix whose blob stores its row
+    /// sums (`int8::rescale` of the stored sum, one pass over the sums and the scales); `false`
+    /// (nothing added) without them or when `out` has fewer than `rows` values.
+    pub(crate) fn add_stored_row_sums(&self, c: f32, out: &mut [f32]) -> bool {
+        let Some(sums) = self.row_sums().filter(|_| DType::I8.compiled()) else {
+            return false;
+        };
+        let Some(out) = out.get_mut(..self.rows) else {
+            return false;
+        };
+        let scales = self.scales.chunks_exact(SCALE_BYTES);
+        let rows = sums.chunks_exact(crate::blob::ROW_SUM_BYTES).zip(scales);
+        for (o, (sum, scale)) in out.iter_mut().zip(rows) {
+            *o += (crate::arch::word(sum) as i32) as f32 * (decode_finite_scale(scale) * c);
+        }
+        true
+    }
+
     /// `f(r, sum_c W[r][c])` for every row `r` of an `i8` matrix (the exact integer sums, whole rows):
     /// the blob's stored sums where it has them, else a quad of rows at a time: the four-row int8 kernel
     /// against `ones` (lanes of ones, at least `cols / 2` words) if given, else
