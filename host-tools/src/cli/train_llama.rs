@@ -80,6 +80,10 @@ pub struct Args {
     /// vocabulary.
     #[arg(long, default_value_t = 0)]
     pub induction_warmup: usize,
+    /// Length of the warm-up's sequences (at most --n-ctx; default --n-ctx). Shorter is cheaper, and
+    /// rotary heads carry what they learn to the longer windows after it.
+    #[arg(long)]
+    pub warmup_ctx: Option<usize>,
     /// Seed of the stories, the initial weights and the windows drawn.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -130,6 +134,11 @@ fn check(args: &Args) -> Result<()> {
     ensure!(
         args.induction_share <= 8 && args.induction_warmup <= args.steps,
         "--induction-share must be in 0..=8 and --induction-warmup at most --steps"
+    );
+    ensure!(
+        args.warmup_ctx.map_or(true, |w| w <= args.n_ctx),
+        "--warmup-ctx must be at most --n-ctx {}",
+        args.n_ctx
     );
     ensure!(
         (1..=1_000_000).contains(&args.stories),
@@ -201,9 +210,10 @@ pub fn run(args: Args) -> Result<()> {
     // The induction task over an alphabet of the first `alphabet` tokens: a random prefix + a repeated
     // segment of random length (a fixed distance back, as TransformerLens's `2 x n_ctx/2` test alone
     // has, is learnt by rotary heads as a positional copy instead of induction).
-    let task = |rng: &mut _, alphabet: usize| -> Result<Sequence> {
-        Ok(InductionData::with_draw(cfg.n_ctx, alphabet, Draw::Replacement)?.sample(rng))
+    let task = |rng: &mut _, n_ctx: usize, alphabet: usize| -> Result<Sequence> {
+        Ok(InductionData::with_draw(n_ctx, alphabet, Draw::Replacement)?.sample(rng))
     };
+    let warmup_ctx = args.warmup_ctx.unwrap_or(cfg.n_ctx);
     // `--induction-warmup` steps of the task alone, its alphabet growing; then in every 8 sequences
     // `--induction-share` of it over the whole vocabulary, the others story windows.
     let (warmup, share) = (args.induction_warmup, args.induction_share);
@@ -214,12 +224,12 @@ pub fn run(args: Args) -> Result<()> {
             if step < warmup {
                 let alphabet = warmup_alphabet(step, warmup, cfg.d_vocab);
                 return (0..args.batch)
-                    .map(|_| task(&mut data_rng, alphabet))
+                    .map(|_| task(&mut data_rng, warmup_ctx, alphabet))
                     .collect();
             }
             let mut seqs = train.sample(&mut data_rng, cfg.n_ctx, args.batch)?;
             for (_, s) in seqs.iter_mut().enumerate().filter(|(k, _)| k % 8 < share) {
-                *s = task(&mut data_rng, cfg.d_vocab)?;
+                *s = task(&mut data_rng, cfg.n_ctx, cfg.d_vocab)?;
             }
             Ok(seqs)
         },
