@@ -140,6 +140,19 @@ fn check(args: &Args) -> Result<()> {
         "--warmup-ctx must be at most --n-ctx {}",
         args.n_ctx
     );
+    // The induction task's sequences fit a repeated segment (checked before the corpus is generated).
+    let tasks = [
+        (
+            args.induction_warmup > 0,
+            args.warmup_ctx.unwrap_or(args.n_ctx),
+            "--warmup-ctx",
+        ),
+        (args.induction_share > 0, args.n_ctx, "--n-ctx"),
+    ];
+    for (_, n_ctx, flag) in tasks.iter().filter(|t| t.0) {
+        InductionData::with_draw(*n_ctx, args.vocab, Draw::Replacement)
+            .with_context(|| format!("{flag} {n_ctx} is too short for the induction task"))?;
+    }
     ensure!(
         (1..=1_000_000).contains(&args.stories),
         "--stories must be in 1..=1000000, not {}",

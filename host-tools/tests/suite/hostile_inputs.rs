@@ -682,6 +682,7 @@ fn train_llama_checks_its_arguments_first() {
         ("--stories", "1", "--stories 1"),
         ("--induction-share", "9", "--induction-share"),
         ("--induction-warmup", "601", "--induction-warmup"),
+        ("--warmup-ctx", "129", "--warmup-ctx"),
     ] {
         let o = microlens_within(
             &["train-llama", "-o", s(&out), flag, value],
@@ -690,6 +691,21 @@ fn train_llama_checks_its_arguments_first() {
         one_line_error(&o, needle);
         assert!(!out.exists(), "{flag} {value}: wrote {out:?}");
     }
+    // A warm-up too short for a repeated segment, refused before the corpus is generated.
+    let o = microlens_within(
+        &[
+            "train-llama",
+            "-o",
+            s(&out),
+            "--induction-warmup",
+            "10",
+            "--warmup-ctx",
+            "4",
+        ],
+        Duration::from_secs(60),
+    );
+    one_line_error(&o, "--warmup-ctx 4 is too short");
+    assert!(!out.exists());
     let file = write(dir.path(), "existing", b"keep me");
     let o = microlens_within(&["train-llama", "-o", s(&file)], Duration::from_secs(60));
     one_line_error(&o, "not a directory");
