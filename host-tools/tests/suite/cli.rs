@@ -63,6 +63,26 @@ fn convert_inspect_run_round_trip() {
     );
 }
 
+/// `MICROLENS_SIMD=avx2` runs the host's kernels as on a CPU without AVX-512 (for measuring one): the
+/// same logits hash, f32 and int8 (on a CPU without AVX-512 both runs take the same kernels).
+#[test]
+fn the_avx2_cap_gives_the_same_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = "3,1,4,1,5,9,2,6,5,3,5,8,9,7,9,3";
+    for (name, extra) in [("f32", &[][..]), ("i8", &["--dtype", "i8"][..])] {
+        let blob = converted(dir.path(), "gpt2_like", extra);
+        let args = ["run", blob.to_str().unwrap(), "--tokens", tokens, "--hash"];
+        let widest = stdout(&microlens(&args));
+        let capped = std::process::Command::new(env!("CARGO_BIN_EXE_microlens"))
+            .env("MICROLENS_SIMD", "avx2")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(widest.starts_with("logits_hash="), "{name}: {widest}");
+        assert_eq!(stdout(&capped), widest, "{name}");
+    }
+}
+
 #[test]
 fn bad_checkpoints_fail_with_one_line_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();

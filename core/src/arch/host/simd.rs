@@ -12,12 +12,21 @@ pub(crate) trait Widest {
     fn run(self) -> Self::Out;
 }
 
-/// Runs `kernel` compiled for the widest vector unit the CPU has.
+/// Whether AVX-512 may be used: unless the environment variable `MICROLENS_SIMD` is `avx2` (read
+/// once), which measures the host as a CPU without AVX-512 runs it (the same bits either way).
+#[cfg(target_arch = "x86_64")]
+fn avx512_allowed() -> bool {
+    static ALLOWED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALLOWED.get_or_init(|| std::env::var_os("MICROLENS_SIMD").is_none_or(|v| v != "avx2"))
+}
+
+/// Runs `kernel` compiled for the widest vector unit the CPU has (AVX-512 unless
+/// `MICROLENS_SIMD=avx2`).
 #[inline(always)]
 pub(crate) fn widest<K: Widest>(kernel: K) -> K::Out {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if std::arch::is_x86_feature_detected!("avx512f") && avx512_allowed() {
             // SAFETY: the CPU has AVX-512F (just detected), the only requirement of `avx512`.
             return unsafe { avx512(kernel) };
         }
