@@ -110,15 +110,8 @@ pub fn run() -> Result<()> {
         ],
     )?;
     section("8. the story model on QEMU: its prompt continued, checked against the host");
-    let args = [
-        "firmware",
-        "--skip-thumbv6m",
-        "--model",
-        "stories",
-        "--min-accuracy",
-        "0.8",
-        "--min-ablation-drop=-1",
-    ];
+    let args = ["firmware", "--skip-thumbv6m", "--model", "stories"];
+    let args = args.into_iter().chain(models::STORIES_CHECKS);
     firmware::run(matrix::parse_firmware_args(args)).map(|_| ())
 }
 

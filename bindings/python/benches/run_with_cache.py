@@ -1,6 +1,7 @@
 """`run_with_cache` of the shipped model (`firmware-example/model/induction-2l`) on 64 sequences x 64
 tokens with every hook: the `microlens` package beside TransformerLens's own `run_with_cache` on the
-CPU, 1 and 2 threads, in one run; then the peak RSS of a `names_filter` of one hook against all hooks.
+CPU, 1 and 2 threads, in one run; then what writing the cache alone costs (its arrays allocated and
+filled without a forward pass: a floor for any implementation that returns fresh arrays); then the peak RSS of a `names_filter` of one hook against all hooks.
 
 TransformerLens is 2.x's `HookedTransformer` of the shipped checkpoint, or, where only 4.x is installed,
 a `TransformerBridge` in compatibility mode booted from a random HF GPT-2 of the same width, depth,
@@ -95,6 +96,25 @@ def measure(who, threads, runs):
     print(json.dumps({"what": what, "tokens_per_s": BATCH * SEQ / secs}))
 
 
+def floor(runs):
+    """Writing the cache alone: every array `run_with_cache` returns (same shapes and dtypes, 46 MB for
+    the shipped model) allocated fresh and filled, as a forward pass of no cost would leave them."""
+    import numpy as np
+
+    _, cache = microlens_model().run_with_cache(tokens())
+    shapes = [(a.shape, a.dtype) for a in cache.values()]
+    del cache
+
+    def write():
+        arrays = [np.empty(shape, dtype) for shape, dtype in shapes]
+        for a in arrays:
+            a.fill(1)
+        return arrays
+
+    secs = median(runs, write)
+    print(json.dumps({"what": "floor", "tokens_per_s": BATCH * SEQ / secs, "ms": 1e3 * secs}))
+
+
 def rss(names):
     model = microlens_model()
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -114,16 +134,23 @@ def child(args, threads):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--measure", choices=["microlens", "tl"])
+    p.add_argument("--measure", choices=["microlens", "tl", "floor"])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rss")
     a = p.parse_args()
+    if a.measure == "floor":
+        return floor(a.runs)
     if a.measure:
         return measure(a.measure, a.threads, a.runs)
     if a.rss:
         return rss(a.rss)
     flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
     isa = "AVX-512" if " avx512f" in flags else "AVX2" if " avx2" in flags else "no AVX2"
+    # Measuring as on a CPU without AVX-512: `MICROLENS_SIMD=avx2` caps microlens's kernels and
+    # `ATEN_CPU_CAPABILITY=avx2` torch's.
+    caps = [f"{k}={os.environ[k]}" for k in ("MICROLENS_SIMD", "ATEN_CPU_CAPABILITY") if k in os.environ]
+    if caps:
+        isa += " (capped: " + ", ".join(caps) + ")"
     print(f"run_with_cache, {BATCH} x {SEQ} tokens, every hook; CPU with {isa}, {os.cpu_count()} cores\n")
     print("| threads | microlens tokens/s | TransformerLens tokens/s | ratio | TransformerLens |")
     print("|---|---|---|---|---|")
@@ -136,6 +163,9 @@ def main():
         ratio = ours["tokens_per_s"] / theirs["tokens_per_s"]
         print(f"| {threads} | {ours['tokens_per_s']:,.0f} | {theirs['tokens_per_s']:,.0f} | "
               f"{ratio:.2f}x | {theirs['what']} |")
+    wall = child(["--measure", "floor", "--runs", str(a.runs)], 1)
+    print(f"\nwriting the cache alone (its arrays allocated fresh and filled, no forward pass): "
+          f"{wall['ms']:.1f} ms a call, {wall['tokens_per_s']:,.0f} tokens/s")
     one, every = child(["--rss", "blocks.1.attn.hook_pattern"], 2), child(["--rss", "all"], 2)
     print(f"\npeak RSS (microlens, 2 threads): names_filter of one hook {one['kib'] / 1024:.0f} MiB "
           f"(+{one['added_kib'] / 1024:.0f} MiB for the run), every hook ({every['arrays']} arrays) "

@@ -63,8 +63,8 @@ pub struct Args {
     /// Training stories generated (a few hundred bytes each).
     #[arg(long, default_value_t = 20000)]
     pub stories: usize,
-    /// Optimiser steps.
-    #[arg(long, default_value_t = 600)]
+    /// Optimiser steps (the induction warm-up's among them).
+    #[arg(long, default_value_t = 5400)]
     pub steps: usize,
     /// Peak learning rate (AdamW; linear warm-up, cosine decay to a tenth).
     #[arg(long, default_value_t = 4e-3, allow_hyphen_values = true)]
@@ -72,16 +72,17 @@ pub struct Args {
     /// Windows per step.
     #[arg(long, default_value_t = 32)]
     pub batch: usize,
-    /// Sequences of every 8 that are the induction task (random tokens) instead of stories (0..=8).
-    #[arg(long, default_value_t = 0)]
+    /// Sequences of every 8 that are the induction task (random tokens) instead of stories (0..=8),
+    /// after the warm-up.
+    #[arg(long, default_value_t = 2)]
     pub induction_share: usize,
     /// Steps at the start that train the induction task alone (within --steps), its tokens drawn from
     /// the first 64 tokens for the first half of them, then from an alphabet growing to the whole
-    /// vocabulary.
-    #[arg(long, default_value_t = 0)]
+    /// vocabulary (0: none).
+    #[arg(long, default_value_t = 3000)]
     pub induction_warmup: usize,
-    /// Length of the warm-up's sequences (at most --n-ctx; default --n-ctx). Shorter is cheaper, and
-    /// rotary heads carry what they learn to the longer windows after it.
+    /// Length of the warm-up's sequences, at most --n-ctx [default: 64 or --n-ctx if shorter]. Shorter
+    /// is cheaper, and rotary heads carry what they learn to the longer windows after it.
     #[arg(long)]
     pub warmup_ctx: Option<usize>,
     /// Seed of the stories, the initial weights and the windows drawn.
@@ -104,6 +105,12 @@ impl Args {
             rotary_base: 10000.0,
             eps: 1e-5,
         }
+    }
+
+    /// The induction warm-up's sequence length: `--warmup-ctx`, else [`WARMUP_CTX`] or the context if
+    /// shorter.
+    fn warmup_ctx(&self) -> usize {
+        self.warmup_ctx.unwrap_or(WARMUP_CTX.min(self.n_ctx))
     }
 
     /// The optimiser's settings.
@@ -136,17 +143,13 @@ fn check(args: &Args) -> Result<()> {
         "--induction-share must be in 0..=8 and --induction-warmup at most --steps"
     );
     ensure!(
-        args.warmup_ctx.map_or(true, |w| w <= args.n_ctx),
+        args.warmup_ctx.is_none_or(|w| w <= args.n_ctx),
         "--warmup-ctx must be at most --n-ctx {}",
         args.n_ctx
     );
     // The induction task's sequences fit a repeated segment (checked before the corpus is generated).
     let tasks = [
-        (
-            args.induction_warmup > 0,
-            args.warmup_ctx.unwrap_or(args.n_ctx),
-            "--warmup-ctx",
-        ),
+        (args.induction_warmup > 0, args.warmup_ctx(), "--warmup-ctx"),
         (args.induction_share > 0, args.n_ctx, "--n-ctx"),
     ];
     for (_, n_ctx, flag) in tasks.iter().filter(|t| t.0) {
@@ -226,7 +229,7 @@ pub fn run(args: Args) -> Result<()> {
     let task = |rng: &mut _, n_ctx: usize, alphabet: usize| -> Result<Sequence> {
         Ok(InductionData::with_draw(n_ctx, alphabet, Draw::Replacement)?.sample(rng))
     };
-    let warmup_ctx = args.warmup_ctx.unwrap_or(cfg.n_ctx);
+    let warmup_ctx = args.warmup_ctx();
     // `--induction-warmup` steps of the task alone, its alphabet growing; then in every 8 sequences
     // `--induction-share` of it over the whole vocabulary, the others story windows.
     let (warmup, share) = (args.induction_warmup, args.induction_share);
@@ -273,6 +276,9 @@ pub fn run(args: Args) -> Result<()> {
     }
     Ok(())
 }
+
+/// The induction warm-up's default sequence length.
+const WARMUP_CTX: usize = 64;
 
 /// The first alphabet of the induction warm-up: small enough that induction forms early.
 const WARMUP_ALPHABET: usize = 64;

@@ -681,7 +681,7 @@ fn train_llama_checks_its_arguments_first() {
         ("--stories", "0", "--stories"),
         ("--stories", "1", "--stories 1"),
         ("--induction-share", "9", "--induction-share"),
-        ("--induction-warmup", "601", "--induction-warmup"),
+        ("--induction-warmup", "5401", "--induction-warmup"),
         ("--warmup-ctx", "129", "--warmup-ctx"),
     ] {
         let o = microlens_within(
