@@ -79,11 +79,26 @@ def tl_model():
         return bridge, "4.x TransformerBridge, an HF GPT-2 of the same size"
 
 
-def measure(who, threads, runs):
+def tl_names():
+    """The names TransformerLens's `run_with_cache` returns for its model (no `hook_result`: its
+    `use_attn_result` is off by default)."""
+    import torch
+
+    model, _ = tl_model()
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(torch.from_numpy(tokens()[:1]))
+    print(json.dumps(sorted(cache.keys())))
+
+
+def measure(who, threads, runs, names=None):
     t = tokens()
     if who == "microlens":
         model = microlens_model()
-        secs = median(runs, lambda: model.run_with_cache(t))
+        if names is not None:
+            # TransformerLens's names that this model has (a 4.x bridge's GPT-2 also has MLPs).
+            known = set(model.run_with_cache(t[:1])[1].keys())
+            names = [n for n in names if n in known]
+        secs = median(runs, lambda: model.run_with_cache(t, names_filter=names))
         what = "microlens"
     else:
         import torch
@@ -96,13 +111,18 @@ def measure(who, threads, runs):
     print(json.dumps({"what": what, "tokens_per_s": BATCH * SEQ / secs}))
 
 
-def floor(runs):
-    """Writing the cache alone: every array `run_with_cache` returns (same shapes and dtypes, 46 MB for
-    the shipped model) allocated fresh and filled, as a forward pass of no cost would leave them."""
+def floor(runs, names=None):
+    """Writing the cache alone: every array `run_with_cache` returns for `names` (same shapes and
+    dtypes) allocated fresh and filled, as a forward pass of no cost would leave them."""
     import numpy as np
 
-    _, cache = microlens_model().run_with_cache(tokens())
+    model = microlens_model()
+    if names is not None:
+        known = set(model.run_with_cache(tokens()[:1])[1].keys())
+        names = [n for n in names if n in known]
+    _, cache = model.run_with_cache(tokens(), names_filter=names)
     shapes = [(a.shape, a.dtype) for a in cache.values()]
+    mb = sum(a.nbytes for a in cache.values()) / 1e6
     del cache
 
     def write():
@@ -112,7 +132,7 @@ def floor(runs):
         return arrays
 
     secs = median(runs, write)
-    print(json.dumps({"what": "floor", "tokens_per_s": BATCH * SEQ / secs, "ms": 1e3 * secs}))
+    print(json.dumps({"what": "floor", "tokens_per_s": BATCH * SEQ / secs, "ms": 1e3 * secs, "mb": mb}))
 
 
 def rss(names):
@@ -137,11 +157,16 @@ def main():
     p.add_argument("--measure", choices=["microlens", "tl", "floor"])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rss")
+    p.add_argument("--names", help="a JSON list: the names_filter of microlens's measurement")
+    p.add_argument("--tl-names", action="store_true")
     a = p.parse_args()
+    names = json.loads(a.names) if a.names else None
+    if a.tl_names:
+        return tl_names()
     if a.measure == "floor":
-        return floor(a.runs)
+        return floor(a.runs, names)
     if a.measure:
-        return measure(a.measure, a.threads, a.runs)
+        return measure(a.measure, a.threads, a.runs, names)
     if a.rss:
         return rss(a.rss)
     flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
@@ -152,20 +177,30 @@ def main():
     if caps:
         isa += " (capped: " + ", ".join(caps) + ")"
     print(f"run_with_cache, {BATCH} x {SEQ} tokens, every hook; CPU with {isa}, {os.cpu_count()} cores\n")
-    print("| threads | microlens tokens/s | TransformerLens tokens/s | ratio | TransformerLens |")
-    print("|---|---|---|---|---|")
+    # TransformerLens's own names (microlens adds `hook_result` and `logits` to every hook): both
+    # sides then return the same activations.
+    same = child(["--tl-names"], 1)
+    names = json.dumps(same) if isinstance(same, list) else None
+    runs = ["--runs", str(a.runs)]
+    print("| threads | microlens, every hook | microlens, TransformerLens's names it has | TransformerLens "
+          "| ratio (same names) | TransformerLens |")
+    print("|---|---|---|---|---|---|")
     for threads in (1, 2):
-        ours = child(["--measure", "microlens", "--runs", str(a.runs)], threads)
-        theirs = child(["--measure", "tl", "--runs", str(a.runs), "--threads", str(threads)], threads)
+        every = child(["--measure", "microlens", *runs], threads)
+        ours = child(["--measure", "microlens", *runs, "--names", names], threads) if names else None
+        theirs = child(["--measure", "tl", *runs, "--threads", str(threads)], threads)
         if "error" in theirs:
-            print(f"| {threads} | {ours['tokens_per_s']:,.0f} | skipped: {theirs['error']} | | |")
+            print(f"| {threads} | {every['tokens_per_s']:,.0f} | | skipped: {theirs['error']} | | |")
             continue
         ratio = ours["tokens_per_s"] / theirs["tokens_per_s"]
-        print(f"| {threads} | {ours['tokens_per_s']:,.0f} | {theirs['tokens_per_s']:,.0f} | "
-              f"{ratio:.2f}x | {theirs['what']} |")
-    wall = child(["--measure", "floor", "--runs", str(a.runs)], 1)
-    print(f"\nwriting the cache alone (its arrays allocated fresh and filled, no forward pass): "
-          f"{wall['ms']:.1f} ms a call, {wall['tokens_per_s']:,.0f} tokens/s")
+        print(f"| {threads} | {every['tokens_per_s']:,.0f} | {ours['tokens_per_s']:,.0f} | "
+              f"{theirs['tokens_per_s']:,.0f} | {ratio:.2f}x | {theirs['what']} |")
+    for label, extra in (("every hook", []), ("TransformerLens's names", ["--names", names] if names else None)):
+        if extra is None:
+            continue
+        wall = child(["--measure", "floor", *runs, *extra], 1)
+        print(f"\nwriting the cache alone, {label} ({wall['mb']:.1f} MB in arrays allocated fresh and "
+              f"filled, no forward pass; 1 thread): {wall['ms']:.1f} ms a call, {wall['tokens_per_s']:,.0f} tokens/s")
     one, every = child(["--rss", "blocks.1.attn.hook_pattern"], 2), child(["--rss", "all"], 2)
     print(f"\npeak RSS (microlens, 2 threads): names_filter of one hook {one['kib'] / 1024:.0f} MiB "
           f"(+{one['added_kib'] / 1024:.0f} MiB for the run), every hook ({every['arrays']} arrays) "
