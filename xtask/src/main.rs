@@ -82,7 +82,12 @@ enum Command {
     Firmware(Box<firmware::Args>),
     /// Every board: the emulated ones run with the shipped model as int8 and f32 and checked, the real
     /// ones built; prints a markdown table of flash, RAM and instructions per token and per MAC.
-    Boards,
+    Boards {
+        /// `stories`: the LLaMA-family story model instead (int8, int4 on the micro:bit), its story
+        /// continued and checked on the emulated boards.
+        #[arg(long, value_parser = ["induction", "stories"], default_value = "induction")]
+        model: String,
+    },
     /// `microlens report`'s page and the `--html` heatmaps in headless Chromium through WebDriver: every
     /// head panel, hover, no fetch, no console error, a hostile prompt shown as text; a screenshot.
     Browser(browser::Args),
@@ -131,7 +136,7 @@ fn main() -> ExitCode {
         Command::Test(args) => test::run(args),
         Command::Demo => demo::run(),
         Command::Firmware(args) => firmware::run(*args).map(|_| ()),
-        Command::Boards => matrix::table(),
+        Command::Boards { model } => matrix::table(model == "stories"),
         Command::Browser(args) => browser::run(args),
         Command::Serve(args) => serve::run(args),
         Command::ServeCheck { board } => served::check(board),

@@ -112,12 +112,52 @@ pub fn board(board: Board) -> Result<Vec<(&'static str, Outcome)>> {
     Ok(outcomes)
 }
 
-/// `cargo xtask boards`: every board, then the table.
-pub fn table() -> Result<()> {
+/// The story model's storage type on `board`: int8, or int4 on the micro:bit (int8 does not fit its
+/// 256 KiB of flash).
+pub fn stories_dtype(board: Board) -> &'static str {
+    match board {
+        Board::Microbit => "i4",
+        _ => "i8",
+    }
+}
+
+/// `cargo xtask firmware --board B --model stories` as `cargo xtask test` and `cargo xtask boards
+/// --model stories` run it: int8 with nearest rounding and the story checks
+/// ([`crate::models::STORIES_CHECKS`]); on the micro:bit int4 by GPTQ (nearest int4 garbles the
+/// text), its context capped at 11 by its 16 KiB of RAM: a 4-token opening twice, too short for the
+/// accuracy and ablation checks.
+pub fn stories_args(board: Board) -> firmware::Args {
+    let base = [
+        "firmware",
+        "--skip-thumbv6m",
+        "--board",
+        board.name(),
+        "--model",
+        "stories",
+    ];
+    let mut args = base.to_vec();
+    match board {
+        Board::Microbit => args.extend(["--dtype", "i4", "--text-prompt", "Once"]),
+        _ => args.extend(["--rounding", "nearest"]),
+    }
+    match board {
+        Board::Microbit => args.extend(["--min-accuracy", "0", "--min-ablation-drop=-1"]),
+        _ => args.extend(crate::models::STORIES_CHECKS),
+    }
+    parse_firmware_args(args)
+}
+
+/// `cargo xtask boards [--model stories]`: every board with the shipped token model ([`board`]) or
+/// the story model ([`stories_args`]), then the table.
+pub fn table(stories: bool) -> Result<()> {
     let mut rows = Vec::new();
     let mut failed = Vec::new();
     for b in Board::ALL {
-        match board(b) {
+        let run = match stories {
+            true => firmware::run(stories_args(b)).map(|o| vec![(stories_dtype(b), o)]),
+            false => board(b),
+        };
+        match run {
             Ok(outcomes) => rows.extend(outcomes.into_iter().map(|(d, o)| (b, d, o))),
             Err(e) => failed.push(format!("{e:#}")),
         }
