@@ -52,7 +52,8 @@ pub fn round_trip(x: &mut [f32], centred: bool, scratch: &mut [i8]) {
 /// long) for the ones (and, where it holds `cols / 2` aligned words, for the four-row kernel's lanes
 /// of ones).
 pub fn add_row_sums(w: &Matrix<'_>, c: f32, scratch: &mut [i8], out: &mut [f32]) {
-    if w.add_stored_row_sums(c, out) {
+    // Whole rows only (a scratch shorter than a row sums that much of each, below).
+    if scratch.len() >= w.cols() && w.add_stored_row_sums(c, out) {
         return;
     }
     let (cols, n) = (w.cols(), w.cols().min(scratch.len()));

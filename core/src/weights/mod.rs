@@ -436,28 +436,26 @@ impl<'a> Matrix<'a> {
         self.row_sums().is_some()
     }
 
-    /// `out[r] += sum_c W[r][c] * (s_r * c)` for every row of an `i8` matrix whose blob stores its row
-    /// sums (`int8::rescale` of the stored sum, one pass over the sums and the scales); `false`
-    /// (nothing added) without them or when `out` has fewer than `rows` values.
+    /// `out[r] += int8::rescale(sum_c W[r][c], s_r, c)` for the rows of an `i8` matrix whose blob
+    /// stores its row sums (as far as `out` goes), one pass over the sums and the scales; `false`
+    /// (nothing added) without them.
     pub(crate) fn add_stored_row_sums(&self, c: f32, out: &mut [f32]) -> bool {
         let Some(sums) = self.row_sums().filter(|_| DType::I8.compiled()) else {
-            return false;
-        };
-        let Some(out) = out.get_mut(..self.rows) else {
             return false;
         };
         let scales = self.scales.chunks_exact(SCALE_BYTES);
         let rows = sums.chunks_exact(crate::blob::ROW_SUM_BYTES).zip(scales);
         for (o, (sum, scale)) in out.iter_mut().zip(rows) {
-            *o += (crate::arch::word(sum) as i32) as f32 * (decode_finite_scale(scale) * c);
+            let sum = i64::from(crate::arch::word(sum) as i32);
+            *o += int8::rescale(sum, decode_finite_scale(scale), c);
         }
         true
     }
 
-    /// `f(r, sum_c W[r][c])` for every row `r` of an `i8` matrix (the exact integer sums, whole rows):
-    /// the blob's stored sums where it has them, else a quad of rows at a time: the four-row int8 kernel
-    /// against `ones` (lanes of ones, at least `cols / 2` words) if given, else
-    /// [`int8::quad_word_sums`]; `false` (no call) for the other dtypes.
+    /// `f(r, sum_c W[r][c])` for every row `r` of an `i8` matrix (the exact integer sums, whole rows),
+    /// summed now (a blob's stored sums are [`Matrix::add_stored_row_sums`]'): a quad of rows at a
+    /// time, the four-row int8 kernel against `ones` (lanes of ones, at least `cols / 2` words) if
+    /// given, else [`int8::quad_word_sums`]; `false` (no call) for the other dtypes.
     pub(crate) fn each_row_sum_i8(
         &self,
         ones: Option<&[u32]>,
@@ -465,12 +463,6 @@ impl<'a> Matrix<'a> {
     ) -> bool {
         if !(self.dtype == DType::I8 && DType::I8.compiled()) {
             return false;
-        }
-        if let Some(sums) = self.row_sums() {
-            for (r, b) in sums.chunks_exact(crate::blob::ROW_SUM_BYTES).enumerate() {
-                f(r, i64::from(crate::arch::word(b) as i32));
-            }
-            return true;
         }
         let (rows, cols) = (self.rows, self.cols);
         let whole = rows - rows % 4;
