@@ -666,46 +666,34 @@ fn train_llama_checks_its_arguments_first() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("o");
     let huge = "18446744073709551615";
-    for (flag, value, needle) in [
-        ("--lr", "NaN", "--lr"),
-        ("--steps", "0", "--steps"),
-        ("--batch", huge, "GiB to train"),
-        ("--n-ctx", "0", "n_ctx 0"),
-        ("--n-ctx", huge, "n_ctx"),
-        ("--vocab", "4294967296", "d_vocab"),
-        ("--vocab", "10", "vocabulary of 10"),
-        ("--d-mlp", huge, "d_mlp"),
-        ("--kv-heads", "3", "n_kv_heads 3"),
-        ("--heads", "0", "--heads 0"),
-        ("--layers", "100000", "parameters"),
-        ("--stories", "0", "--stories"),
-        ("--stories", "1", "--stories 1"),
-        ("--induction-share", "9", "--induction-share"),
-        ("--induction-warmup", "5401", "--induction-warmup"),
-        ("--warmup-ctx", "129", "--warmup-ctx"),
+    for (flags, needle) in [
+        (&["--lr", "NaN"][..], "--lr"),
+        (&["--steps", "0"][..], "--steps"),
+        (&["--batch", huge][..], "GiB to train"),
+        (&["--n-ctx", "0"][..], "n_ctx 0"),
+        (&["--n-ctx", huge][..], "n_ctx"),
+        (&["--vocab", "4294967296"][..], "d_vocab"),
+        (&["--vocab", "10"][..], "vocabulary of 10"),
+        (&["--d-mlp", huge][..], "d_mlp"),
+        (&["--kv-heads", "3"][..], "n_kv_heads 3"),
+        (&["--heads", "0"][..], "--heads 0"),
+        (&["--layers", "100000"][..], "parameters"),
+        (&["--stories", "0"][..], "--stories"),
+        (&["--stories", "1"][..], "--stories 1"),
+        (&["--induction-share", "9"][..], "--induction-share"),
+        (&["--induction-warmup", "5401"][..], "--induction-warmup"),
+        (&["--warmup-ctx", "129"][..], "--warmup-ctx"),
+        // A warm-up too short for a repeated segment, refused before the corpus is generated.
+        (
+            &["--induction-warmup", "10", "--warmup-ctx", "4"][..],
+            "--warmup-ctx 4 is too short",
+        ),
     ] {
-        let o = microlens_within(
-            &["train-llama", "-o", s(&out), flag, value],
-            Duration::from_secs(60),
-        );
+        let args = [&["train-llama", "-o", s(&out)][..], flags].concat();
+        let o = microlens_within(&args, Duration::from_secs(60));
         one_line_error(&o, needle);
-        assert!(!out.exists(), "{flag} {value}: wrote {out:?}");
+        assert!(!out.exists(), "{flags:?}: wrote {out:?}");
     }
-    // A warm-up too short for a repeated segment, refused before the corpus is generated.
-    let o = microlens_within(
-        &[
-            "train-llama",
-            "-o",
-            s(&out),
-            "--induction-warmup",
-            "10",
-            "--warmup-ctx",
-            "4",
-        ],
-        Duration::from_secs(60),
-    );
-    one_line_error(&o, "--warmup-ctx 4 is too short");
-    assert!(!out.exists());
     let file = write(dir.path(), "existing", b"keep me");
     let o = microlens_within(&["train-llama", "-o", s(&file)], Duration::from_secs(60));
     one_line_error(&o, "not a directory");
