@@ -243,11 +243,13 @@ pub(crate) struct IntegerBuffers<'b> {
     pub q: &'b mut [i8],
     /// One attention row: scores in Q11, then probabilities in Q15.
     pub scores: &'b mut [i32],
+    /// A gated MLP's int16 pre-activation while its linear part is computed (empty without one).
+    pub hidden: &'b mut [i16],
 }
 
 impl<'b> IntegerBuffers<'b> {
     /// Words of each buffer, in order.
-    const fn words(cfg: &Config) -> [usize; 7] {
+    const fn words(cfg: &Config) -> [usize; 8] {
         let widest = max(max(cfg.d_model, cfg.d_attn()), cfg.d_mlp_or_zero());
         let acc = max(widest, cfg.d_vocab_out);
         [
@@ -258,6 +260,10 @@ impl<'b> IntegerBuffers<'b> {
             widest.div_ceil(2),
             cfg.d_attn().div_ceil(4),
             cfg.n_ctx,
+            match cfg.gated_mlp {
+                true => cfg.d_mlp_or_zero().div_ceil(2),
+                false => 0,
+            },
         ]
     }
 
@@ -283,7 +289,7 @@ impl<'b> IntegerBuffers<'b> {
                 found: buf.len(),
             });
         }
-        let [resid, normed, acc, x, lanes, q, scores] = Self::words(cfg);
+        let [resid, normed, acc, x, lanes, q, scores, hidden] = Self::words(cfg);
         let mut rest = buf;
         Ok(IntegerBuffers {
             resid: &mut bytemuck::cast_slice_mut(take(&mut rest, resid))[..cfg.d_model],
@@ -293,6 +299,7 @@ impl<'b> IntegerBuffers<'b> {
             lanes: bytemuck::cast_slice_mut(take(&mut rest, lanes)),
             q: bytemuck::cast_slice_mut(take(&mut rest, q)),
             scores: bytemuck::cast_slice_mut(take(&mut rest, scores)),
+            hidden: bytemuck::cast_slice_mut(take(&mut rest, hidden)),
         })
     }
 }

@@ -127,6 +127,18 @@ pub fn stories_dtype(board: Board) -> &'static str {
 /// text), its context capped at 11 by its 16 KiB of RAM: a 4-token opening twice, too short for the
 /// accuracy and ablation checks.
 pub fn stories_args(board: Board) -> firmware::Args {
+    stories_args_in(board, false)
+}
+
+/// The boards that also run the story model in the integer-only arithmetic: [`INTEGER_BOARDS`] but
+/// the micro:bit, whose flash takes the model as int4 only (the integer arithmetic takes int8).
+pub fn stories_integer_boards() -> impl Iterator<Item = Board> {
+    INTEGER_BOARDS.into_iter().filter(|&b| b != Board::Microbit)
+}
+
+/// [`stories_args`], in the integer-only arithmetic when `integer` (int8 matrices, nearest rounding,
+/// the same checks).
+pub fn stories_args_in(board: Board, integer: bool) -> firmware::Args {
     let base = [
         "firmware",
         "--skip-thumbv6m",
@@ -140,6 +152,9 @@ pub fn stories_args(board: Board) -> firmware::Args {
         Board::Microbit => args.extend(["--dtype", "i4", "--text-prompt", "Once"]),
         _ => args.extend(["--rounding", "nearest"]),
     }
+    if integer {
+        args.extend(["--arith", "integer"]);
+    }
     match board {
         Board::Microbit => args.extend(["--min-accuracy", "0", "--min-ablation-drop=-1"]),
         _ => args.extend(crate::models::STORIES_CHECKS),
@@ -147,14 +162,25 @@ pub fn stories_args(board: Board) -> firmware::Args {
     parse_firmware_args(args)
 }
 
+/// The story model on `board` ([`stories_args`]), and on [`stories_integer_boards`] also in the
+/// integer-only arithmetic.
+fn stories_board(board: Board) -> Result<Vec<(&'static str, Outcome)>> {
+    let mut out = vec![(stories_dtype(board), firmware::run(stories_args(board))?)];
+    if stories_integer_boards().any(|b| b == board) {
+        out.push((INTEGER, firmware::run(stories_args_in(board, true))?));
+    }
+    Ok(out)
+}
+
 /// `cargo xtask boards [--model stories]`: every board with the shipped token model ([`board`]) or
-/// the story model ([`stories_args`]), then the table.
+/// the story model ([`stories_args`]; on [`stories_integer_boards`] also in the integer-only
+/// arithmetic), then the table.
 pub fn table(stories: bool) -> Result<()> {
     let mut rows = Vec::new();
     let mut failed = Vec::new();
     for b in Board::ALL {
         let run = match stories {
-            true => firmware::run(stories_args(b)).map(|o| vec![(stories_dtype(b), o)]),
+            true => stories_board(b),
             false => board(b),
         };
         match run {

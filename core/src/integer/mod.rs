@@ -7,8 +7,11 @@
 //! - [`reciprocal`]: `1 / d` as a multiplier and exponent by Newton-Raphson, no division;
 //! - [`softmax`]: the two above over a row of scores, probabilities in Q15;
 //! - [`sqrt`]: the integer square root, and [`norm`]: LayerNorm and RMSNorm of an integer vector;
+//! - [`rotary`]: rotary positions on int8 queries and keys, by a Q14 table of `cos` and `sin`;
 //! - [`activation`]: an MLP activation (GELU, SiLU, ...) as an int8 -> int8 table built on the host,
 //!   and [`interpolated`]: over int16 inputs, a 257-knot piecewise-linear table;
+//! - [`zoom`]: a per-position power-of-two finer scale for an int8 input with outliers (the MLP's
+//!   hidden vector);
 //! - [`plan`]: the constants a blob of the integer-only arithmetic carries (fixed scales, multipliers,
 //!   biases, the activation's knots), which `session::integer` runs a position with.
 //!
@@ -23,5 +26,7 @@ pub mod norm;
 pub mod plan;
 pub mod reciprocal;
 pub mod requantize;
+pub mod rotary;
 pub mod softmax;
 pub mod sqrt;
+pub mod zoom;

@@ -6,12 +6,18 @@
 //! 2 words; `N` = a [`Norm`], 5 words; `f` = an `f32`'s bits, the scale a hook dequantises with):
 //!
 //! - head: `MAGIC`, `s_resid` (f), `W_E` rows `d_vocab x M` (int8 row -> residual), `W_pos` rows
-//!   `n_ctx x M` (standard positions only);
+//!   `n_ctx x M` (standard positions only), the rotary table `n_ctx x rotary_dim / 2` words (rotary
+//!   positions only: `cos` in the low half, `sin` in the high, Q14, [`super::rotary`]);
 //! - each layer: `ln1` N, `s_q s_k s_v` (f f f), `W_Q` `d_attn x R`, `W_K` and `W_V` `d_kv x R` (to int8
-//!   at `s_q`, `s_k`, `s_v`), the score M (`q . k` -> Q11), `W_O` `d_model x R` (to the residual);
+//!   at `s_q`, `s_k`, `s_v`), the score M (`q . k` -> Q11), `W_O` `d_model x R` (to the residual),
+//!   with shortformer positions `pos_Q`'s rows `n_ctx x M` (to `s_q`) and `pos_K`'s (to `s_k`);
 //!   with an MLP: `ln2` N, `s_pre` (f), `W_in` `d_mlp x R` (to int16 at `s_pre`), the activation's 257
 //!   int16 knots (129 words, two per word), `s_post` (f), the M from the activation's output to `W_out`'s
-//!   int8 input, that input's scale (f), `W_out` `d_model x R` (to the residual);
+//!   int8 input, that input's scale (f), `W_out` `d_model x R` (to the residual); a gated MLP's
+//!   `W_gate` takes `W_in`'s place above (the activation's input), and `s_lin` (f) and `W_in` `d_mlp x
+//!   R` follow `W_out` (each R: `b_in` at the product's scale, added after the product as TransformerLens
+//!   adds it, and the M from the sum to int16 at `s_lin`); its M then takes `f(pre) lin + b_in` to
+//!   `W_out`'s input;
 //! - tail: `ln_final` N, `W_U` rows `d_vocab_out x (bias i32, factor f)`: `logit = (acc + bias) factor`.
 //!
 //! A [`Row`] takes a matmul's exact `i32` sum to its output: `out = M (acc + bias)`.
@@ -88,12 +94,15 @@ impl Rows<'_> {
         Row::at(self.0, ROW * r)
     }
 
-    /// `out[r] = M_r (out[r] + bias_r)` for every output, in place (zeros past the end, as [`Rows::get`]).
+    /// `out[r] = M_r (out[r] / z + bias_r)` for every output, in place (zeros past the end, as
+    /// [`Rows::get`]): sums over an input zoomed by `z` from the scale the rows were made for
+    /// ([`super::zoom`]).
     #[inline(always)]
-    pub fn apply(&self, out: &mut [i32]) {
+    pub fn apply(&self, out: &mut [i32], zoom: super::zoom::Zoom) {
         let mut rows = self.0.chunks_exact(4 * ROW);
         for o in out.iter_mut() {
-            *o = Row::at(rows.next().unwrap_or(&[]), 0).apply(*o);
+            let acc = zoom.back(*o);
+            *o = Row::at(rows.next().unwrap_or(&[]), 0).apply(acc);
         }
     }
 }
@@ -136,14 +145,18 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// `Ok` if the integer-only arithmetic covers a model of `cfg` (standard positions, folded or no
-/// norms, an ungated MLP, a residual stream the integer norm takes), else what it lacks.
+/// `Ok` if the integer-only arithmetic covers a model of `cfg` (standard, shortformer or rotary
+/// positions, folded or no norms, a residual stream the integer norm takes), else what it lacks.
 pub fn check_config(cfg: &Config) -> Result<(), &'static str> {
-    if !matches!(cfg.positional, Positional::Standard) {
-        return Err("the integer arithmetic takes standard positions only");
+    if matches!(cfg.positional, Positional::Sinusoidal) {
+        return Err(
+            "the integer arithmetic takes learned or rotary positions, not sinusoidal ones",
+        );
     }
-    if cfg.gated_mlp || cfg.normalization.has_weight() {
-        return Err("the integer arithmetic takes folded norms and ungated MLPs only");
+    if cfg.normalization.has_weight() {
+        return Err(
+            "the integer arithmetic takes folded norms only (convert without --no-fold-ln)",
+        );
     }
     if cfg.d_model > super::norm::MAX_WIDTH {
         return Err("the integer norm takes d_model <= 1024");
@@ -151,8 +164,16 @@ pub fn check_config(cfg: &Config) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Words of the head section.
-const fn head_words(cfg: &Config) -> usize {
+/// Rotary angles of one position (0 without rotary positions).
+const fn rotary_angles(cfg: &Config) -> usize {
+    match cfg.positional {
+        Positional::Rotary { dim, .. } => dim / 2,
+        _ => 0,
+    }
+}
+
+/// Word offset of the rotary table (after the embeddings' multipliers).
+const fn rotary_at(cfg: &Config) -> usize {
     let pos = match cfg.positional {
         Positional::Standard => cfg.n_ctx,
         _ => 0,
@@ -160,14 +181,35 @@ const fn head_words(cfg: &Config) -> usize {
     2 + MUL * (cfg.d_vocab + pos)
 }
 
+/// Words of the head section.
+const fn head_words(cfg: &Config) -> usize {
+    rotary_at(cfg) + cfg.n_ctx * rotary_angles(cfg)
+}
+
 /// Words of one layer's section.
 const fn layer_words(cfg: &Config) -> usize {
-    let attn = NORM + 3 + ROW * (cfg.d_attn() + 2 * cfg.d_kv()) + MUL + ROW * cfg.d_model;
+    let attn = NORM
+        + 3
+        + ROW * (cfg.d_attn() + 2 * cfg.d_kv())
+        + MUL
+        + ROW * cfg.d_model
+        + positional_words(cfg);
     let mlp = match cfg.d_mlp {
-        Some(m) => NORM + 1 + ROW * m + KNOT_WORDS + 1 + MUL + 1 + ROW * cfg.d_model,
+        Some(m) => {
+            let lin = if cfg.gated_mlp { 1 + ROW * m } else { 0 };
+            NORM + 1 + ROW * m + KNOT_WORDS + 1 + MUL + 1 + ROW * cfg.d_model + lin
+        }
         None => 0,
     };
     attn + mlp
+}
+
+/// Words of a layer's shortformer multipliers: `pos_Q`'s and `pos_K`'s rows (0 for other positions).
+const fn positional_words(cfg: &Config) -> usize {
+    match cfg.positional {
+        Positional::Shortformer => 2 * MUL * cfg.n_ctx,
+        _ => 0,
+    }
 }
 
 /// Words of the tail section.
@@ -194,6 +236,9 @@ pub struct LayerPlan<'a> {
     d_kv: usize,
     d_model: usize,
     d_mlp: Option<usize>,
+    gated: bool,
+    /// Rows of each of the shortformer tables (0 without them).
+    n_positions: usize,
 }
 
 /// Section `n` words long at word `at` of `b` (short or empty past the end).
@@ -205,13 +250,28 @@ fn section(b: &[u8], at: usize, n: usize) -> &[u8] {
 
 impl<'a> LayerPlan<'a> {
     /// Word offsets of `W_Q`'s rows, `W_K`'s, `W_V`'s, the score multiplier, `W_O`'s rows and the MLP.
-    fn offsets(&self) -> [usize; 6] {
+    fn offsets(&self) -> [usize; 7] {
         let w_q = NORM + 3;
         let w_k = w_q + ROW * self.d_attn;
         let w_v = w_k + ROW * self.d_kv;
         let score = w_v + ROW * self.d_kv;
         let w_o = score + MUL;
-        [w_q, w_k, w_v, score, w_o, w_o + ROW * self.d_model]
+        let positional = w_o + ROW * self.d_model;
+        let mlp = positional + 2 * MUL * self.n_positions;
+        [w_q, w_k, w_v, score, w_o, mlp, positional]
+    }
+
+    /// Shortformer positions: the multipliers from row `pos` of `pos_Q` to the queries' int8 scale and
+    /// of `pos_K` to the keys' (zeros past the table or without them).
+    pub fn positional(&self, pos: usize) -> [Multiplier; 2] {
+        let at = self.offsets()[6];
+        match pos < self.n_positions {
+            true => [
+                multiplier(self.words, at + MUL * pos),
+                multiplier(self.words, at + MUL * (self.n_positions + pos)),
+            ],
+            false => [Multiplier { m: 0, shift: 0 }; 2],
+        }
     }
 
     /// `ln1`.
@@ -265,6 +325,8 @@ impl<'a> LayerPlan<'a> {
         Some(MlpPlan {
             words: section(self.words, self.offsets()[5], usize::MAX / 8),
             d_mlp,
+            d_model: self.d_model,
+            gated: self.gated,
         })
     }
 }
@@ -274,6 +336,8 @@ impl<'a> LayerPlan<'a> {
 pub struct MlpPlan<'a> {
     words: &'a [u8],
     d_mlp: usize,
+    d_model: usize,
+    gated: bool,
 }
 
 impl<'a> MlpPlan<'a> {
@@ -292,8 +356,8 @@ impl<'a> MlpPlan<'a> {
         f32::from_bits(word(self.words, NORM))
     }
 
-    /// `W_in` to int16 at `s_pre`.
-    pub fn w_in(&self) -> Rows<'a> {
+    /// The activation's input rows, to int16 at `s_pre`: `W_in`'s, or a gated MLP's `W_gate`'s.
+    pub fn w_pre(&self) -> Rows<'a> {
         Rows(section(self.words, NORM + 1, ROW * self.d_mlp))
     }
 
@@ -302,7 +366,7 @@ impl<'a> MlpPlan<'a> {
         f32::from_bits(word(self.words, self.knots_at() + KNOT_WORDS))
     }
 
-    /// From the activation's output to `W_out`'s int8 input.
+    /// From the activation's output (gated: its product with `lin`) to `W_out`'s int8 input.
     pub fn post_to_x(&self) -> Multiplier {
         multiplier(self.words, self.knots_at() + KNOT_WORDS + 1)
     }
@@ -312,10 +376,26 @@ impl<'a> MlpPlan<'a> {
         f32::from_bits(word(self.words, self.knots_at() + KNOT_WORDS + 1 + MUL))
     }
 
+    /// Word offset of `W_out`'s rows.
+    fn w_out_at(&self) -> usize {
+        self.knots_at() + KNOT_WORDS + 2 + MUL
+    }
+
     /// `W_out` to the residual.
     pub fn w_out(&self) -> Rows<'a> {
-        let at = self.knots_at() + KNOT_WORDS + 2 + MUL;
-        Rows(section(self.words, at, usize::MAX / 8))
+        Rows(section(self.words, self.w_out_at(), ROW * self.d_model))
+    }
+
+    /// A gated MLP's linear part: the scale of its int16 `lin = W_in x` and `W_in`'s rows (each row's
+    /// multiplier to `lin`, its bias `b_in` at the product `f(pre) lin`'s scale; `None` ungated).
+    pub fn linear(&self) -> Option<(f32, Rows<'a>)> {
+        let at = self.w_out_at() + ROW * self.d_model;
+        self.gated.then(|| {
+            (
+                f32::from_bits(word(self.words, at)),
+                Rows(section(self.words, at + 1, ROW * self.d_mlp)),
+            )
+        })
     }
 
     /// Knot `k` of the activation table (0 past the end).
@@ -382,6 +462,19 @@ impl<'a> Plan<'a> {
         }
     }
 
+    /// The Q14 `(cos, sin)` of rotary angle `k` at `pos` (`cfg` the plan's; zeros past the table).
+    #[inline(always)]
+    pub fn rotary(&self, cfg: &Config, pos: usize, k: usize) -> (i16, i16) {
+        let n = rotary_angles(cfg);
+        match pos < cfg.n_ctx && k < n {
+            true => {
+                let w = word(self.bytes, rotary_at(cfg) + pos * n + k);
+                (w as u16 as i16, (w >> 16) as u16 as i16)
+            }
+            false => (0, 0),
+        }
+    }
+
     /// Layer `layer`'s constants (`cfg` the plan's).
     pub fn layer(&self, cfg: &Config, layer: usize) -> LayerPlan<'a> {
         let n = layer_words(cfg);
@@ -391,6 +484,8 @@ impl<'a> Plan<'a> {
             d_kv: cfg.d_kv(),
             d_model: cfg.d_model,
             d_mlp: cfg.d_mlp,
+            gated: cfg.gated_mlp,
+            n_positions: positional_words(cfg) / (2 * MUL),
         }
     }
 
@@ -450,6 +545,11 @@ impl PlanWriter {
         self.word((n.eps_n2 >> 32) as u32);
         self.multiplier(n.to_x);
         self.f32(n.s_x);
+    }
+
+    /// A rotary angle's Q14 `cos` and `sin`.
+    pub fn angle(&mut self, (cos, sin): (i16, i16)) {
+        self.word(u32::from(cos as u16) | u32::from(sin as u16) << 16);
     }
 
     /// An activation table's knots.

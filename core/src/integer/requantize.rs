@@ -75,6 +75,15 @@ impl Multiplier {
         Some(Self { m: q as i32, shift })
     }
 
+    /// The multiplier of `real 2^e`.
+    #[inline(always)]
+    pub fn times_pow2(self, e: i32) -> Self {
+        Multiplier {
+            m: self.m,
+            shift: self.shift.saturating_add(e),
+        }
+    }
+
     /// The real factor this multiplier stands for.
     pub fn real(self) -> f64 {
         f64::from(self.m) * libm::exp2(f64::from(self.shift) - 31.0)

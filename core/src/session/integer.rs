@@ -1,29 +1,36 @@
 //! The integer-only arithmetic's forward pass of one position ([`Activations::Integer`]), top to
 //! bottom, every value an integer from the embedding lookup to the unembedding's sums:
 //!
-//! - `resid = E[t] + P[pos]`, int16 at the plan's residual scale (each int8 row times its multiplier);
-//! - each block: `x = int8(norm(resid))` (Q11 [`normalize`], then a multiplier), `q, k, v = int8(M (W
-//!   x + b))`, the keys and values into the int8 cache, per head `scores_j = M (q . k_j)` in Q11,
-//!   `p = softmax(scores)` in Q15, `z = (sum_j p_j v_j) >> 15` (int8 at the values' scale), `resid +=
-//!   M (W_O z + b_O)`; then the MLP: `pre = int16(M (W_in x + b_in))`, `post = f(pre)` by the plan's
-//!   knots, `resid += M (W_out int8(post) + b_out)`;
-//! - `logits = (W_U int8(norm(resid)) + b_U) factor`, the one float product.
+//! - `resid = E[t] + P[pos]`, int16 at the plan's residual scale (each int8 row times its multiplier;
+//!   no `P` with rotary or shortformer positions);
+//! - each block: `x = int8(z M norm(resid))` (Q11 [`normalize`], then a multiplier and the position's
+//!   [`zoom`] `z`), `q, k, v = int8(M (W x / z + b))` (shortformer: plus `M pos_Q[pos]`, `M
+//!   pos_K[pos]`), rotary positions turning `q` and `k` by the plan's Q14 table ([`rotary`]), the keys
+//!   and values into the int8 cache, per head `scores_j = M (q . k_j)` in Q11 (a query head reading
+//!   its key/value head), `p = softmax(scores)` in Q15, `z = int8(z' (sum_j p_j v_j) / 2^15)` (at the
+//!   values' scale over its own zoom `z'`), `resid += M (W_O z / z' + b_O)`; then the MLP: `pre =
+//!   int16(M (W_in x / z + b_in))`, `post = f(pre)` by the plan's knots, `resid += M (W_out int8(z''
+//!   M' post) / z'' + b_out)`; gated: `pre` from `W_gate`, `lin = int16(M W_in x / z)`, `post = f(pre)
+//!   lin + b_in` (an exact `i32` product, then `b_in` as TransformerLens adds it);
+//! - `logits = (W_U int8(z M norm(resid)) / z + b_U) factor`, the one float product.
 //!
 //! Hooks see every point's value dequantised (`q * scale`) in the `f32` workspace; a hook's write is
 //! rounded back to the point's integers. Without hooks no float operation runs before the logits.
-//! Not called here: the norms' `hook_scale`, `hook_result` and the rotary hooks (no such step).
+//! Not called here: the norms' `hook_scale` and `hook_result` (no such step).
 //!
 //! [`Activations::Integer`]: crate::blob::Activations::Integer
 
 use crate::blob::quads;
 use crate::components::Step;
-use crate::config::Normalization;
+use crate::config::{Normalization, Positional};
 use crate::error::{Error, Inconsistency};
 use crate::hooks::{HookKind, Hooks};
 use crate::integer::norm::{normalize, OUTPUT_FRAC_BITS};
 use crate::integer::plan::{LayerPlan, Norm, Plan, Rows};
-use crate::integer::requantize::{rounding_shift_right, saturate_i16, saturate_i8, Multiplier};
+use crate::integer::requantize::{saturate_i16, saturate_i8, Multiplier};
+use crate::integer::rotary;
 use crate::integer::softmax::{softmax_in_place, PROB_FRAC_BITS};
+use crate::integer::zoom::{max_abs, zoom, Zoom};
 use crate::kv_cache::KvCache;
 use crate::quant::exact::{lanes, matvec, strided, weighted_rows};
 use crate::tensors::{TensorId, TensorKind};
@@ -115,9 +122,16 @@ fn sums<'o>(w: &Matrix<'_>, x: &[i8], scratch: &mut [u32], out: &'o mut [i32]) -
     out
 }
 
-/// `out[r] = rows[r](W x)` over `W`'s rows: the exact sums, requantised.
-fn project(w: &Matrix<'_>, rows: Rows<'_>, x: &[i8], scratch: &mut [u32], out: &mut [i32]) {
-    rows.apply(sums(w, x, scratch, out));
+/// `out[r] = rows[r]((W x) >> zoom)` over `W`'s rows: the exact sums of an input zoomed by `2^zoom`,
+/// requantised ([`Rows::apply`]).
+fn project(
+    w: &Matrix<'_>,
+    rows: Rows<'_>,
+    (x, zoom): (&[i8], Zoom),
+    scratch: &mut [u32],
+    out: &mut [i32],
+) {
+    rows.apply(sums(w, x, scratch, out), zoom);
 }
 
 /// The forward pass of `token` at `s.pos`, its logits into row `r` of `ws.logits`.
@@ -157,11 +171,11 @@ fn unembed<H: Hooks>(
     r: usize,
 ) -> Result<(), Error> {
     let tail = plan.tail(&s.cfg);
-    normed_input(s, &tail.ln_final, HookKind::LnFinalNormalized, ws, ib);
+    let e = normed_input(s, &tail.ln_final, HookKind::LnFinalNormalized, ws, ib);
     let acc = sums(&matrix(s, TensorKind::WU)?, ib.x, ib.lanes, ib.acc);
     let logits = row(ws.logits, r, s.cfg.d_vocab_out);
     for (i, (o, &a)) in logits.iter_mut().zip(acc.iter()).enumerate() {
-        *o = tail.logit(i, a);
+        *o = tail.logit(i, e.back(a));
     }
     s.hook(HookKind::Logits, 0, logits);
     Ok(())
@@ -178,40 +192,76 @@ fn mlp<H: Hooks>(
     let Some(mp) = plan.layer(&s.cfg, s.layer).mlp() else {
         return Err(MISSING);
     };
-    normed_input(s, &mp.ln2(), HookKind::Ln2Normalized, ws, ib);
-    let (w_in, w_out) = (matrix(s, TensorKind::WIn)?, matrix(s, TensorKind::WOut)?);
-    let d_mlp = w_in.rows();
-    project(&w_in, mp.w_in(), ib.x, ib.lanes, ib.acc);
+    let e = normed_input(s, &mp.ln2(), HookKind::Ln2Normalized, ws, ib);
+    let linear = mp.linear();
+    let pre_kind = match linear {
+        Some(_) => TensorKind::WGate,
+        None => TensorKind::WIn,
+    };
+    let (w_pre, w_out) = (matrix(s, pre_kind)?, matrix(s, TensorKind::WOut)?);
+    let d_mlp = w_pre.rows();
+    project(&w_pre, mp.w_pre(), (ib.x, e), ib.lanes, ib.acc);
     let pre = &mut ib.acc[..d_mlp];
     for v in pre.iter_mut() {
         *v = saturate_i16(*v).into();
     }
     hook(s, HookKind::MlpPre, 0, pre, mp.s_pre(), ws.mlp);
-    for v in pre.iter_mut() {
-        *v = mp.activate(saturate_i16(*v)).into();
+    match linear {
+        Some((s_lin, rows)) => {
+            let hidden = ib.hidden.get_mut(..d_mlp).ok_or(MISSING)?;
+            for (h, &v) in hidden.iter_mut().zip(ib.acc.iter()) {
+                *h = saturate_i16(v);
+            }
+            let lin = sums(&matrix(s, TensorKind::WIn)?, ib.x, ib.lanes, ib.acc);
+            for (r, v) in lin.iter_mut().enumerate() {
+                let acc = e.back(*v);
+                *v = saturate_i16(rows.get(r).to_out.apply(acc)).into();
+            }
+            hook(s, HookKind::MlpPreLinear, 0, lin, s_lin, ws.gate);
+            // |f(pre) lin| <= 2^30: exact; then `b_in`, which TransformerLens adds after the product.
+            for (r, (v, &h)) in lin.iter_mut().zip(hidden.iter()).enumerate() {
+                *v = (*v * i32::from(mp.activate(h))).saturating_add(rows.get(r).bias);
+            }
+        }
+        None => {
+            for v in pre.iter_mut() {
+                *v = mp.activate(saturate_i16(*v)).into();
+            }
+        }
     }
-    hook(s, HookKind::MlpPost, 0, pre, mp.s_post(), ws.mlp);
-    let to_x = mp.post_to_x();
-    for (x, &v) in ib.x.iter_mut().zip(pre.iter()) {
+    let post = &mut ib.acc[..d_mlp];
+    if s.wants(HookKind::MlpPost) {
+        // Gated: `f(pre) lin` at the product of their scales.
+        let scale = mp.s_post() * linear.map_or(1.0, |(s_lin, _)| s_lin);
+        hook_view(s, HookKind::MlpPost, 0, post, scale, ws.mlp);
+    }
+    let e = zoom(mp.post_to_x(), max_abs(post));
+    let to_x = e.input(mp.post_to_x());
+    for (x, &v) in ib.x.iter_mut().zip(post.iter()) {
         *x = saturate_i8(to_x.apply(v));
     }
-    project(&w_out, mp.w_out(), &ib.x[..d_mlp], ib.lanes, ib.acc);
+    project(&w_out, mp.w_out(), (&ib.x[..d_mlp], e), ib.lanes, ib.acc);
     add_to_resid(s, HookKind::MlpOut, plan.s_resid(), ws, ib);
     Ok(())
 }
 
-/// Row `r` of the int8 matrix `w` times `m`, into `out` (saturated to int16).
-fn row_i16(w: &Matrix<'_>, r: usize, m: Multiplier, out: &mut [i16]) {
+/// `f(o, m w[r][c])` for each column `c` of row `r` of the int8 matrix `w` and `o = out[c]`.
+fn each_in_row<T>(w: &Matrix<'_>, r: usize, m: Multiplier, out: &mut [T], f: impl Fn(&mut T, i32)) {
     let (rows, cols) = (w.rows(), w.cols());
     let place = quads::row_place(rows, cols, r);
     for (c, o) in out.iter_mut().enumerate().take(cols) {
         let q = w.data().get(place.at(cols, c)).map_or(0, |&b| b as i8);
-        *o = saturate_i16(m.apply(q.into()));
+        f(o, m.apply(q.into()));
     }
 }
 
+/// Row `r` of the int8 matrix `w` times `m`, into `out` (saturated to int16).
+fn row_i16(w: &Matrix<'_>, r: usize, m: Multiplier, out: &mut [i16]) {
+    each_in_row(w, r, m, out, |o, v| *o = saturate_i16(v));
+}
+
 /// `resid = E[token] + P[pos]` (each row and the sum saturated to int16), with `hook_embed` and
-/// `hook_pos_embed`.
+/// `hook_pos_embed` (rotary positions: `resid = E[token]`).
 #[inline(never)]
 fn embed<H: Hooks>(
     s: &mut Step<'_, '_, H>,
@@ -228,6 +278,9 @@ fn embed<H: Hooks>(
         ib.resid,
     );
     hook(s, HookKind::Embed, 0, ib.resid, s_r, ws.resid);
+    if !matches!(s.cfg.positional, Positional::Standard) {
+        return Ok(());
+    }
     let pos = s.pos;
     row_i16(
         &matrix(s, TensorKind::WPos)?,
@@ -243,14 +296,15 @@ fn embed<H: Hooks>(
 }
 
 /// The next matmul's int8 input `ib.x` from the residual stream: normalised in Q11 (with the norm's
-/// `hook_normalized`), then requantised; without norms the residual requantised.
+/// `hook_normalized`), then requantised, zoomed by the returned `e` ([`zoom`]); without norms the
+/// residual requantised.
 fn normed_input<H: Hooks>(
     s: &mut Step<'_, '_, H>,
     n: &Norm,
     kind: HookKind,
     ws: &mut Workspace<'_>,
     ib: &mut IntegerBuffers<'_>,
-) {
+) -> Zoom {
     let norm = s.cfg.normalization;
     let src: &[i16] = match norm {
         Normalization::None => ib.resid,
@@ -262,9 +316,12 @@ fn normed_input<H: Hooks>(
             ib.normed
         }
     };
+    let e = zoom(n.to_x, max_abs(src));
+    let to_x = e.input(n.to_x);
     for (x, &v) in ib.x.iter_mut().zip(src) {
-        *x = saturate_i8(n.to_x.apply(v.into()));
+        *x = saturate_i8(to_x.apply(v.into()));
     }
+    e
 }
 
 /// `ib.acc`'s requantised output (at the residual's scale) through `kind`'s hook, added to the
@@ -283,28 +340,70 @@ fn add_to_resid<H: Hooks>(
     }
 }
 
-/// `out = int8(rows(W x))` for the matrix `kind` of block `s.layer` (`W_Q`, `W_K` or `W_V`), each head
-/// through `hook_kind` (at `scale`, viewed in `view`).
+/// `out = int8(rows(W x))` for the matrix `kind` of block `s.layer` (`W_Q`, `W_K` or `W_V`; `x` zoomed
+/// by `zoom`), with shortformer positions plus `m` times row `s.pos` of `pos_Q` or `pos_K`
+/// (`positional`), each head through `hook_kind` (at `scale`, viewed in `view`).
 #[inline(never)]
 fn project_i8<H: Hooks>(
     s: &mut Step<'_, '_, H>,
     (kind, rows, scale, hook_kind): (TensorKind, Rows<'_>, f32, HookKind),
-    (x, lanes, acc): (&[i8], &mut [u32], &mut [i32]),
-    out: &mut [i8],
-    view: &mut [f32],
+    (x, zoom, lanes, acc): (&[i8], Zoom, &mut [u32], &mut [i32]),
+    positional: Option<(TensorKind, Multiplier)>,
+    (out, view): (&mut [i8], &mut [f32]),
 ) -> Result<(), Error> {
     let w = matrix(s, kind)?;
-    project(&w, rows, x, lanes, acc);
+    project(&w, rows, (x, zoom), lanes, acc);
+    if let (Some((table, m)), true) = (positional, crate::features::SHORTFORMER) {
+        let add = |o: &mut i32, v: i32| *o = o.saturating_add(v);
+        each_in_row(&matrix(s, table)?, s.pos, m, &mut acc[..w.rows()], add);
+    }
     let out = out.get_mut(..w.rows()).ok_or(MISSING)?;
     for (o, &a) in out.iter_mut().zip(acc.iter()) {
         *o = saturate_i8(a);
     }
-    if s.wants(hook_kind) {
-        for (h, head) in out.chunks_exact_mut(s.cfg.d_head).enumerate() {
-            hook(s, hook_kind, h, head, scale, view);
+    per_head(s, hook_kind, out, scale, view);
+    Ok(())
+}
+
+/// `kind`'s hook on each head of `x` (at `scale`, viewed in `view`).
+fn per_head<H: Hooks>(
+    s: &mut Step<'_, '_, H>,
+    kind: HookKind,
+    x: &mut [i8],
+    scale: f32,
+    view: &mut [f32],
+) {
+    if s.wants(kind) {
+        for (h, head) in x.chunks_exact_mut(s.cfg.d_head).enumerate() {
+            hook(s, kind, h, head, scale, view);
         }
     }
-    Ok(())
+}
+
+/// Rotary positions: every head of `x` (the queries or the keys at `s.pos`) turned by the plan's
+/// angles, then `kind`'s hook (`hook_rot_q` or `hook_rot_k`). Nothing for other positions.
+#[inline(never)]
+fn rotate<H: Hooks>(
+    s: &mut Step<'_, '_, H>,
+    plan: &Plan<'_>,
+    (x, kind, scale): (&mut [i8], HookKind, f32),
+    view: &mut [f32],
+) {
+    let (cfg, pos) = (s.cfg, s.pos);
+    if let (
+        Positional::Rotary {
+            dim,
+            adjacent_pairs,
+            ..
+        },
+        true,
+    ) = (cfg.positional, crate::features::ROTARY)
+    {
+        rotary::rotate_heads(x, cfg.d_head, dim, adjacent_pairs, |k| {
+            plan.rotary(&cfg, pos, k)
+        });
+        per_head(s, kind, x, scale, view);
+    }
 }
 
 /// Attention of block `s.layer` on the residual stream's `ln1`, added to it: the projections (the
@@ -319,7 +418,7 @@ fn attention<H: Hooks>(
     kv: &mut KvCache<'_>,
 ) -> Result<(), Error> {
     let lp = plan.layer(&s.cfg, s.layer);
-    normed_input(s, &lp.ln1(), HookKind::Ln1Normalized, ws, ib);
+    let e = normed_input(s, &lp.ln1(), HookKind::Ln1Normalized, ws, ib);
     let (d_kv, pos) = (s.cfg.d_kv(), s.pos);
     let (keys, values) = kv.integer_layer(s.layer).ok_or(MISSING)?;
     let (keys, values) = (
@@ -327,34 +426,75 @@ fn attention<H: Hooks>(
         values.get_mut(..(pos + 1) * d_kv).ok_or(MISSING)?,
     );
     let q = (TensorKind::WQ, lp.w_q(), lp.s_q(), HookKind::Q);
-    project_i8(s, q, (ib.x, ib.lanes, ib.acc), ib.q, ws.q)?;
+    let [pos_q, pos_k] = match s.cfg.positional {
+        Positional::Shortformer => lp.positional(pos).map(Some),
+        _ => [None; 2],
+    };
+    let q_pos = pos_q.map(|m| (TensorKind::PosQ, m));
+    let inputs = (&*ib.x, e, &mut *ib.lanes, &mut *ib.acc);
+    project_i8(s, q, inputs, q_pos, (ib.q, ws.q))?;
     let k = (TensorKind::WK, lp.w_k(), lp.s_k(), HookKind::K);
-    project_i8(
-        s,
-        k,
-        (ib.x, ib.lanes, ib.acc),
-        &mut keys[pos * d_kv..],
-        ws.q,
-    )?;
+    let k_pos = pos_k.map(|m| (TensorKind::PosK, m));
+    let inputs = (&*ib.x, e, &mut *ib.lanes, &mut *ib.acc);
+    project_i8(s, k, inputs, k_pos, (&mut keys[pos * d_kv..], ws.q))?;
     let v = (TensorKind::WV, lp.w_v(), lp.s_v(), HookKind::V);
-    project_i8(
+    let inputs = (&*ib.x, e, &mut *ib.lanes, &mut *ib.acc);
+    project_i8(s, v, inputs, None, (&mut values[pos * d_kv..], ws.q))?;
+    let d_attn = s.cfg.d_attn();
+    rotate(
         s,
-        v,
-        (ib.x, ib.lanes, ib.acc),
-        &mut values[pos * d_kv..],
+        plan,
+        (&mut ib.q[..d_attn], HookKind::RotQ, lp.s_q()),
         ws.q,
-    )?;
+    );
+    rotate(
+        s,
+        plan,
+        (&mut keys[pos * d_kv..], HookKind::RotK, lp.s_k()),
+        ws.q,
+    );
     for h in 0..s.cfg.n_heads {
         head(s, &lp, h, (keys, values), ws, ib);
     }
+    let e = mixed_values(s, &lp, ws, ib);
     let w_o = matrix(s, TensorKind::WO)?;
-    project(&w_o, lp.w_o(), ib.x, ib.lanes, ib.acc);
+    project(&w_o, lp.w_o(), (ib.x, e), ib.lanes, ib.acc);
     add_to_resid(s, HookKind::AttnOut, plan.s_resid(), ws, ib);
     Ok(())
 }
 
+/// `z`, `W_O`'s int8 input, into `ib.x` from every head's sums `sum_j p_j v_j` in `ib.acc` (the
+/// values' scale `s_v` times `2^15`): `z = (sums / 2^15) z_e` at `s_v / z_e`, zoomed by the returned
+/// `z_e` ([`zoom`]), each head through `hook_z`.
+#[inline(never)]
+fn mixed_values<H: Hooks>(
+    s: &mut Step<'_, '_, H>,
+    lp: &LayerPlan<'_>,
+    ws: &mut Workspace<'_>,
+    ib: &mut IntegerBuffers<'_>,
+) -> Zoom {
+    let d_attn = s.cfg.d_attn();
+    let sums = &ib.acc[..d_attn];
+    // 2^-15: 2^30 2^(-14 - 31).
+    let unit = Multiplier {
+        m: 1 << 30,
+        shift: 1 - PROB_FRAC_BITS as i32,
+    };
+    let e = zoom(unit, max_abs(sums));
+    let to_z = e.input(unit);
+    for (z, &a) in ib.x.iter_mut().zip(sums) {
+        *z = saturate_i8(to_z.apply(a));
+    }
+    if s.wants(HookKind::Z) {
+        let scale = lp.s_v() * e.factor();
+        per_head(s, HookKind::Z, &mut ib.x[..d_attn], scale, ws.z);
+    }
+    e
+}
+
 /// Head `h` at `s.pos` over the cache's `keys` and `values` (`[pos][d_kv]`, this one's last):
-/// `scores_j = M (q . k_j)` in Q11, their softmax in Q15, then `z = (sum_j p_j v_j) >> 15`.
+/// `scores_j = M (q . k_j)` in Q11, their softmax in Q15, then `sum_j p_j v_j` into the head's place
+/// in `ib.acc` ([`mixed_values`] makes `z` of them).
 #[inline(never)]
 fn head<H: Hooks>(
     s: &mut Step<'_, '_, H>,
@@ -393,13 +533,9 @@ fn head<H: Hooks>(
     );
     // Probabilities sum to 2^15, so |sum| <= 2^22 unless a hook wrote others (then the sums wrap, as
     // integers do).
-    let sums = &mut ib.acc[..dh];
+    let Some(sums) = ib.acc.get_mut(h * dh..(h + 1) * dh) else {
+        return;
+    };
     let values_of_head: &[u8] = bytemuck::cast_slice(values.get(span.start..).unwrap_or(&[]));
     weighted_rows(values_of_head, d_kv, scores, sums);
-    // `z` in the input buffer, which the projections no longer need.
-    let z = &mut ib.x[h * dh..(h + 1) * dh];
-    for (z, &a) in z.iter_mut().zip(sums.iter()) {
-        *z = saturate_i8(rounding_shift_right(a, PROB_FRAC_BITS));
-    }
-    hook(s, HookKind::Z, h, z, lp.s_v(), ws.z);
 }

@@ -6,15 +6,17 @@
 //! Scales: the residual stream int16 at `1.25 max|resid| / 32767` (every `hook_resid_*` and the
 //! embeddings); each matmul's int8 input at `max|x| / 127` of its hook (`hook_normalized`, or the
 //! residual without norms; `hook_z` is at the values' scale; `W_out`'s is `hook_post`'s); queries, keys
-//! and values at `max / 127`; the MLP's pre-activation int16 at `1.25 max|pre| / 32767`, its output
-//! at the knots' own scale.
+//! and values at `max / 127` (rotary: the larger of `hook_q` and `hook_rot_q`, likewise keys;
+//! shortformer: `hook_q` and `hook_k` include the positions' `pos_Q` and `pos_K`); the
+//! MLP's pre-activation int16 at `1.25 max|pre| / 32767`, its output at the knots' own scale; a gated
+//! MLP's `hook_pre_linear` int16 at `1.25 max / 32767`.
 
 use anyhow::{bail, ensure, Context, Result};
 use microlens::blob::{with_arithmetic, Activations};
 use microlens::integer::interpolated::Interpolated;
 use microlens::integer::norm::OUTPUT_FRAC_BITS;
 use microlens::integer::plan::{Norm, PlanWriter, Row};
-use microlens::{HookKind, Model, Normalization, TensorId, TensorKind};
+use microlens::{HookKind, Model, Normalization, Positional, TensorId, TensorKind};
 
 use super::ranges::{rescale, Ranges};
 
@@ -56,9 +58,9 @@ fn matrix<'a>(
         .with_context(|| format!("the blob has no {id}"))
 }
 
-/// The bias vector `kind` of `layer` (zeros where the blob has none).
-fn bias(model: &Model<'_>, kind: TensorKind, layer: usize, n: usize) -> Vec<f32> {
-    match model.vector(TensorId::in_layer(kind, layer)) {
+/// The bias vector `kind` of `layer` (zeros where the blob has none or `kind` is `None`).
+fn bias(model: &Model<'_>, kind: Option<TensorKind>, layer: usize, n: usize) -> Vec<f32> {
+    match kind.and_then(|k| model.vector(TensorId::in_layer(k, layer))) {
         Some(v) => v.iter().collect(),
         None => vec![0.0; n],
     }
@@ -74,13 +76,14 @@ fn to_i32(x: f64, what: &str) -> Result<i32> {
     Ok(r as i32)
 }
 
-/// The rows of a matmul: `W` (`kind` of `layer`) with input scale `s_x` to an output at `s_out`.
+/// The rows of a matmul: `W` (`kind` of `layer`) with input scale `s_x` to an output at `s_out`, its
+/// bias (`bias_kind`) at the accumulator's scale, or at `bias_scale` where given.
 fn rows(
     w: &mut PlanWriter,
     model: &Model<'_>,
-    (kind, bias_kind, layer): (TensorKind, TensorKind, usize),
-    s_x: f64,
-    s_out: f64,
+    (kind, bias_kind, layer): (TensorKind, Option<TensorKind>, usize),
+    (s_x, s_out): (f64, f64),
+    bias_scale: Option<f64>,
 ) -> Result<()> {
     let m = matrix(model, kind, layer)?;
     let b = bias(model, bias_kind, layer, m.rows());
@@ -88,13 +91,34 @@ fn rows(
         let acc_scale = f64::from(m.scale(r)) * s_x;
         w.row(Row {
             bias: to_i32(
-                f64::from(b) / acc_scale,
+                f64::from(b) / bias_scale.unwrap_or(acc_scale),
                 "a bias at its accumulator's scale",
             )?,
             to_out: rescale(acc_scale, s_out)?,
         });
     }
     Ok(())
+}
+
+/// The int8 scale of the queries or keys of `layer` (`plain` the hook before rotary positions,
+/// `rotated` after): `max / 127` over both.
+fn qk_scale(ranges: &Ranges, plain: HookKind, rotated: HookKind, layer: usize) -> Result<f64> {
+    let m = max_abs(ranges, plain, layer)?;
+    Ok(m.max(ranges.max_abs(rotated, layer).map_or(0.0, f64::from)) / 127.0)
+}
+
+/// The rotary table: the Q14 `(cos, sin)` of `pos / base^(k / (dim / 2))` for every position and
+/// distinct angle `k` (nothing for other positions).
+fn rotary_table(w: &mut PlanWriter, cfg: &microlens::Config) {
+    if let Positional::Rotary { dim, base, .. } = cfg.positional {
+        let half = dim / 2;
+        for pos in 0..cfg.n_ctx {
+            for k in 0..half {
+                let freq = f64::from(base).powf(k as f64 / half as f64);
+                w.angle(microlens::integer::rotary::q14(pos as f64 / freq));
+            }
+        }
+    }
 }
 
 /// A norm's constants: `eps` at the residual's scale and the multiplier from its Q11 output (or, without
@@ -158,26 +182,44 @@ pub fn plan(model: &Model<'_>, ranges: &Ranges) -> Result<Vec<u8>> {
         for r in 0..m.rows() {
             w.multiplier(rescale(f64::from(m.scale(r)), s_r)?);
         }
+        if !matches!(cfg.positional, Positional::Standard) {
+            break;
+        }
     }
+    rotary_table(&mut w, &cfg);
     for l in 0..cfg.n_layers {
         let point = norm_point(model, (HookKind::Ln1Normalized, l), (HookKind::ResidPre, l));
         let (ln1, s_x) = norm(model, ranges, s_r, point)?;
         w.norm(ln1);
-        let [s_q, s_k, s_v] = [HookKind::Q, HookKind::K, HookKind::V]
-            .map(|k| max_abs(ranges, k, l).map(|m| m / 127.0));
-        let (s_q, s_k, s_v) = (s_q?, s_k?, s_v?);
+        let s_q = qk_scale(ranges, HookKind::Q, HookKind::RotQ, l)?;
+        let s_k = qk_scale(ranges, HookKind::K, HookKind::RotK, l)?;
+        let s_v = max_abs(ranges, HookKind::V, l)? / 127.0;
         for s in [s_q, s_k, s_v] {
             w.f32(s as f32);
         }
-        rows(&mut w, model, (TensorKind::WQ, TensorKind::BQ, l), s_x, s_q)?;
-        rows(&mut w, model, (TensorKind::WK, TensorKind::BK, l), s_x, s_k)?;
-        rows(&mut w, model, (TensorKind::WV, TensorKind::BV, l), s_x, s_v)?;
+        for (kind, bias, s_out) in [
+            (TensorKind::WQ, TensorKind::BQ, s_q),
+            (TensorKind::WK, TensorKind::BK, s_k),
+            (TensorKind::WV, TensorKind::BV, s_v),
+        ] {
+            rows(&mut w, model, (kind, Some(bias), l), (s_x, s_out), None)?;
+        }
         let q11 = f64::from(1u32 << OUTPUT_FRAC_BITS);
         w.multiplier(rescale(
             s_q * s_k * q11,
             f64::from(cfg.layer_attn_scale(l)),
         )?);
-        rows(&mut w, model, (TensorKind::WO, TensorKind::BO, l), s_v, s_r)?;
+        let w_o = (TensorKind::WO, Some(TensorKind::BO), l);
+        rows(&mut w, model, w_o, (s_v, s_r), None)?;
+        if matches!(cfg.positional, Positional::Shortformer) {
+            // `pos_Q` and `pos_K` (`W_pos W_Q`, `W_pos W_K`), added to the queries and keys.
+            for (kind, s_out) in [(TensorKind::PosQ, s_q), (TensorKind::PosK, s_k)] {
+                let m = matrix(model, kind, l)?;
+                for r in 0..m.rows() {
+                    w.multiplier(rescale(f64::from(m.scale(r)), s_out)?);
+                }
+            }
+        }
         if cfg.attn_only() {
             continue;
         }
@@ -186,29 +228,38 @@ pub fn plan(model: &Model<'_>, ranges: &Ranges) -> Result<Vec<u8>> {
         w.norm(ln2);
         let s_pre = HEADROOM * max_abs(ranges, HookKind::MlpPre, l)? / 32767.0;
         w.f32(s_pre as f32);
-        rows(
-            &mut w,
-            model,
-            (TensorKind::WIn, TensorKind::BIn, l),
-            s_x,
-            s_pre,
-        )?;
+        // The activation's input: `W_in x + b_in`, or a gated MLP's `W_gate x`.
+        let w_pre = match cfg.gated_mlp {
+            true => (TensorKind::WGate, None, l),
+            false => (TensorKind::WIn, Some(TensorKind::BIn), l),
+        };
+        rows(&mut w, model, w_pre, (s_x, s_pre), None)?;
         let Some(table) = Interpolated::build(cfg.act_fn, s_pre as f32) else {
             bail!("the integer arithmetic has no table for {:?}", cfg.act_fn);
         };
         w.knots(&table.knots);
         let s_post = f64::from(table.output.scale);
         w.f32(s_post as f32);
+        let s_lin = match cfg.gated_mlp {
+            true => HEADROOM * max_abs(ranges, HookKind::MlpPreLinear, l)? / 32767.0,
+            false => 1.0,
+        };
+        // The post-activation: `f(pre)`, or gated `f(pre) lin` at `s_post s_lin`.
+        let s_hidden = if cfg.gated_mlp {
+            s_post * s_lin
+        } else {
+            s_post
+        };
         let s_x3 = max_abs(ranges, HookKind::MlpPost, l)? / 127.0;
-        w.multiplier(rescale(s_post, s_x3)?);
+        w.multiplier(rescale(s_hidden, s_x3)?);
         w.f32(s_x3 as f32);
-        rows(
-            &mut w,
-            model,
-            (TensorKind::WOut, TensorKind::BOut, l),
-            s_x3,
-            s_r,
-        )?;
+        let w_out = (TensorKind::WOut, Some(TensorKind::BOut), l);
+        rows(&mut w, model, w_out, (s_x3, s_r), None)?;
+        if cfg.gated_mlp {
+            w.f32(s_lin as f32);
+            let w_in = (TensorKind::WIn, Some(TensorKind::BIn), l);
+            rows(&mut w, model, w_in, (s_x, s_lin), Some(s_hidden))?;
+        }
     }
     let point = norm_point(
         model,
@@ -218,7 +269,7 @@ pub fn plan(model: &Model<'_>, ranges: &Ranges) -> Result<Vec<u8>> {
     let (ln_final, s_x) = norm(model, ranges, s_r, point)?;
     w.norm(ln_final);
     let w_u = matrix(model, TensorKind::WU, 0)?;
-    let b_u = bias(model, TensorKind::BU, 0, w_u.rows());
+    let b_u = bias(model, Some(TensorKind::BU), 0, w_u.rows());
     for (r, &b) in b_u.iter().enumerate().take(w_u.rows()) {
         let acc_scale = f64::from(w_u.scale(r)) * s_x;
         w.logit(
@@ -248,10 +299,29 @@ mod tests {
             .collect()
     }
 
+    /// The random LLaMA shape: RMSNorm, rotary positions over part of each head, a gated SiLU MLP and
+    /// one key/value head for three query heads.
+    fn llama_config() -> microlens::Config {
+        let rotary = Positional::Rotary {
+            dim: 4,
+            base: 10000.0,
+            adjacent_pairs: false,
+        };
+        let mut cfg = config(Normalization::RMSPre, rotary, true);
+        cfg.gated_mlp = true;
+        cfg.act_fn = microlens::ActFn::Silu;
+        cfg.n_key_value_heads = 1;
+        cfg
+    }
+
     /// An int8 blob computing in float, of a random model with `norm` (and an MLP or not).
     fn int8_blob(norm: Normalization, mlp: bool, seed: u64) -> Vec<u8> {
-        let cfg = config(norm, Positional::Standard, mlp);
-        let blob = f32_blob(&cfg, seed);
+        int8_blob_of(&config(norm, Positional::Standard, mlp), seed)
+    }
+
+    /// An int8 blob computing in float, of a random model of `cfg`.
+    fn int8_blob_of(cfg: &microlens::Config, seed: u64) -> Vec<u8> {
+        let blob = f32_blob(cfg, seed);
         let model = Model::from_bytes(&blob).unwrap();
         requantize(
             &model,
@@ -264,13 +334,23 @@ mod tests {
 
     #[test]
     fn the_integer_forward_follows_the_float_one() {
-        for (norm, mlp) in [
-            (Normalization::LNPre, true),
-            (Normalization::RMSPre, true),
-            (Normalization::None, false),
-            (Normalization::LNPre, false),
+        let mut adjacent = llama_config();
+        adjacent.positional = Positional::Rotary {
+            dim: 6,
+            base: 500.0,
+            adjacent_pairs: true,
+        };
+        for cfg in [
+            config(Normalization::LNPre, Positional::Standard, true),
+            config(Normalization::RMSPre, Positional::Standard, true),
+            config(Normalization::None, Positional::Standard, false),
+            config(Normalization::LNPre, Positional::Standard, false),
+            llama_config(),
+            adjacent,
+            config(Normalization::LNPre, Positional::Shortformer, false),
         ] {
-            let blob = int8_blob(norm, mlp, 3);
+            let (norm, mlp) = (cfg.normalization, cfg.d_mlp.is_some());
+            let blob = int8_blob_of(&cfg, 3);
             let float = Model::from_bytes(&blob).unwrap();
             let seqs = Source::default().sequences(&float).unwrap();
             let int = integer_blob(&blob, &seqs).unwrap();
@@ -285,7 +365,8 @@ mod tests {
                 .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
             assert!(
                 err < 0.1 * rms,
-                "{norm:?} mlp {mlp}: max error {err} against rms {rms}"
+                "{norm:?} mlp {mlp} {:?}: max error {err} against rms {rms}",
+                cfg.positional
             );
             assert_eq!(b, logits(&model, tokens), "the same bits again");
         }
@@ -330,7 +411,7 @@ mod tests {
         .unwrap();
         let seqs = Source::default().sequences(&model).unwrap();
         let err = integer_blob(&i8, &seqs[..2]).unwrap_err().to_string();
-        assert!(err.contains("standard positions"), "{err}");
+        assert!(err.contains("not sinusoidal"), "{err}");
     }
 
     #[test]
@@ -368,10 +449,78 @@ mod tests {
 
     #[test]
     fn hooks_that_only_read_leave_the_bits_and_writes_are_used() {
-        let blob = int8_blob(Normalization::LNPre, true, 6);
+        for cfg in [
+            config(Normalization::LNPre, Positional::Standard, true),
+            llama_config(),
+        ] {
+            reading_hooks_leave_the_bits(&int8_blob_of(&cfg, 6));
+        }
+    }
+
+    /// Every hook point's values, by point, in the order the forward calls them.
+    #[derive(Default)]
+    struct Record(Vec<(microlens::HookPoint, Vec<f32>)>);
+    impl microlens::Hooks for Record {
+        fn wants(&self, kind: HookKind) -> bool {
+            kind != HookKind::Result
+        }
+        fn hook(&mut self, p: microlens::HookPoint, act: &mut [f32]) {
+            self.0.push((p, act.to_vec()));
+        }
+    }
+
+    #[test]
+    fn the_llama_shape_s_hooks_see_what_the_float_forward_sees() {
+        let blob = int8_blob_of(&llama_config(), 7);
         let float = Model::from_bytes(&blob).unwrap();
         let seqs = Source::default().sequences(&float).unwrap();
-        let int = integer_blob(&blob, &seqs[..8]).unwrap();
+        let int = integer_blob(&blob, &seqs).unwrap();
+        let model = Model::from_bytes(&int).unwrap();
+        let record = |model: &Model<'_>| {
+            let mut r = Record::default();
+            crate::eval::run::run_with_hooks(model, &seqs[1], &mut r).unwrap();
+            r.0
+        };
+        // Each point by name, head and position (the float pass runs several positions a layer).
+        let points = |r: Vec<(microlens::HookPoint, Vec<f32>)>| {
+            r.into_iter()
+                .filter(|(p, _)| {
+                    !matches!(
+                        p.kind,
+                        HookKind::Ln1Scale | HookKind::Ln2Scale | HookKind::LnFinalScale
+                    )
+                })
+                .map(|(p, v)| ((p.to_string(), p.head, p.pos), v))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        let (want, got) = (points(record(&float)), points(record(&model)));
+        for name in ["hook_rot_q", "hook_rot_k", "hook_pre_linear", "hook_post"] {
+            assert!(got.keys().any(|k| k.0.ends_with(name)), "{name} not called");
+        }
+        // The integer forward calls every point the float one calls but the norms' scales.
+        assert!(want.keys().eq(got.keys()));
+        // Within a quarter of the point's range (its largest value over heads and positions).
+        let mut range = std::collections::BTreeMap::<&str, f32>::new();
+        for ((name, _, _), w) in &want {
+            let r = range.entry(name).or_default();
+            *r = w.iter().fold(*r, |m, v| m.max(v.abs()));
+        }
+        for (p, w) in &want {
+            let max = range[p.0.as_str()];
+            let err = w
+                .iter()
+                .zip(&got[p])
+                .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(err <= 0.25 * max, "{p:?}: error {err} against range {max}");
+        }
+    }
+
+    /// A pass with hooks that read every point gives the plain pass's bits; one that zeroes layer 1's
+    /// patterns changes them.
+    fn reading_hooks_leave_the_bits(blob: &[u8]) {
+        let float = Model::from_bytes(blob).unwrap();
+        let seqs = Source::default().sequences(&float).unwrap();
+        let int = integer_blob(blob, &seqs[..8]).unwrap();
         let model = Model::from_bytes(&int).unwrap();
         let tokens = &seqs[0];
         let run = |mut hooks: &mut dyn microlens::Hooks| {

@@ -1,5 +1,5 @@
 //! `microlens convert --arith integer`: the integer-only arithmetic as a user meets it, on the shipped
-//! model and a fixture with an MLP, and its refusals.
+//! model, fixtures with an MLP and LLaMA-shaped ones, and its refusals.
 
 use crate::binary::{convert_to, fixture, microlens, ok, one_line_error, s};
 use std::path::{Path, PathBuf};
@@ -87,20 +87,18 @@ fn the_shipped_model_in_integers_keeps_its_predictions_and_induction_heads() {
 }
 
 #[test]
-fn a_model_with_an_mlp_runs_in_integers() {
+fn models_with_an_mlp_and_llama_shaped_models_run_in_integers() {
     let dir = tempfile::tempdir().unwrap();
-    let ckpt = fixture("gpt2_like").join("model.safetensors");
-    let f32_blob = convert_to(dir.path(), &ckpt, "gpt2_like", "f32", &[]);
-    let int = convert_to(
-        dir.path(),
-        &ckpt,
-        "gpt2_like",
-        "i8",
-        &["--arith", "integer"],
-    );
-    let v = fidelity(&f32_blob, &int);
-    let kl = v["mean_kl"].as_f64().unwrap();
-    assert!(kl < 1.5e-3, "mean KL {kl}");
+    // GPT-2's shape; TransformerLens's and HF's LLaMA shapes (RMSNorm, rotary positions, a gated
+    // SiLU MLP, grouped-query attention); shortformer positions.
+    for name in ["gpt2_like", "llama_tl", "hf_llama", "shortformer"] {
+        let ckpt = fixture(name).join("model.safetensors");
+        let f32_blob = convert_to(dir.path(), &ckpt, name, "f32", &[]);
+        let int = convert_to(dir.path(), &ckpt, name, "i8", &["--arith", "integer"]);
+        let v = fidelity(&f32_blob, &int);
+        let kl = v["mean_kl"].as_f64().unwrap();
+        assert!(kl < 1.5e-3, "{name}: mean KL {kl}");
+    }
 }
 
 #[test]
@@ -123,8 +121,8 @@ fn what_the_integer_arithmetic_does_not_take_is_refused_in_one_line() {
         &convert(&shipped(), &["--dtype", "i8", "--no-fold-ln"]),
         "norms folded",
     );
-    let rotary = fixture("rotary_rms").join("model.safetensors");
-    one_line_error(&convert(&rotary, &["--dtype", "i8"]), "standard positions");
+    let sinusoidal = fixture("sinusoidal").join("model.safetensors");
+    one_line_error(&convert(&sinusoidal, &["--dtype", "i8"]), "not sinusoidal");
     assert!(!out.exists(), "nothing written");
     let clash = microlens(&[
         "convert",
