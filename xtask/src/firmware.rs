@@ -255,10 +255,11 @@ fn prepare(args: &Args, spec: Spec) -> Result<Built> {
     let (integer_matrices, arith_integer) = integer_blob(&blob)?;
     let integer = match (args.stack_reserve, model_reserve, spec.integer_budget) {
         (None, None, Some(budget)) if integer_matrices && !arith_integer => Some(budget),
-        // The integer-only arithmetic: its own reserve with the board's allowance.
+        // The integer-only arithmetic: its own reserve, and RAM beyond the cache and workspace for
+        // that reserve and at most 512 B of statics (the shipped model's are 368 B).
         (None, None, _) if arith_integer => spec.arith_integer_reserve.map(|r| IntegerBudget {
             stack_reserve: r,
-            ram_allowance: spec.ram_allowance,
+            ram_allowance: u64::from(r) + 512,
         }),
         _ => None,
     };

@@ -137,7 +137,7 @@ pub fn stories_integer_boards() -> impl Iterator<Item = Board> {
 }
 
 /// [`stories_args`], in the integer-only arithmetic when `integer` (int8 matrices, nearest rounding,
-/// the same checks).
+/// [`crate::models::STORIES_INTEGER_CHECKS`]).
 pub fn stories_args_in(board: Board, integer: bool) -> firmware::Args {
     let base = [
         "firmware",
@@ -155,9 +155,10 @@ pub fn stories_args_in(board: Board, integer: bool) -> firmware::Args {
     if integer {
         args.extend(["--arith", "integer"]);
     }
-    match board {
-        Board::Microbit => args.extend(["--min-accuracy", "0", "--min-ablation-drop=-1"]),
-        _ => args.extend(crate::models::STORIES_CHECKS),
+    match (board, integer) {
+        (Board::Microbit, _) => args.extend(["--min-accuracy", "0", "--min-ablation-drop=-1"]),
+        (_, false) => args.extend(crate::models::STORIES_CHECKS),
+        (_, true) => args.extend(crate::models::STORIES_INTEGER_CHECKS),
     }
     parse_firmware_args(args)
 }

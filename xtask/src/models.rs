@@ -49,6 +49,11 @@ pub const STORIES: Limits = Limits {
 /// and zero-ablated there, cost 5 of them (0.26).
 pub const STORIES_CHECKS: [&str; 4] = ["--min-accuracy", "0.75", "--min-ablation-drop", "0.2"];
 
+/// [`STORIES_CHECKS`] in the integer-only arithmetic (mean KL 2.7e-2 to f32, against W8A8's 4.6e-3):
+/// 14 of 19 right (0.74), 3 of them lost with the induction heads ablated (0.16).
+pub const STORIES_INTEGER_CHECKS: [&str; 4] =
+    ["--min-accuracy", "0.7", "--min-ablation-drop", "0.15"];
+
 /// Every shipped model; the first is the default.
 pub const SHIPPED: [Shipped; 3] = [
     Shipped {

@@ -353,15 +353,26 @@ fn project_i8<H: Hooks>(
 ) -> Result<(), Error> {
     let w = matrix(s, kind)?;
     project(&w, rows, (x, zoom), lanes, acc);
-    if let (Some((table, m)), true) = (positional, crate::features::SHORTFORMER) {
-        let add = |o: &mut i32, v: i32| *o = o.saturating_add(v);
-        each_in_row(&matrix(s, table)?, s.pos, m, &mut acc[..w.rows()], add);
+    if let (Some(table), true) = (positional, crate::features::SHORTFORMER) {
+        add_positional(s, table, &mut acc[..w.rows()])?;
     }
     let out = out.get_mut(..w.rows()).ok_or(MISSING)?;
     for (o, &a) in out.iter_mut().zip(acc.iter()) {
         *o = saturate_i8(a);
     }
     per_head(s, hook_kind, out, scale, view);
+    Ok(())
+}
+
+/// Shortformer positions: `out += m pos[s.pos]` for the table `pos_Q` or `pos_K` (`table`).
+#[inline(never)]
+fn add_positional<H: Hooks>(
+    s: &Step<'_, '_, H>,
+    (table, m): (TensorKind, Multiplier),
+    out: &mut [i32],
+) -> Result<(), Error> {
+    let add = |o: &mut i32, v: i32| *o = o.saturating_add(v);
+    each_in_row(&matrix(s, table)?, s.pos, m, out, add);
     Ok(())
 }
 
