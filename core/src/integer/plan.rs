@@ -249,7 +249,8 @@ fn section(b: &[u8], at: usize, n: usize) -> &[u8] {
 }
 
 impl<'a> LayerPlan<'a> {
-    /// Word offsets of `W_Q`'s rows, `W_K`'s, `W_V`'s, the score multiplier, `W_O`'s rows and the MLP.
+    /// Word offsets of `W_Q`'s rows, `W_K`'s, `W_V`'s, the score multiplier, `W_O`'s rows, the MLP
+    /// and the shortformer multipliers (which lie between `W_O`'s rows and the MLP).
     fn offsets(&self) -> [usize; 7] {
         let w_q = NORM + 3;
         let w_k = w_q + ROW * self.d_attn;
