@@ -38,7 +38,7 @@ pub enum WindowMode {
 impl WindowMode {
     /// The mode a model with `cfg` slides with: [`WindowMode::Restore`] for one-layer rotary models (when
     /// the build calls hooks at `hook_k` and `hook_v`, through which the window keeps the keys and values),
-    /// else [`WindowMode::ReEncode`].
+    /// else [`WindowMode::ReEncode`]. A blob of the integer-only arithmetic always re-encodes.
     pub const fn of(cfg: &Config) -> Self {
         let rotary = matches!(cfg.positional, Positional::Rotary { .. });
         if rotary && cfg.n_layers == 1 && RESTORE {
@@ -107,13 +107,18 @@ impl<'w, 'a, 'b> Window<'w, 'a, 'b> {
             });
         }
         session.reset();
+        // The integer-only arithmetic's cache holds int8 keys at the plan's scales: it re-encodes.
+        let mode = match session.model().activations() {
+            crate::blob::Activations::Integer => WindowMode::ReEncode,
+            _ => WindowMode::of(&cfg),
+        };
         Ok(Window {
             session,
             tokens,
             kept,
             width,
             seen: 0,
-            mode: WindowMode::of(&cfg),
+            mode,
         })
     }
 

@@ -218,9 +218,11 @@ fn mlp<H: Hooks>(
                 *v = saturate_i16(rows.get(r).to_out.apply(acc)).into();
             }
             hook(s, HookKind::MlpPreLinear, 0, lin, s_lin, ws.gate);
-            // |f(pre) lin| <= 2^30: exact; then `b_in`, which TransformerLens adds after the product.
+            // |f(pre) lin| <= 2^30 (both int16, whatever a hook wrote): exact; then `b_in`, which
+            // TransformerLens adds after the product.
             for (r, (v, &h)) in lin.iter_mut().zip(hidden.iter()).enumerate() {
-                *v = (*v * i32::from(mp.activate(h))).saturating_add(rows.get(r).bias);
+                let product = i32::from(saturate_i16(*v)) * i32::from(mp.activate(h));
+                *v = product.saturating_add(rows.get(r).bias);
             }
         }
         None => {

@@ -457,6 +457,36 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_one_layer_rotary_model_in_integers_slides_by_re_encoding() {
+        // One layer with rotary positions would restore its cache in the float arithmetics.
+        let mut cfg = llama_config();
+        cfg.n_layers = 1;
+        let blob = int8_blob_of(&cfg, 8);
+        let float = Model::from_bytes(&blob).unwrap();
+        let seqs = Source::default().sequences(&float).unwrap();
+        let int = integer_blob(&blob, &seqs[..8]).unwrap();
+        let model = Model::from_bytes(&int).unwrap();
+        let tokens: Vec<u32> = (0..20).map(|i| (i * 7 % cfg.d_vocab) as u32).collect();
+        let (mut kv, mut ws) = (
+            vec![0f32; model.kv_cache_len()],
+            vec![0f32; model.workspace_len()],
+        );
+        let mut session = Session::new(&model, &mut kv, &mut ws).unwrap();
+        let width = 5;
+        let mut window_tokens = vec![0u32; width];
+        let mut kept = vec![0f32; microlens::Window::kept_len(&cfg, width)];
+        let mut window =
+            microlens::Window::new(&mut session, width, &mut window_tokens, &mut kept).unwrap();
+        assert_eq!(window.mode(), microlens::WindowMode::ReEncode);
+        for (t, &token) in tokens.iter().enumerate() {
+            let got = window.step(token).unwrap().to_vec();
+            let start = (t + 1).saturating_sub(width);
+            let fresh = logits(&model, &tokens[start..=t]);
+            assert_eq!(got, fresh[fresh.len() - got.len()..], "token {t}");
+        }
+    }
+
     /// Every hook point's values, by point, in the order the forward calls them.
     #[derive(Default)]
     struct Record(Vec<(microlens::HookPoint, Vec<f32>)>);
