@@ -1,7 +1,7 @@
 //! Rotary positions on int8 queries and keys: each pair `(a, b)` turned by its angle with `cos` and
 //! `sin` in Q14 (a table the plan carries, one `(cos, sin)` per position and distinct angle), `(a cos -
 //! b sin, b cos + a sin)` rounded once and saturated to int8, on NeoX halves or GPT-J adjacent pairs as
-//! [`crate::math::rotary`]. Worst error against the real rotation of the same int8 pair: 0.5 plus
+//! the float path's `math::rotary`. Worst error against the real rotation of the same int8 pair: 0.5 plus
 //! `(|a| + |b|) 2^-15` (the table's rounding), under 0.508, where the result lies in `[-128, 127]`;
 //! beyond, it saturates.
 
