@@ -100,6 +100,21 @@ fn rows(
     Ok(())
 }
 
+/// A lookup table's rows (`W_E`, `W_pos`, `pos_Q`, `pos_K`: `kind` of `layer`), each row's multiplier
+/// from its int8 values to `s_out`.
+fn table_rows(
+    w: &mut PlanWriter,
+    model: &Model<'_>,
+    (kind, layer): (TensorKind, usize),
+    s_out: f64,
+) -> Result<()> {
+    let m = matrix(model, kind, layer)?;
+    for r in 0..m.rows() {
+        w.multiplier(rescale(f64::from(m.scale(r)), s_out)?);
+    }
+    Ok(())
+}
+
 /// The int8 scale of the queries or keys of `layer` (`plain` the hook before rotary positions,
 /// `rotated` after): `max / 127` over both.
 fn qk_scale(ranges: &Ranges, plain: HookKind, rotated: HookKind, layer: usize) -> Result<f64> {
@@ -177,14 +192,9 @@ pub fn plan(model: &Model<'_>, ranges: &Ranges) -> Result<Vec<u8>> {
     }
     let s_r = HEADROOM * resid / 32767.0;
     let mut w = PlanWriter::new(s_r as f32);
-    for kind in [TensorKind::WE, TensorKind::WPos] {
-        let m = matrix(model, kind, 0)?;
-        for r in 0..m.rows() {
-            w.multiplier(rescale(f64::from(m.scale(r)), s_r)?);
-        }
-        if !matches!(cfg.positional, Positional::Standard) {
-            break;
-        }
+    table_rows(&mut w, model, (TensorKind::WE, 0), s_r)?;
+    if matches!(cfg.positional, Positional::Standard) {
+        table_rows(&mut w, model, (TensorKind::WPos, 0), s_r)?;
     }
     rotary_table(&mut w, &cfg);
     for l in 0..cfg.n_layers {
@@ -213,12 +223,8 @@ pub fn plan(model: &Model<'_>, ranges: &Ranges) -> Result<Vec<u8>> {
         rows(&mut w, model, w_o, (s_v, s_r), None)?;
         if matches!(cfg.positional, Positional::Shortformer) {
             // `pos_Q` and `pos_K` (`W_pos W_Q`, `W_pos W_K`), added to the queries and keys.
-            for (kind, s_out) in [(TensorKind::PosQ, s_q), (TensorKind::PosK, s_k)] {
-                let m = matrix(model, kind, l)?;
-                for r in 0..m.rows() {
-                    w.multiplier(rescale(f64::from(m.scale(r)), s_out)?);
-                }
-            }
+            table_rows(&mut w, model, (TensorKind::PosQ, l), s_q)?;
+            table_rows(&mut w, model, (TensorKind::PosK, l), s_k)?;
         }
         if cfg.attn_only() {
             continue;
