@@ -94,18 +94,29 @@ fn check_entry(
 }
 
 /// The integer plan of a blob of the integer-only arithmetic, after checking that the arithmetic
-/// covers the model: int8 matrices and a config [`crate::integer::plan::check_config`] takes.
+/// covers the model: int8 matrices, or int4 ones of at most [`crate::integer::units::MAX_COLS`]
+/// columns, and a config [`crate::integer::plan::check_config`] takes.
 fn integer_plan<'a>(
     cfg: &Config,
     plan: Option<&'a [u8]>,
-    mut dtypes: impl Iterator<Item = DType>,
+    dtypes: impl Iterator<Item = DType> + Clone,
 ) -> Result<Plan<'a>, Error> {
     let refuse = |what| Error::Inconsistent(Inconsistency::Config(what));
-    if !dtypes.all(|d| d == DType::I8) {
-        return Err(refuse("the integer arithmetic takes int8 matrices only"));
+    let int4 = dtypes.clone().all(|d| d == DType::I4);
+    if !int4 && !dtypes.clone().all(|d| d == DType::I8) {
+        return Err(refuse(
+            "the integer arithmetic takes int8 matrices or int4 ones, all of one type",
+        ));
     }
     crate::integer::plan::check_config(cfg).map_err(refuse)?;
-    plan.and_then(|p| Plan::parse(p, cfg))
+    // A matrix's row is `d_model`, `d_attn` (`W_O`) or `d_mlp` (`W_out`) wide.
+    let widest = cfg.d_model.max(cfg.d_attn()).max(cfg.d_mlp_or_zero());
+    if int4 && widest > crate::integer::units::MAX_COLS {
+        return Err(refuse(
+            "the integer arithmetic takes int4 rows of at most 2048 columns",
+        ));
+    }
+    plan.and_then(|p| Plan::parse(p, cfg, int4))
         .ok_or(refuse("integer plan missing or of the wrong length"))
 }
 

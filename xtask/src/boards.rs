@@ -86,11 +86,11 @@ pub struct Spec {
     /// The stricter budget of the integer builds (every matrix int8 or int4) on the board the issue's
     /// budget was set on, where their shallower stack meets it; `None` elsewhere.
     pub integer_budget: Option<IntegerBudget>,
-    /// Stack reserve of the integer-only arithmetic's builds (`--arith integer`), with
-    /// [`Spec::ram_allowance`]: their high-water mark plus at least the required margin, where memory.x's
-    /// (set for the float builds' deeper stacks) would not leave the allowance for the rest; `None`:
-    /// memory.x's.
-    pub arith_integer_reserve: Option<u32>,
+    /// Stack reserve of the integer-only arithmetic's builds (`--arith integer`) with int8 and with
+    /// int4 matrices, with [`Spec::ram_allowance`]: their high-water mark plus at least the required
+    /// margin, where memory.x's (set for the float builds' deeper stacks) would not leave the
+    /// allowance for the rest; `None`: memory.x's.
+    pub arith_integer_reserve: Option<[u32; 2]>,
 }
 
 /// Stack reserve and RAM allowance of the integer builds where [`Spec::integer_budget`] sets them.
@@ -254,13 +254,15 @@ impl Board {
             stack_reserve: 1696,
             ram_allowance: 2048,
         });
-        // The shipped model's high-water marks in the integer-only arithmetic: 1,904 B on the M0,
-        // 1,640 B on the M3, 1,532 B on the RV32IMAC, 1,744 B on the M4F, 1,776 B on the M55.
+        // The shipped model's high-water marks in the integer-only arithmetic, int8 and int4: 1,988
+        // and 2,008 B on the M0, 1,704 and 1,716 B on the M3, 1,596 and 1,636 B on the RV32IMAC,
+        // 1,808 and 1,716 B on the M4F, 1,848 and 1,712 B on the M55. The M0's int8 reserve keeps
+        // its context at 38 positions (int4's, 37).
         let arith_integer_reserve = match self {
-            Board::Microbit => Some(2048),
-            Board::Mps2An385 => Some(1792),
-            Board::Riscv32Virt => Some(1664),
-            Board::Mps2An386 | Board::Mps3An547 => Some(1920),
+            Board::Microbit => Some([2112, 2176]),
+            Board::Mps2An385 => Some([1856; 2]),
+            Board::Riscv32Virt => Some([1792; 2]),
+            Board::Mps2An386 | Board::Mps3An547 => Some([1984; 2]),
             _ => None,
         };
         Spec {

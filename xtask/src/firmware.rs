@@ -252,14 +252,17 @@ fn prepare(args: &Args, spec: Spec) -> Result<Built> {
     // An int8 or int4 blob without a reserve of its own (the shipped model's, or one whose stack is as
     // shallow; deeper models pass `--stack-reserve`), on a board with an integer budget: that budget's
     // shallower stack reserve and allowance (the f16 build's deeper stack sets memory.x's).
-    let (integer_matrices, arith_integer) = integer_blob(&blob)?;
+    let (integer_matrices, arith_integer, int4) = integer_blob(&blob)?;
     let integer = match (args.stack_reserve, model_reserve, spec.integer_budget) {
         (None, None, Some(budget)) if integer_matrices && !arith_integer => Some(budget),
         // The integer-only arithmetic: its own reserve, and RAM beyond the cache and workspace for
         // that reserve and at most 512 B of statics (the shipped model's are 368 B).
-        (None, None, _) if arith_integer => spec.arith_integer_reserve.map(|r| IntegerBudget {
-            stack_reserve: r,
-            ram_allowance: u64::from(r) + 512,
+        (None, None, _) if arith_integer => spec.arith_integer_reserve.map(|r| {
+            let r = r[usize::from(int4)];
+            IntegerBudget {
+                stack_reserve: r,
+                ram_allowance: u64::from(r) + 512,
+            }
         }),
         _ => None,
     };
@@ -497,20 +500,23 @@ pub fn build(
 /// from several threads (the serve checks of `cargo xtask test`) do not take each other's binary.
 static BUILD_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Whether every matrix of `blob` is int8 (per row or per group) or int4, and whether it computes in
-/// the integer-only arithmetic (`--arith integer`).
-fn integer_blob(blob: &Path) -> Result<(bool, bool)> {
+/// Whether every matrix of `blob` is int8 (per row or per group) or int4, whether it computes in the
+/// integer-only arithmetic (`--arith integer`), and whether it has int4 matrices.
+fn integer_blob(blob: &Path) -> Result<(bool, bool, bool)> {
     let bytes = std::fs::read(blob).with_context(|| format!("cannot read {}", blob.display()))?;
     let model = microlens::Model::from_bytes(&bytes)?;
     let features = model.features();
-    let mut weights = features
-        .names()
-        .iter()
-        .filter(|n| n.starts_with("weights-"));
-    let matrices = weights.all(|n| matches!(*n, "weights-i8" | "weights-i4" | "weights-i8g"));
+    let weights = || {
+        features
+            .names()
+            .iter()
+            .filter(|n| n.starts_with("weights-"))
+    };
+    let matrices = weights().all(|n| matches!(*n, "weights-i8" | "weights-i4" | "weights-i8g"));
     Ok((
         matrices,
         model.activations() == microlens::Activations::Integer,
+        weights().any(|n| *n == "weights-i4"),
     ))
 }
 

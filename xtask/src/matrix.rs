@@ -22,6 +22,9 @@ pub const DTYPES: [&str; 2] = ["i8", "f32"];
 /// FPU and the M4F run too ([`INTEGER_BOARDS`]).
 pub const INTEGER: &str = "i8 integer";
 
+/// The integer-only arithmetic over int4 matrices (`--dtype i4 --arith integer`), on the same boards.
+pub const INTEGER_I4: &str = "i4 integer";
+
 /// The boards that also run the shipped model in the integer-only arithmetic: the Cortex-M0, the
 /// Cortex-M3, the RV32IMAC and the M4F.
 pub const INTEGER_BOARDS: [Board; 4] = [
@@ -70,6 +73,7 @@ pub fn shipped_blob(dtype: &str) -> Result<PathBuf> {
     let tool = host_tool::build()?;
     let (stored, options) = match dtype {
         INTEGER => ("i8", vec![("--arith", "integer".to_string())]),
+        INTEGER_I4 => ("i4", vec![("--arith", "integer".to_string())]),
         _ => (dtype, Vec::new()),
     };
     let blob = BlobSource::Convert {
@@ -84,15 +88,15 @@ pub fn shipped_blob(dtype: &str) -> Result<PathBuf> {
 }
 
 /// `cargo xtask firmware --board B` with the shipped model in each of [`DTYPES`] (an emulated board,
-/// run and checked; on [`INTEGER_BOARDS`] also [`INTEGER`]) or as int8 (a real board, built and
-/// measured). Runs every build; fails if any failed, else returns what each measured.
+/// run and checked; on [`INTEGER_BOARDS`] also [`INTEGER`] and [`INTEGER_I4`]) or as int8 (a real
+/// board, built and measured). Runs every build; fails if any failed, else returns what each measured.
 pub fn board(board: Board) -> Result<Vec<(&'static str, Outcome)>> {
     let mut dtypes: Vec<&'static str> = match board.emulated() {
         true => DTYPES.to_vec(),
         false => DTYPES[..1].to_vec(),
     };
     if board.emulated() && INTEGER_BOARDS.contains(&board) {
-        dtypes.push(INTEGER);
+        dtypes.extend([INTEGER, INTEGER_I4]);
     }
     let (mut outcomes, mut failed) = (Vec::new(), Vec::new());
     for dtype in dtypes {
@@ -131,7 +135,8 @@ pub fn stories_args(board: Board) -> firmware::Args {
 }
 
 /// The boards that also run the story model in the integer-only arithmetic: [`INTEGER_BOARDS`] but
-/// the micro:bit, whose flash takes the model as int4 only (the integer arithmetic takes int8).
+/// the micro:bit, whose flash takes the model as int4 only, and int4 in the integer arithmetic (245 KB
+/// with its plan) not beside the firmware's code.
 pub fn stories_integer_boards() -> impl Iterator<Item = Board> {
     INTEGER_BOARDS.into_iter().filter(|&b| b != Board::Microbit)
 }

@@ -534,7 +534,7 @@ fn steps() -> Vec<Step> {
     });
     steps.push(Step {
         name: format!(
-            "firmware on every board, {BOARD_LANES} at a time: on QEMU where emulated ({}), int8 and f32, and the integer-only arithmetic on {}; the real boards built ({})",
+            "firmware on every board, {BOARD_LANES} at a time: on QEMU where emulated ({}), int8 and f32, and the integer-only arithmetic (int8 and int4 matrices) on {}; the real boards built ({})",
             board_names(true),
             matrix::INTEGER_BOARDS.map(|b| b.name()).join(", "),
             board_names(false)

@@ -10,6 +10,8 @@
 //! - [`rotary`]: rotary positions on int8 queries and keys, by a Q14 table of `cos` and `sin`;
 //! - [`activation`]: an MLP activation (GELU, SiLU, ...) as an int8 -> int8 table built on the host,
 //!   and [`interpolated`]: over int16 inputs, a 257-knot piecewise-linear table;
+//! - [`units`]: int4 matrices' group scales as integer multiples of one unit per row, and their exact
+//!   sums;
 //! - [`zoom`]: a per-position power-of-two finer scale for an int8 input with outliers (the MLP's
 //!   hidden vector);
 //! - [`plan`]: the constants a blob of the integer-only arithmetic carries (fixed scales, multipliers,
@@ -29,4 +31,5 @@ pub mod requantize;
 pub mod rotary;
 pub mod softmax;
 pub mod sqrt;
+pub mod units;
 pub mod zoom;

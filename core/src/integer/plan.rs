@@ -18,13 +18,17 @@
 //!   R` follow `W_out` (each R: `b_in` at the product's scale, added after the product as TransformerLens
 //!   adds it, and the M from the sum to int16 at `s_lin`); its M then takes `f(pre) lin + b_in` to
 //!   `W_out`'s input;
-//! - tail: `ln_final` N, `W_U` rows `d_vocab_out x (bias i32, factor f)`: `logit = (acc + bias) factor`.
+//! - tail: `ln_final` N, `W_U` rows `d_vocab_out x (bias i32, factor f)`: `logit = (acc + bias) factor`;
+//! - int4 matrices only: every matrix's group multipliers in blob order, `rows x groups` `u16` each,
+//!   two per word ([`super::units`]); the rows' multipliers above are then from the row's unit.
 //!
 //! A [`Row`] takes a matmul's exact `i32` sum to its output: `out = M (acc + bias)`.
 
 use super::interpolated::KNOTS;
 use super::requantize::Multiplier;
+use super::units::Units;
 use crate::config::{Config, Positional};
+use crate::tensors::{TensorId, TensorKind, HEAD_KINDS, LAYER_KINDS, TAIL_KINDS};
 
 /// First word of a plan: `MLIP`.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"MLIP");
@@ -222,10 +226,61 @@ pub const fn len(cfg: &Config) -> usize {
     4 * (head_words(cfg) + cfg.n_layers * layer_words(cfg) + tail_words(cfg))
 }
 
+/// Words of the group multipliers of the matrices among `kinds` that `cfg` has, up to `stop`
+/// (excluded; `None`: all of them).
+fn kinds_units_words(cfg: &Config, kinds: &[TensorKind], stop: Option<TensorKind>) -> usize {
+    let mut n = 0usize;
+    for &kind in kinds.iter().take_while(|&&k| Some(k) != stop) {
+        if kind.is_matrix() && kind.present(cfg) {
+            let [rows, cols] = kind.shape(cfg);
+            n = n.saturating_add(super::units::words(rows, cols));
+        }
+    }
+    n
+}
+
+/// Words of the group multipliers before the layers', of one layer and after the layers'.
+fn units_sections(cfg: &Config) -> [usize; 3] {
+    [HEAD_KINDS.as_slice(), &LAYER_KINDS, &TAIL_KINDS].map(|k| kinds_units_words(cfg, k, None))
+}
+
+/// Word offset of `id`'s group multipliers among all matrices' in blob order (`cfg`'s).
+fn units_at(cfg: &Config, id: TensorId) -> usize {
+    let [head, layer, _] = units_sections(cfg);
+    if HEAD_KINDS.contains(&id.kind) {
+        kinds_units_words(cfg, &HEAD_KINDS, Some(id.kind))
+    } else if id.kind.per_layer() {
+        let within = kinds_units_words(cfg, &LAYER_KINDS, Some(id.kind));
+        head.saturating_add(layer.saturating_mul(id.layer))
+            .saturating_add(within)
+    } else {
+        let within = kinds_units_words(cfg, &TAIL_KINDS, Some(id.kind));
+        head.saturating_add(layer.saturating_mul(cfg.n_layers))
+            .saturating_add(within)
+    }
+}
+
+/// Words of the group multipliers of every int4 matrix of `cfg` ([`super::units`]).
+fn units_words(cfg: &Config) -> usize {
+    let [head, layer, tail] = units_sections(cfg);
+    head.saturating_add(layer.saturating_mul(cfg.n_layers))
+        .saturating_add(tail)
+}
+
+/// Bytes of the plan of a model with `cfg` whose matrices are int4 (`int4`) or int8.
+pub fn len_of(cfg: &Config, int4: bool) -> usize {
+    match int4 {
+        true => len(cfg).saturating_add(4 * units_words(cfg)),
+        false => len(cfg),
+    }
+}
+
 /// A blob's integer plan, read in place (its sections' places follow from the config).
 #[derive(Clone, Copy, Debug)]
 pub struct Plan<'a> {
     bytes: &'a [u8],
+    /// The int4 matrices' group multipliers (empty for int8 matrices).
+    units: &'a [u8],
 }
 
 /// One layer's constants, read on demand (the view is four words, whatever the layer holds).
@@ -437,10 +492,32 @@ impl TailPlan<'_> {
 }
 
 impl<'a> Plan<'a> {
-    /// The plan in `bytes` for `cfg`, `None` unless it starts with [`MAGIC`] and has exactly [`len`]
-    /// bytes.
-    pub fn parse(bytes: &'a [u8], cfg: &Config) -> Option<Self> {
-        (bytes.len() == len(cfg) && word(bytes, 0) == MAGIC).then_some(Plan { bytes })
+    /// The plan in `bytes` for `cfg` with int4 matrices (`int4`) or int8 ones, `None` unless it
+    /// starts with [`MAGIC`] and has exactly [`len_of`] bytes.
+    pub fn parse(bytes: &'a [u8], cfg: &Config, int4: bool) -> Option<Self> {
+        if bytes.len() != len_of(cfg, int4) || word(bytes, 0) != MAGIC {
+            return None;
+        }
+        let (bytes, units) = bytes.split_at(len(cfg));
+        Some(Plan { bytes, units })
+    }
+
+    /// The group multipliers of the int4 matrix `id` (`cfg` the plan's; empty for int8 matrices or
+    /// a tensor that is no matrix of `cfg`).
+    pub fn units(&self, cfg: &Config, id: TensorId) -> Units<'a> {
+        let [rows, cols] = id.shape(cfg);
+        let groups = cols.div_ceil(crate::blob::I4_GROUP);
+        if self.units.is_empty() || !id.kind.is_matrix() {
+            return Units::new(&[], groups);
+        }
+        Units::new(
+            section(
+                self.units,
+                units_at(cfg, id),
+                super::units::words(rows, cols),
+            ),
+            groups,
+        )
     }
 
     /// The residual stream's scale.
@@ -567,6 +644,14 @@ impl PlanWriter {
         self.f32(factor);
     }
 
+    /// One int4 matrix's group multipliers (row-major), padded to a whole word.
+    pub fn units(&mut self, units: &[u16]) {
+        for pair in units.chunks(2) {
+            let hi = pair.get(1).copied().unwrap_or(0);
+            self.word(u32::from(pair[0]) | u32::from(hi) << 16);
+        }
+    }
+
     /// The bytes written.
     pub fn into_bytes(self) -> std::vec::Vec<u8> {
         self.0
@@ -598,7 +683,7 @@ mod tests {
         for d_mlp in [None, Some(12)] {
             let cfg = config(d_mlp);
             let bytes = numbered(&cfg);
-            let plan = Plan::parse(&bytes, &cfg).unwrap();
+            let plan = Plan::parse(&bytes, &cfg, false).unwrap();
             assert_eq!(plan.s_resid().to_bits(), 1);
             assert_eq!(plan.embed(0).m, 2);
             assert_eq!(plan.embed(4).shift, 11);
@@ -626,11 +711,51 @@ mod tests {
     fn a_plan_of_another_length_or_magic_is_refused() {
         let cfg = config(Some(12));
         let bytes = numbered(&cfg);
-        assert!(Plan::parse(&bytes[..bytes.len() - 4], &cfg).is_none());
-        assert!(Plan::parse(&bytes, &config(None)).is_none());
+        assert!(Plan::parse(&bytes[..bytes.len() - 4], &cfg, false).is_none());
+        assert!(Plan::parse(&bytes, &config(None), false).is_none());
         let mut bad = bytes.clone();
         bad[0] ^= 1;
-        assert!(Plan::parse(&bad, &cfg).is_none());
+        assert!(Plan::parse(&bad, &cfg, false).is_none());
+    }
+
+    #[test]
+    fn an_int4_plan_holds_each_matrix_s_units_in_blob_order() {
+        let cfg = config(Some(40));
+        let mut w = PlanWriter::new(1.0);
+        for _ in 2..len(&cfg) / 4 {
+            w.word(0);
+        }
+        // Every matrix's units numbered from its first: `1000 * i + k` for the `i`-th matrix.
+        let matrices: std::vec::Vec<TensorId> = crate::tensors::Catalogue::new(&cfg)
+            .ids()
+            .filter(|id| id.kind.is_matrix())
+            .collect();
+        for (i, id) in matrices.iter().enumerate() {
+            let [rows, cols] = id.shape(&cfg);
+            let n = rows * cols.div_ceil(crate::blob::I4_GROUP);
+            let units: std::vec::Vec<u16> = (0..n).map(|k| (1000 * i + k) as u16).collect();
+            w.units(&units);
+        }
+        let bytes = w.into_bytes();
+        assert_eq!(bytes.len(), len_of(&cfg, true));
+        assert!(Plan::parse(&bytes, &cfg, false).is_none());
+        let plan = Plan::parse(&bytes, &cfg, true).unwrap();
+        for (i, id) in matrices.iter().enumerate() {
+            let [rows, cols] = id.shape(&cfg);
+            let groups = cols.div_ceil(crate::blob::I4_GROUP);
+            let units = plan.units(&cfg, *id);
+            let last = rows * groups - 1;
+            assert_eq!(units.get(0, 0), (1000 * i) as i32, "{id}");
+            assert_eq!(
+                units.get(rows - 1, groups - 1),
+                (1000 * i + last) as i32,
+                "{id}"
+            );
+            assert_eq!(units.get(rows, 0), 0, "{id}");
+        }
+        let int8 = numbered(&cfg);
+        let plan = Plan::parse(&int8, &cfg, false).unwrap();
+        assert_eq!(plan.units(&cfg, matrices[0]).get(0, 0), 0);
     }
 
     #[test]
@@ -648,7 +773,7 @@ mod tests {
         w.knots(&knots);
         let mut bytes = w.into_bytes();
         bytes.resize(len(&cfg), 0);
-        let mlp = Plan::parse(&bytes, &cfg)
+        let mlp = Plan::parse(&bytes, &cfg, false)
             .unwrap()
             .layer(&cfg, 0)
             .mlp()

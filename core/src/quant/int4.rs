@@ -31,7 +31,7 @@ pub fn dot_wide(row: &[u8], c0: usize, n: usize, x: Wide<'_>, scale: impl Fn(usi
 
 /// `sum_i w[c + i] * x[i]` in `i32`, two nibbles per byte where `c` is even; called with at most one
 /// group (`|w x| <= 1024`, so any length up to 2^21 is exact).
-fn dot_i32(row: &[u8], c: usize, x: &[i8]) -> i32 {
+pub(crate) fn dot_i32(row: &[u8], c: usize, x: &[i8]) -> i32 {
     let (mut acc, mut x, mut c) = (0i32, x, c);
     if c % 2 == 1 {
         if let Some((&first, rest)) = x.split_first() {

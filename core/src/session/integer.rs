@@ -20,7 +20,7 @@
 //!
 //! [`Activations::Integer`]: crate::blob::Activations::Integer
 
-use crate::blob::quads;
+use crate::blob::{quads, DType};
 use crate::components::Step;
 use crate::config::{Normalization, Positional};
 use crate::error::{Error, Inconsistency};
@@ -30,6 +30,7 @@ use crate::integer::plan::{LayerPlan, Norm, Plan, Rows};
 use crate::integer::requantize::{saturate_i16, saturate_i8, Multiplier};
 use crate::integer::rotary;
 use crate::integer::softmax::{softmax_in_place, PROB_FRAC_BITS};
+use crate::integer::units::{self, Units};
 use crate::integer::zoom::{max_abs, zoom, Zoom};
 use crate::kv_cache::KvCache;
 use crate::quant::exact::{lanes, matvec, strided, weighted_rows};
@@ -104,28 +105,56 @@ fn fixed(bits: u32) -> f32 {
     f32::from_bits((127 - bits) << 23)
 }
 
-/// An int8 matrix of the model, with its shape.
-fn matrix<'a>(s: &Step<'_, 'a, impl Hooks>, kind: TensorKind) -> Result<Matrix<'a>, Error> {
-    s.model
-        .matrix(TensorId::in_layer(kind, s.layer))
-        .ok_or(MISSING)
+/// A matrix of the model: int8 (one scale per row), or int4 with its groups' multipliers from the
+/// plan ([`Units`]; its values at the row's unit are `w u_g`).
+struct Weights<'a> {
+    m: Matrix<'a>,
+    units: Units<'a>,
+}
+
+impl Weights<'_> {
+    fn rows(&self) -> usize {
+        self.m.rows()
+    }
+
+    fn int4(&self) -> bool {
+        self.m.dtype() == DType::I4
+    }
+}
+
+/// The matrix `kind` of block `s.layer`, with its shape (and, int4, its groups' multipliers). Out of
+/// line: the lookup's frame is not part of its callers'.
+#[inline(never)]
+fn matrix<'a>(s: &Step<'_, 'a, impl Hooks>, kind: TensorKind) -> Result<Weights<'a>, Error> {
+    let id = TensorId::in_layer(kind, s.layer);
+    let m = s.model.matrix(id).ok_or(MISSING)?;
+    let units = match s.model.integer_plan() {
+        Some(plan) if m.dtype() == DType::I4 => plan.units(&s.cfg, id),
+        _ => Units::new(&[], 0),
+    };
+    Ok(Weights { m, units })
 }
 
 /// `out[r] = W[r] . x` over `W`'s rows, exact (`x` its first `cols` values, `scratch` for their
-/// lanes); returns the outputs written.
-fn sums<'o>(w: &Matrix<'_>, x: &[i8], scratch: &mut [u32], out: &'o mut [i32]) -> &'o mut [i32] {
-    let x = &x[..w.cols().min(x.len())];
+/// lanes; int4: `sum_g u_g W[r][g] . x[g]`, [`units::sums`]); returns the outputs written.
+#[inline(always)]
+fn sums<'o>(w: &Weights<'_>, x: &[i8], scratch: &mut [u32], out: &'o mut [i32]) -> &'o mut [i32] {
+    let (rows, cols) = (w.m.rows(), w.m.cols());
+    if w.int4() {
+        return units::sums(w.m.data(), [rows, cols], &w.units, x, out);
+    }
+    let x = &x[..cols.min(x.len())];
     let l = lanes(x, scratch);
-    let n = w.rows().min(out.len());
+    let n = rows.min(out.len());
     let out = &mut out[..n];
-    matvec(w.data(), [w.rows(), w.cols()], x, l, out);
+    matvec(w.m.data(), [rows, cols], x, l, out);
     out
 }
 
 /// `out[r] = rows[r]((W x) >> zoom)` over `W`'s rows: the exact sums of an input zoomed by `2^zoom`,
 /// requantised ([`Rows::apply`]).
 fn project(
-    w: &Matrix<'_>,
+    w: &Weights<'_>,
     rows: Rows<'_>,
     (x, zoom): (&[i8], Zoom),
     scratch: &mut [u32],
@@ -247,18 +276,32 @@ fn mlp<H: Hooks>(
     Ok(())
 }
 
-/// `f(o, m w[r][c])` for each column `c` of row `r` of the int8 matrix `w` and `o = out[c]`.
-fn each_in_row<T>(w: &Matrix<'_>, r: usize, m: Multiplier, out: &mut [T], f: impl Fn(&mut T, i32)) {
-    let (rows, cols) = (w.rows(), w.cols());
+/// `f(o, m w[r][c])` for each column `c` of row `r` of the matrix `w` (int4: `w u_g`) and `o =
+/// out[c]`.
+fn each_in_row<T>(
+    w: &Weights<'_>,
+    r: usize,
+    m: Multiplier,
+    out: &mut [T],
+    f: impl Fn(&mut T, i32),
+) {
+    let (rows, cols, data) = (w.m.rows(), w.m.cols(), w.m.data());
+    let out = out.iter_mut().enumerate().take(cols);
+    if w.int4() {
+        for (c, o) in out {
+            f(o, m.apply(units::value(data, cols, &w.units, r, c)));
+        }
+        return;
+    }
     let place = quads::row_place(rows, cols, r);
-    for (c, o) in out.iter_mut().enumerate().take(cols) {
-        let q = w.data().get(place.at(cols, c)).map_or(0, |&b| b as i8);
+    for (c, o) in out {
+        let q = data.get(place.at(cols, c)).map_or(0, |&b| b as i8);
         f(o, m.apply(q.into()));
     }
 }
 
-/// Row `r` of the int8 matrix `w` times `m`, into `out` (saturated to int16).
-fn row_i16(w: &Matrix<'_>, r: usize, m: Multiplier, out: &mut [i16]) {
+/// Row `r` of the matrix `w` times `m`, into `out` (saturated to int16).
+fn row_i16(w: &Weights<'_>, r: usize, m: Multiplier, out: &mut [i16]) {
     each_in_row(w, r, m, out, |o, v| *o = saturate_i16(v));
 }
 

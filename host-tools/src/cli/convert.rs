@@ -46,7 +46,7 @@ pub struct Args {
     pub activations: Option<ActivationsName>,
     /// Arithmetic: float (the activations of --activations), or integer: every step between the
     /// embedding and the logits in integers, with scales calibrated on the rounding's calibration
-    /// sequences (--dtype i8 only; for cores without an FPU) [default: float].
+    /// sequences (--dtype i8 or i4; for cores without an FPU) [default: float].
     #[arg(long, value_enum, conflicts_with_all = ["activations", "kv"])]
     pub arith: Option<ArithName>,
     /// KV cache of a W8A16 model (--activations i16): i8 (one scale per position and head) or i16

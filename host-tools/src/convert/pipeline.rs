@@ -88,8 +88,8 @@ impl ConvertOptions {
         let default = default_activations(self.dtype);
         let asked = self.activations.unwrap_or(default);
         ensure!(
-            asked != Activations::Integer || self.dtype == DType::I8,
-            "--arith integer needs --dtype i8, not {}",
+            asked != Activations::Integer || matches!(self.dtype, DType::I8 | DType::I4),
+            "--arith integer needs --dtype i8 or i4, not {}",
             self.dtype.name()
         );
         ensure!(

@@ -12,10 +12,14 @@
 //! MLP's `hook_pre_linear` int16 at `1.25 max / 32767`.
 
 use anyhow::{bail, ensure, Context, Result};
+use microlens::blob::DType;
 use microlens::blob::{with_arithmetic, Activations};
 use microlens::integer::interpolated::Interpolated;
 use microlens::integer::norm::OUTPUT_FRAC_BITS;
 use microlens::integer::plan::{Norm, PlanWriter, Row};
+use microlens::integer::units::UNIT_MAX;
+use microlens::tensors::Catalogue;
+use microlens::weights::Matrix;
 use microlens::{HookKind, Model, Normalization, Positional, TensorId, TensorKind};
 
 use super::ranges::{rescale, Ranges};
@@ -47,11 +51,7 @@ fn max_abs(ranges: &Ranges, kind: HookKind, layer: usize) -> Result<f64> {
 }
 
 /// The model's matrix `kind` of `layer`.
-fn matrix<'a>(
-    model: &Model<'a>,
-    kind: TensorKind,
-    layer: usize,
-) -> Result<microlens::weights::Matrix<'a>> {
+fn matrix<'a>(model: &Model<'a>, kind: TensorKind, layer: usize) -> Result<Matrix<'a>> {
     let id = TensorId::in_layer(kind, layer);
     model
         .matrix(id)
@@ -76,6 +76,49 @@ fn to_i32(x: f64, what: &str) -> Result<i32> {
     Ok(r as i32)
 }
 
+/// The group scales `s_g` of row `r` of `m` (one for an int8 row).
+fn group_scales(m: &Matrix<'_>, r: usize) -> Vec<f64> {
+    let groups = m.dtype().groups(m.cols()).max(1);
+    (0..groups)
+        .map(|g| f64::from(m.scale(r * groups + g)))
+        .collect()
+}
+
+/// Row `r`'s scale: an int8 row's own; an int4 row's unit `t_r = max_g s_g / UNIT_MAX`, its groups at
+/// `u_g t_r` ([`row_units`]).
+fn row_scale(m: &Matrix<'_>, r: usize) -> f64 {
+    let scales = group_scales(m, r);
+    match m.dtype() {
+        DType::I4 => scales.iter().copied().fold(0.0, f64::max) / f64::from(UNIT_MAX),
+        _ => scales[0],
+    }
+}
+
+/// An int4 row's group multipliers `u_g = round(s_g / t_r)`, in `0..=UNIT_MAX`.
+fn row_units(m: &Matrix<'_>, r: usize) -> Vec<u16> {
+    let t = row_scale(m, r);
+    group_scales(m, r)
+        .into_iter()
+        .map(|s| (s / t).round().clamp(0.0, f64::from(UNIT_MAX)) as u16)
+        .collect()
+}
+
+/// The group multipliers of every int4 matrix of `model`, in blob order (nothing for int8).
+fn units(w: &mut PlanWriter, model: &Model<'_>) -> Result<()> {
+    let cfg = model.config();
+    for id in Catalogue::new(cfg).ids().filter(|id| id.kind.is_matrix()) {
+        let m = model
+            .matrix(id)
+            .with_context(|| format!("the blob has no {id}"))?;
+        if m.dtype() != DType::I4 {
+            continue;
+        }
+        let all: Vec<u16> = (0..m.rows()).flat_map(|r| row_units(&m, r)).collect();
+        w.units(&all);
+    }
+    Ok(())
+}
+
 /// The rows of a matmul: `W` (`kind` of `layer`) with input scale `s_x` to an output at `s_out`, its
 /// bias (`bias_kind`) at the accumulator's scale, or at `bias_scale` where given.
 fn rows(
@@ -88,7 +131,7 @@ fn rows(
     let m = matrix(model, kind, layer)?;
     let b = bias(model, bias_kind, layer, m.rows());
     for (r, &b) in b.iter().enumerate().take(m.rows()) {
-        let acc_scale = f64::from(m.scale(r)) * s_x;
+        let acc_scale = row_scale(&m, r) * s_x;
         w.row(Row {
             bias: to_i32(
                 f64::from(b) / bias_scale.unwrap_or(acc_scale),
@@ -110,7 +153,7 @@ fn table_rows(
 ) -> Result<()> {
     let m = matrix(model, kind, layer)?;
     for r in 0..m.rows() {
-        w.multiplier(rescale(f64::from(m.scale(r)), s_out)?);
+        w.multiplier(rescale(row_scale(&m, r), s_out)?);
     }
     Ok(())
 }
@@ -277,12 +320,13 @@ pub fn plan(model: &Model<'_>, ranges: &Ranges) -> Result<Vec<u8>> {
     let w_u = matrix(model, TensorKind::WU, 0)?;
     let b_u = bias(model, Some(TensorKind::BU), 0, w_u.rows());
     for (r, &b) in b_u.iter().enumerate().take(w_u.rows()) {
-        let acc_scale = f64::from(w_u.scale(r)) * s_x;
+        let acc_scale = row_scale(&w_u, r) * s_x;
         w.logit(
             to_i32(f64::from(b) / acc_scale, "b_U at its accumulator's scale")?,
             acc_scale as f32,
         );
     }
+    units(&mut w, model)?;
     Ok(w.into_bytes())
 }
 
@@ -292,7 +336,7 @@ mod tests {
     use crate::import::random_model::{config, f32_blob};
     use crate::quantize::calibration::Source;
     use crate::quantize::{requantize, Rounding};
-    use microlens::{Activations, Error, Positional, Session};
+    use microlens::{Activations, Config, Error, Positional, Session};
 
     /// The logits of `model` over `tokens`, every position.
     fn logits(model: &Model<'_>, tokens: &[u32]) -> Vec<f32> {
@@ -327,15 +371,88 @@ mod tests {
 
     /// An int8 blob computing in float, of a random model of `cfg`.
     fn int8_blob_of(cfg: &microlens::Config, seed: u64) -> Vec<u8> {
+        blob_of(cfg, DType::I8, seed)
+    }
+
+    /// A `dtype` blob computing in float, of a random model of `cfg`.
+    fn blob_of(cfg: &microlens::Config, dtype: DType, seed: u64) -> Vec<u8> {
         let blob = f32_blob(cfg, seed);
         let model = Model::from_bytes(&blob).unwrap();
-        requantize(
-            &model,
-            microlens::DType::I8,
-            Activations::F32,
-            &Rounding::Nearest,
-        )
-        .unwrap()
+        requantize(&model, dtype, Activations::F32, &Rounding::Nearest).unwrap()
+    }
+
+    /// The float blob `blob` in the integer arithmetic follows its float forward within a tenth of
+    /// the logits' RMS, and gives the same bits twice.
+    fn follows_the_float_forward(blob: &[u8], what: &str) {
+        let float = Model::from_bytes(blob).unwrap();
+        let seqs = Source::default().sequences(&float).unwrap();
+        let int = integer_blob(blob, &seqs).unwrap();
+        let model = Model::from_bytes(&int).unwrap();
+        assert_eq!(model.activations(), Activations::Integer);
+        let tokens = &seqs[0];
+        let (a, b) = (logits(&float, tokens), logits(&model, tokens));
+        let rms = (a.iter().map(|v| v * v).sum::<f32>() / a.len() as f32).sqrt();
+        let err = a
+            .iter()
+            .zip(&b)
+            .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(err < 0.1 * rms, "{what}: max error {err} against rms {rms}");
+        assert_eq!(b, logits(&model, tokens), "the same bits again");
+    }
+
+    #[test]
+    fn int4_matrices_in_integers_follow_their_float_forward() {
+        // Rows of several groups, the last one partial (d_model 40, d_mlp 72), and of one short group.
+        let mut wide = Config::new(2, 40, 4, 10, 11, 9, Some(72));
+        wide.normalization = Normalization::LNPre;
+        wide.act_fn = microlens::ActFn::GeluNew;
+        let mut llama = llama_config();
+        (llama.d_model, llama.d_mlp) = (48, Some(40));
+        for cfg in [
+            wide,
+            llama,
+            config(Normalization::LNPre, Positional::Standard, false),
+        ] {
+            let blob = blob_of(&cfg, DType::I4, 7);
+            let what = format!("int4 {:?} {:?}", cfg.normalization, cfg.positional);
+            follows_the_float_forward(&blob, &what);
+            // The integer blob carries each int4 row's group multipliers after the plan.
+            let float = Model::from_bytes(&blob).unwrap();
+            let seqs = Source::default().sequences(&float).unwrap();
+            let ranges = Ranges::calibrate(&float, &seqs[..2]).unwrap();
+            let plan = plan(&float, &ranges).unwrap();
+            assert_eq!(
+                plan.len(),
+                microlens::integer::plan::len_of(&cfg, true),
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_int4_row_s_units_keep_its_group_scales_within_half_a_unit() {
+        let mut cfg = Config::new(1, 40, 4, 10, 11, 9, Some(72));
+        cfg.normalization = Normalization::LNPre;
+        let blob = blob_of(&cfg, DType::I4, 8);
+        let model = Model::from_bytes(&blob).unwrap();
+        let w = model
+            .matrix(TensorId::in_layer(TensorKind::WOut, 0))
+            .unwrap();
+        for r in 0..w.rows() {
+            let (t, units, scales) = (row_scale(&w, r), row_units(&w, r), group_scales(&w, r));
+            assert_eq!(units.len(), 3);
+            assert_eq!(
+                units.iter().max(),
+                Some(&UNIT_MAX),
+                "the largest group at UNIT_MAX"
+            );
+            for (u, s) in units.iter().zip(&scales) {
+                assert!(
+                    (f64::from(*u) * t - s).abs() <= 0.5 * t * (1.0 + 1e-9),
+                    "{u} {s} {t}"
+                );
+            }
+        }
     }
 
     #[test]
@@ -356,25 +473,8 @@ mod tests {
             config(Normalization::LNPre, Positional::Shortformer, false),
         ] {
             let (norm, mlp) = (cfg.normalization, cfg.d_mlp.is_some());
-            let blob = int8_blob_of(&cfg, 3);
-            let float = Model::from_bytes(&blob).unwrap();
-            let seqs = Source::default().sequences(&float).unwrap();
-            let int = integer_blob(&blob, &seqs).unwrap();
-            let model = Model::from_bytes(&int).unwrap();
-            assert_eq!(model.activations(), Activations::Integer);
-            let tokens = &seqs[0];
-            let (a, b) = (logits(&float, tokens), logits(&model, tokens));
-            let rms = (a.iter().map(|v| v * v).sum::<f32>() / a.len() as f32).sqrt();
-            let err = a
-                .iter()
-                .zip(&b)
-                .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
-            assert!(
-                err < 0.1 * rms,
-                "{norm:?} mlp {mlp} {:?}: max error {err} against rms {rms}",
-                cfg.positional
-            );
-            assert_eq!(b, logits(&model, tokens), "the same bits again");
+            let what = format!("{norm:?} mlp {mlp} {:?}", cfg.positional);
+            follows_the_float_forward(&int8_blob_of(&cfg, 3), &what);
         }
     }
 

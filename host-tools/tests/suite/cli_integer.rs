@@ -102,6 +102,50 @@ fn models_with_an_mlp_and_llama_shaped_models_run_in_integers() {
 }
 
 #[test]
+fn int4_matrices_in_integers_cost_about_what_w4a8_costs() {
+    let dir = tempfile::tempdir().unwrap();
+    let f32_blob = convert_to(dir.path(), &shipped(), "shipped", "f32", &[]);
+    let w4a8 = convert_to(dir.path(), &shipped(), "shipped", "i4", &[]);
+    let int = convert_to(
+        dir.path(),
+        &shipped(),
+        "shipped-integer",
+        "i4",
+        &["--arith", "integer"],
+    );
+    let inspect = json(&["inspect", s(&int), "--json"]);
+    assert_eq!(inspect["activations"], "integer", "{inspect}");
+    let kl = |blob: &Path| fidelity(&f32_blob, blob)["mean_kl"].as_f64().unwrap();
+    let (float, integer) = (kl(&w4a8), kl(&int));
+    assert!(
+        integer < 1.25 * float && integer < 8e-3,
+        "int4 in integers: mean KL {integer}, in float (W4A8) {float}"
+    );
+    let hash = || {
+        ok(&microlens(&[
+            "run",
+            s(&int),
+            "--tokens",
+            "5,9,2,7,5,9",
+            "--hash",
+        ]))
+    };
+    assert_eq!(hash(), hash());
+    // LLaMA-shaped, from TransformerLens's checkpoint.
+    let ckpt = fixture("llama_tl").join("model.safetensors");
+    let f32_blob = convert_to(dir.path(), &ckpt, "llama_tl", "f32", &[]);
+    let w4a8 = convert_to(dir.path(), &ckpt, "llama_tl", "i4", &[]);
+    let integer = ["--arith", "integer"];
+    let int = convert_to(dir.path(), &ckpt, "llama_tl-integer", "i4", &integer);
+    let kl = |blob: &Path| fidelity(&f32_blob, blob)["mean_kl"].as_f64().unwrap();
+    let (float, integer) = (kl(&w4a8), kl(&int));
+    assert!(
+        integer < 1.5 * float,
+        "llama_tl int4 in integers: mean KL {integer}, in float (W4A8) {float}"
+    );
+}
+
+#[test]
 fn what_the_integer_arithmetic_does_not_take_is_refused_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.mlb");
@@ -114,8 +158,8 @@ fn what_the_integer_arithmetic_does_not_take_is_refused_in_one_line() {
         microlens(&args)
     };
     one_line_error(
-        &convert(&shipped(), &["--dtype", "i4"]),
-        "--arith integer needs --dtype i8",
+        &convert(&shipped(), &["--dtype", "f16"]),
+        "--arith integer needs --dtype i8 or i4",
     );
     one_line_error(
         &convert(&shipped(), &["--dtype", "i8", "--no-fold-ln"]),
