@@ -248,13 +248,18 @@ fn encode_tensor(
 pub fn model_bytes(u: &mut Unstructured<'_>, cfg: &Config) -> Result<Option<Vec<u8>>> {
     let dtype = *u.choose(DType::ALL.as_slice())?;
     let mut activations = *u.choose(&Activations::ALL)?;
-    // The integer-only arithmetic: int8 matrices and a plan of arbitrary words, where the config is one
-    // it takes (else the int8 arithmetic).
+    // The integer-only arithmetic: int8 or int4 matrices and a plan of arbitrary words (with int4, its
+    // units too), where the config is one it takes (else the int8 arithmetic).
     let covered = microlens::integer::plan::check_config(cfg).is_ok();
     if activations == Activations::Integer && !covered {
         activations = Activations::I8;
     }
     let integer = activations == Activations::Integer;
+    // Drawn only for the integer arithmetic: other inputs decode as before.
+    let integer_dtype = match integer && u.arbitrary()? {
+        true => DType::I4,
+        false => DType::I8,
+    };
     let mut tensors = Vec::new();
     for id in Catalogue::new(cfg).ids() {
         let shape = id.shape(cfg);
@@ -262,7 +267,7 @@ pub fn model_bytes(u: &mut Unstructured<'_>, cfg: &Config) -> Result<Option<Vec<
             .map(|_| float(u).map(|v| if v.is_finite() { v } else { 0.5 }))
             .collect::<Result<_>>()?;
         let per_tensor = if integer {
-            DType::I8
+            integer_dtype
         } else if u.ratio(1, 4)? {
             *u.choose(DType::ALL.as_slice())?
         } else {
@@ -287,7 +292,8 @@ pub fn model_bytes(u: &mut Unstructured<'_>, cfg: &Config) -> Result<Option<Vec<
         return Ok(Some(bytes));
     }
     let mut plan = microlens::integer::plan::MAGIC.to_le_bytes().to_vec();
-    plan.resize(microlens::integer::plan::len(cfg), 0);
+    let int4 = integer_dtype == DType::I4;
+    plan.resize(microlens::integer::plan::len_of(cfg, int4), 0);
     u.fill_buffer(&mut plan[4..])?;
     Ok(blob::with_arithmetic(&bytes, activations, Some(&plan)).ok())
 }
