@@ -63,6 +63,7 @@ pub(crate) use target::{widest, Widest};
 // Plain Rust every target shares, built on the target's instructions above.
 pub(crate) use portable::attention::{fixed, lanes};
 pub(crate) use portable::lanes::{dot_lanes16, lane_word, mac_lanes, sum_to_f32, sums4_f32, word};
+pub(crate) use portable::nibbles::{nibble, nibbles_dot};
 
 /// An int8 quantisation's parts (`quantize8`): the values, their 16-bit lanes and the scale.
 pub(crate) type Int8Parts<'q> = (&'q [i8], &'q [u32], f32);

@@ -506,7 +506,7 @@ impl<'a> Plan<'a> {
     /// a tensor that is no matrix of `cfg`).
     pub fn units(&self, cfg: &Config, id: TensorId) -> Units<'a> {
         let [rows, cols] = id.shape(cfg);
-        let groups = cols.div_ceil(crate::blob::I4_GROUP);
+        let groups = cols.div_ceil(crate::blob::dtype::I4_GROUP);
         if self.units.is_empty() || !id.kind.is_matrix() {
             return Units::new(&[], groups);
         }
@@ -732,7 +732,7 @@ mod tests {
             .collect();
         for (i, id) in matrices.iter().enumerate() {
             let [rows, cols] = id.shape(&cfg);
-            let n = rows * cols.div_ceil(crate::blob::I4_GROUP);
+            let n = rows * cols.div_ceil(crate::blob::dtype::I4_GROUP);
             let units: std::vec::Vec<u16> = (0..n).map(|k| (1000 * i + k) as u16).collect();
             w.units(&units);
         }
@@ -742,7 +742,7 @@ mod tests {
         let plan = Plan::parse(&bytes, &cfg, true).unwrap();
         for (i, id) in matrices.iter().enumerate() {
             let [rows, cols] = id.shape(&cfg);
-            let groups = cols.div_ceil(crate::blob::I4_GROUP);
+            let groups = cols.div_ceil(crate::blob::dtype::I4_GROUP);
             let units = plan.units(&cfg, *id);
             let last = rows * groups - 1;
             assert_eq!(units.get(0, 0), (1000 * i) as i32, "{id}");

@@ -8,8 +8,8 @@
 //! The sums are exact in `i32`: `|w x| <= 8 * 128`, a group's sum at most `2^15`, times `u_g < 2^10`,
 //! over at most [`MAX_GROUPS`] groups: below `2^31`.
 
-use crate::blob::I4_GROUP;
-use crate::quant::int4::dot_i32;
+use crate::arch::{nibble, nibbles_dot};
+use crate::blob::dtype::I4_GROUP;
 
 /// The largest group multiplier (10 bits).
 pub const UNIT_MAX: u16 = 1023;
@@ -73,7 +73,7 @@ pub fn sums<'o>(
         let row = rows.next().unwrap_or(&[]);
         let mut acc = 0i32;
         for (g, xg) in x.chunks(I4_GROUP).enumerate() {
-            let group = dot_i32(row, g * I4_GROUP, xg);
+            let group = nibbles_dot(row, g * I4_GROUP, xg);
             acc = acc.wrapping_add(units.get(r, g).wrapping_mul(group));
         }
         *o = acc;
@@ -81,32 +81,44 @@ pub fn sums<'o>(
     out
 }
 
-/// [`sums`] over rows of whole words (`row_words` each, 4-byte aligned): each word's eight nibbles
-/// sign-extended by two shifts (one `SBFX` on ARMv7-M) against the int8 inputs of their columns.
+/// [`sums`] over rows of whole words (`row_words` each, 4-byte aligned), two rows a pass (each input
+/// loaded once for both): each word's eight nibbles sign-extended by two shifts (one `SBFX` on
+/// ARMv7-M) against the int8 inputs of their columns.
 #[inline(always)]
 fn word_rows(words: &[u32], row_words: usize, units: &Units<'_>, x: &[i8], out: &mut [i32]) {
     const GROUP_WORDS: usize = I4_GROUP / 8;
-    for (r, (o, row)) in out
-        .iter_mut()
-        .zip(words.chunks(row_words.max(1)))
+    let row_words = row_words.max(1);
+    let nibble = |w: u32, j: usize| ((w << (28 - 4 * j)) as i32) >> 28;
+    for (q, (o, pair)) in out
+        .chunks_mut(2)
+        .zip(words.chunks(2 * row_words))
         .enumerate()
     {
-        let mut total = 0i32;
-        let groups = row.chunks(GROUP_WORDS).zip(x.chunks(I4_GROUP));
-        for (g, (ws, xg)) in groups.enumerate() {
-            let mut acc = 0i32;
-            for (&w, x8) in ws.iter().zip(xg.chunks_exact(8)) {
-                let w = u32::from_le(w);
+        let (r0, r1) = pair.split_at(row_words.min(pair.len()));
+        let mut total = [0i32; 2];
+        let groups = x.chunks(I4_GROUP).enumerate();
+        for (g, xg) in groups {
+            let span = g * GROUP_WORDS..;
+            let (w0, w1) = (r0.get(span.clone()), r1.get(span));
+            let (w0, w1) = (w0.unwrap_or(&[]), w1.unwrap_or(&[]));
+            let mut acc = [0i32; 2];
+            for (k, x8) in xg.chunks_exact(8).enumerate().take(GROUP_WORDS) {
+                let (a, b) = (w0.get(k).copied(), w1.get(k).copied());
+                let (a, b) = (u32::from_le(a.unwrap_or(0)), u32::from_le(b.unwrap_or(0)));
                 if let Some(x8) = x8.first_chunk::<8>() {
                     for (j, &xj) in x8.iter().enumerate() {
-                        let nibble = ((w << (28 - 4 * j)) as i32) >> 28;
-                        acc += nibble * i32::from(xj);
+                        acc[0] += nibble(a, j) * i32::from(xj);
+                        acc[1] += nibble(b, j) * i32::from(xj);
                     }
                 }
             }
-            total = total.wrapping_add(units.get(r, g).wrapping_mul(acc));
+            for (i, (t, acc)) in total.iter_mut().zip(acc).enumerate() {
+                *t = t.wrapping_add(units.get(2 * q + i, g).wrapping_mul(acc));
+            }
         }
-        *o = total;
+        for (o, t) in o.iter_mut().zip(total) {
+            *o = t;
+        }
     }
 }
 
@@ -114,7 +126,7 @@ fn word_rows(words: &[u32], row_words: usize, units: &Units<'_>, x: &[i8], out: 
 #[inline]
 pub fn value(data: &[u8], cols: usize, units: &Units<'_>, r: usize, c: usize) -> i32 {
     let row = data.get(r * cols.div_ceil(2)..).unwrap_or(&[]);
-    crate::quant::int4::nibble(row, c) * units.get(r, c / I4_GROUP)
+    nibble(row, c) * units.get(r, c / I4_GROUP)
 }
 
 #[cfg(test)]
@@ -166,13 +178,13 @@ mod tests {
             for (r, &got) in got.iter().enumerate() {
                 let want: i64 = (0..cols)
                     .map(|c| {
-                        let w = crate::quant::int4::nibble(&data[r * row_bytes..], c);
+                        let w = nibble(&data[r * row_bytes..], c);
                         i64::from(w) * i64::from(x[c]) * i64::from(units.get(r, c / I4_GROUP))
                     })
                     .sum();
                 assert_eq!(i64::from(got), want, "{rows}x{cols} row {r}");
                 for c in [0, cols / 2, cols - 1] {
-                    let w = crate::quant::int4::nibble(&data[r * row_bytes..], c);
+                    let w = nibble(&data[r * row_bytes..], c);
                     assert_eq!(
                         value(&data, cols, &units, r, c),
                         w * units.get(r, c / I4_GROUP)

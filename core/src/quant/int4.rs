@@ -3,16 +3,9 @@
 
 use super::activations::Wide;
 use super::groups;
+pub(crate) use crate::arch::nibble;
+use crate::arch::nibbles_dot as dot_i32;
 use crate::blob::I4_GROUP;
-
-/// Nibble `c` of a packed row, sign-extended: the low nibble of byte `c / 2` for even `c`, the high one
-/// for odd `c`. Missing bytes read as 0.
-#[inline]
-pub fn nibble(row: &[u8], c: usize) -> i32 {
-    let b = row.get(c / 2).copied().unwrap_or(0);
-    let n = if c % 2 == 1 { b >> 4 } else { b & 0x0f };
-    ((n << 4) as i8 >> 4) as i32
-}
 
 /// `sum_g (acc_g * scale(g))` over the groups met by columns `c0 .. c0 + x.len()` of one packed row, with
 /// `acc_g = sum_c w[c] * x[c]` exact in `i32` and the groups added in order. `scale(g)` is the scale of
@@ -29,44 +22,9 @@ pub fn dot_wide(row: &[u8], c0: usize, n: usize, x: Wide<'_>, scale: impl Fn(usi
     groups::sum(c0, n, I4_GROUP, piece, scale)
 }
 
-/// `sum_i w[c + i] * x[i]` in `i32`, two nibbles per byte where `c` is even; called with at most one
-/// group (`|w x| <= 1024`, so any length up to 2^21 is exact).
-pub(crate) fn dot_i32(row: &[u8], c: usize, x: &[i8]) -> i32 {
-    let (mut acc, mut x, mut c) = (0i32, x, c);
-    if c % 2 == 1 {
-        if let Some((&first, rest)) = x.split_first() {
-            acc += nibble(row, c) * first as i32;
-            (x, c) = (rest, c + 1);
-        }
-    }
-    let bytes = row.get(c / 2..).unwrap_or(&[]);
-    let pairs = x.chunks_exact(2);
-    let last = pairs
-        .remainder()
-        .first()
-        .map(|&xi| nibble(row, c + x.len() - 1) * xi as i32);
-    for (&b, p) in bytes.iter().zip(pairs) {
-        let (lo, hi) = (((b << 4) as i8 >> 4) as i32, (b as i8 >> 4) as i32);
-        acc += lo * p[0] as i32 + hi * p[1] as i32;
-    }
-    acc + last.unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn nibbles_are_low_first_and_signed() {
-        let row = [0x8f_u8, 0x71];
-        assert_eq!(
-            (0..4)
-                .map(|c| nibble(&row, c))
-                .collect::<std::vec::Vec<_>>(),
-            [-1, -8, 1, 7]
-        );
-        assert_eq!(nibble(&row, 9), 0);
-    }
 
     #[test]
     fn groups_are_scaled_separately() {

@@ -117,8 +117,9 @@ impl Weights<'_> {
         self.m.rows()
     }
 
+    /// Int4 (never in a build without `weights-i4`, whose code then has no int4 path).
     fn int4(&self) -> bool {
-        self.m.dtype() == DType::I4
+        DType::I4.compiled() && self.m.dtype() == DType::I4
     }
 }
 
@@ -129,7 +130,7 @@ fn matrix<'a>(s: &Step<'_, 'a, impl Hooks>, kind: TensorKind) -> Result<Weights<
     let id = TensorId::in_layer(kind, s.layer);
     let m = s.model.matrix(id).ok_or(MISSING)?;
     let units = match s.model.integer_plan() {
-        Some(plan) if m.dtype() == DType::I4 => plan.units(&s.cfg, id),
+        Some(plan) if DType::I4.compiled() && m.dtype() == DType::I4 => plan.units(&s.cfg, id),
         _ => Units::new(&[], 0),
     };
     Ok(Weights { m, units })

@@ -8,6 +8,7 @@ use super::{Int16Parts, Int8Parts};
 pub(crate) mod attention;
 pub(crate) mod instructions;
 pub(crate) mod lanes;
+pub(crate) mod nibbles;
 pub(crate) mod strided;
 pub(crate) mod vector;
 pub(crate) mod wide;
