@@ -1,6 +1,6 @@
 //! The integer plan: every constant the integer-only forward (`session::integer`) needs beyond the
-//! int8 weights, computed on the host at conversion from ranges calibrated on the float forward, and
-//! stored in the blob after the header (`convert --arith integer`).
+//! int8 or int4 weights, computed on the host at conversion from ranges calibrated on the float
+//! forward, and stored in the blob after the header (`convert --arith integer`).
 //!
 //! Little-endian 32-bit words, in forward order (`R` = a [`Row`], 3 words; `M` = a [`Multiplier`],
 //! 2 words; `N` = a [`Norm`], 5 words; `f` = an `f32`'s bits, the scale a hook dequantises with):

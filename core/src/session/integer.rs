@@ -1,5 +1,6 @@
 //! The integer-only arithmetic's forward pass of one position ([`Activations::Integer`]), top to
-//! bottom, every value an integer from the embedding lookup to the unembedding's sums:
+//! bottom, every value an integer from the embedding lookup to the unembedding's sums (a matrix's
+//! sums exact in `i32`: an int8 row's, or an int4 row's groups times their multipliers, [`units`]):
 //!
 //! - `resid = E[t] + P[pos]`, int16 at the plan's residual scale (each int8 row times its multiplier;
 //!   no `P` with rotary or shortformer positions);
