@@ -426,7 +426,27 @@ mod tests {
                 microlens::integer::plan::len_of(&cfg, true),
                 "{what}"
             );
+            // Without its units (an int8 model's length) or a word short: refused.
+            let int8_len = microlens::integer::plan::len_of(&cfg, false);
+            for cut in [&plan[..int8_len], &plan[..plan.len() - 4]] {
+                let bytes = with_arithmetic(&blob, Activations::Integer, Some(cut)).unwrap();
+                let err = Model::from_bytes(&bytes).unwrap_err().to_string();
+                assert!(err.contains("integer plan"), "{what}: {err}");
+            }
         }
+    }
+
+    #[test]
+    fn int4_rows_wider_than_the_sums_take_are_refused_by_name() {
+        // `W_out`'s rows of 2,080 columns: 65 groups, one more than an `i32` sum holds.
+        let mut cfg = Config::new(1, 12, 3, 4, 11, 9, Some(2080));
+        cfg.normalization = Normalization::LNPre;
+        let blob = blob_of(&cfg, DType::I4, 9);
+        let mut plan = vec![0u8; microlens::integer::plan::len_of(&cfg, true)];
+        plan[..4].copy_from_slice(&microlens::integer::plan::MAGIC.to_le_bytes());
+        let bytes = with_arithmetic(&blob, Activations::Integer, Some(&plan)).unwrap();
+        let err = Model::from_bytes(&bytes).unwrap_err().to_string();
+        assert!(err.contains("at most 2048 columns"), "{err}");
     }
 
     #[test]
