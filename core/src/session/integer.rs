@@ -129,12 +129,14 @@ impl Weights<'_> {
 #[inline(never)]
 fn matrix<'a>(s: &Step<'_, 'a, impl Hooks>, kind: TensorKind) -> Result<Weights<'a>, Error> {
     let id = TensorId::in_layer(kind, s.layer);
-    let m = s.model.matrix(id).ok_or(MISSING)?;
-    let units = match s.model.integer_plan() {
-        Some(plan) if DType::I4.compiled() && m.dtype() == DType::I4 => plan.units(&s.cfg, id),
-        _ => Units::new(&[], 0),
+    let mut w = Weights {
+        m: s.model.matrix(id).ok_or(MISSING)?,
+        units: Units::new(&[], 0),
     };
-    Ok(Weights { m, units })
+    if let (true, Some(plan)) = (w.int4(), s.model.integer_plan()) {
+        w.units = plan.units(&s.cfg, id);
+    }
+    Ok(w)
 }
 
 /// `out[r] = W[r] . x` over `W`'s rows, exact (`x` its first `cols` values, `scratch` for their

@@ -381,6 +381,16 @@ mod tests {
         requantize(&model, dtype, Activations::F32, &Rounding::Nearest).unwrap()
     }
 
+    /// Why `Model::from_bytes` refuses `blob` computing in integers with the plan `plan` (an
+    /// inconsistency, never another error).
+    fn refusal(blob: &[u8], plan: Option<&[u8]>) -> String {
+        let bytes = with_arithmetic(blob, Activations::Integer, plan).unwrap();
+        match Model::from_bytes(&bytes) {
+            Err(e @ Error::Inconsistent(_)) => e.to_string(),
+            other => panic!("{other:?}"),
+        }
+    }
+
     /// The float blob `blob` in the integer arithmetic follows its float forward within a tenth of
     /// the logits' RMS, and gives the same bits twice.
     fn follows_the_float_forward(blob: &[u8], what: &str) {
@@ -429,8 +439,7 @@ mod tests {
             // Without its units (an int8 model's length) or a word short: refused.
             let int8_len = microlens::integer::plan::len_of(&cfg, false);
             for cut in [&plan[..int8_len], &plan[..plan.len() - 4]] {
-                let bytes = with_arithmetic(&blob, Activations::Integer, Some(cut)).unwrap();
-                let err = Model::from_bytes(&bytes).unwrap_err().to_string();
+                let err = refusal(&blob, Some(cut));
                 assert!(err.contains("integer plan"), "{what}: {err}");
             }
         }
@@ -444,8 +453,7 @@ mod tests {
         let blob = blob_of(&cfg, DType::I4, 9);
         let mut plan = vec![0u8; microlens::integer::plan::len_of(&cfg, true)];
         plan[..4].copy_from_slice(&microlens::integer::plan::MAGIC.to_le_bytes());
-        let bytes = with_arithmetic(&blob, Activations::Integer, Some(&plan)).unwrap();
-        let err = Model::from_bytes(&bytes).unwrap_err().to_string();
+        let err = refusal(&blob, Some(&plan));
         assert!(err.contains("at most 2048 columns"), "{err}");
     }
 
@@ -505,13 +513,7 @@ mod tests {
         let seqs = Source::default().sequences(&float).unwrap();
         let int = integer_blob(&blob, &seqs[..4]).unwrap();
         let plan = plan(&float, &Ranges::calibrate(&float, &seqs[..4]).unwrap()).unwrap();
-        let refused = |plan: Option<&[u8]>| {
-            let bytes = with_arithmetic(&blob, Activations::Integer, plan).unwrap();
-            match Model::from_bytes(&bytes) {
-                Err(e @ Error::Inconsistent(_)) => e.to_string(),
-                other => panic!("{other:?}"),
-            }
-        };
+        let refused = |plan: Option<&[u8]>| refusal(&blob, plan);
         assert!(refused(None).contains("integer plan"));
         assert!(refused(Some(&plan[..plan.len() - 4])).contains("integer plan"));
         let mut bad = plan.clone();
